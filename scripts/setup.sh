@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install what Moldau needs on a fresh machine. Usage: scripts/setup.sh [run|test]
+#   run  - the broker and CLI (Python package)
+#   test - everything the test suite needs: test deps, PySpark, kcat, a JDK
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-run}"
+PY="${PYTHON:-python3}"
+
+need_apt=()
+if [ "$mode" = test ]; then
+  command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+  command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+fi
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${need_apt[*]} with apt"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+extras=""
+[ "$mode" = test ] && extras="[test]"
+echo "setup: installing moldau${extras} with pip"
+"$PY" -m pip install -q --disable-pip-version-check -e ".${extras}" 2>&1 | grep -v "Running pip as the 'root' user" || true
+"$PY" -c "import moldau" # fail here, clearly, if the install did not work

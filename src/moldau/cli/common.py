@@ -1,0 +1,196 @@
+"""Helpers shared by the client-side `moldau` commands.
+
+Every command talks to the broker through confluent-kafka (librdkafka), so it works
+against any Kafka-protocol broker; this module holds what they have in common: the
+connection options, client construction, KEY=VALUE parsing, and turning Kafka errors
+into one line on stderr with exit code 1.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+T = TypeVar("T")
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+# Bounds every admin/metadata request, so an unreachable broker ends in an error, not a hang.
+REQUEST_TIMEOUT_S = 15.0
+ADMIN_TIMEOUTS = {"request_timeout": REQUEST_TIMEOUT_S}
+# For topic operations the broker itself waits up to operation_timeout (for the change to
+# propagate), so the request must be allowed to outlive it.
+TOPIC_OP_TIMEOUTS = {
+    "operation_timeout": REQUEST_TIMEOUT_S,
+    "request_timeout": REQUEST_TIMEOUT_S + 5,
+}
+
+BootstrapOption = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-server",
+        "-b",
+        envvar="MOLDAU_BOOTSTRAP",
+        help="Kafka-protocol broker address(es), host:port[,host:port].",
+    ),
+]
+PropertyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--property",
+        "-X",
+        metavar="KEY=VALUE",
+        help="Extra librdkafka client property (repeatable).",
+    ),
+]
+
+# librdkafka logs (e.g. every failed connect) go here instead of straight to stderr;
+# `moldau -v` shows them.
+_KAFKA_LOGGER = logging.getLogger("moldau.cli.librdkafka")
+_KAFKA_LOGGER.addHandler(logging.NullHandler())
+_KAFKA_LOGGER.propagate = False
+
+
+def show_client_logs() -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s librdkafka %(message)s"))
+    _KAFKA_LOGGER.addHandler(handler)
+    _KAFKA_LOGGER.setLevel(logging.DEBUG)
+
+
+# Non-terminal output is not wrapped at 80 columns, so tables stay parseable in pipes.
+_WIDE = 1000
+
+
+def _console(stderr: bool) -> Console:
+    # Markup off: topic names, keys and broker messages may contain `[...]`.
+    probe = Console(stderr=stderr)
+    width = None if probe.is_terminal else _WIDE
+    return Console(stderr=stderr, highlight=False, markup=False, width=width)
+
+
+out = _console(stderr=False)
+err = _console(stderr=True)
+
+
+def fail(message: str) -> NoReturn:
+    """Report a runtime error as one line on stderr and exit with status 1."""
+    err.print(Text.assemble(("Error: ", "bold red"), message), soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def describe_error(error: KafkaError | KafkaException) -> str:
+    """`NAME: message`, Kafka's error name first so users can search for it."""
+    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
+        error = error.args[0]
+    if isinstance(error, KafkaError):
+        return f"{error.name()}: {error.str()}"
+    return str(error)
+
+
+def check(error: KafkaError | None, context: str = "") -> None:
+    """Fail on a per-item error returned inside an otherwise successful result."""
+    if error is not None and error.code() != KafkaError.NO_ERROR:
+        fail(f"{context}{describe_error(error)}")
+
+
+@contextmanager
+def kafka_errors(context: str = "") -> Iterator[None]:
+    """Turn a KafkaException escaping the block into a clean `fail`."""
+    try:
+        yield
+    except KafkaException as exc:
+        fail(f"{context}{describe_error(exc)}")
+
+
+def result(future: Future[T], context: str = "") -> T:
+    """Wait for one admin future, failing cleanly on its Kafka error."""
+    with kafka_errors(context):
+        return future.result()
+
+
+def parse_pairs(pairs: list[str] | None, option: str) -> dict[str, str]:
+    """Parse repeated KEY=VALUE options; a malformed one is a usage error (exit 2)."""
+    parsed: dict[str, str] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint=option)
+        parsed[key] = value
+    return parsed
+
+
+def unescape(separator: str) -> str:
+    r"""Let shells pass separators such as `\t` literally."""
+    return codecs.decode(separator, "unicode_escape")
+
+
+def client_config(bootstrap: str, properties: list[str] | None = None, **extra: Any) -> dict:
+    """librdkafka configuration common to all clients, plus command and user extras."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": "moldau-cli",
+        "logger": _KAFKA_LOGGER,
+        **extra,
+    }
+    config.update(parse_pairs(properties, "--property"))
+    return config
+
+
+def admin_client(bootstrap: str, properties: list[str] | None = None) -> AdminClient:
+    # Admin handles are producers inside librdkafka; without this, describing a missing
+    # topic could auto-create it on brokers with auto.create.topics.enable=true.
+    return AdminClient(client_config(bootstrap, properties, **{"allow.auto.create.topics": False}))
+
+
+def consumer_client(
+    bootstrap: str, properties: list[str] | None = None, group: str | None = None, **extra: Any
+) -> Consumer:
+    """A consumer; without `group` it never joins or commits (assign-only use)."""
+    if group is None:
+        # confluent-kafka insists on a group.id even for assign-only consumers.
+        extra = {"group.id": "moldau-cli", "enable.auto.commit": False, **extra}
+    else:
+        extra = {"group.id": group, **extra}
+    return Consumer(client_config(bootstrap, properties, **extra))
+
+
+def cluster_metadata(
+    client: AdminClient | Consumer | Producer, topic: str | None = None
+) -> ClusterMetadata:
+    with kafka_errors():
+        return client.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+
+
+def topic_metadata(client: AdminClient | Consumer | Producer, topic: str) -> TopicMetadata:
+    """Metadata of one existing topic; fails with UNKNOWN_TOPIC_OR_PART if absent."""
+    meta = cluster_metadata(client, topic).topics.get(topic)
+    if meta is None:
+        fail(f"UNKNOWN_TOPIC_OR_PART: topic {topic!r} does not exist")
+    check(meta.error, f"topic {topic!r}: ")
+    return meta
+
+
+def watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]:
+    """(log start offset, log end offset) of one partition."""
+    with kafka_errors(f"{partition.topic}-{partition.partition}: "):
+        return consumer.get_watermark_offsets(partition, timeout=REQUEST_TIMEOUT_S)
+
+
+def table(*columns: str, title: str | None = None) -> Table:
+    return Table(*columns, title=title, title_justify="left", box=None, header_style="bold")
+
+
+def print_kv(title: str, values: Mapping[str, Any]) -> None:
+    """A one-line summary such as `Topic: t  PartitionCount: 3`."""
+    out.print("  ".join([title, *(f"{k}: {v}" for k, v in values.items())]), soft_wrap=True)

@@ -1,0 +1,307 @@
+"""`moldau groups`: inspect consumer groups and manage their offsets (like kafka-consumer-groups.sh)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
+
+from moldau.cli.common import (
+    ADMIN_TIMEOUTS,
+    DEFAULT_BOOTSTRAP,
+    REQUEST_TIMEOUT_S,
+    BootstrapOption,
+    PropertyOption,
+    admin_client,
+    check,
+    consumer_client,
+    describe_error,
+    err,
+    fail,
+    kafka_errors,
+    out,
+    print_kv,
+    result,
+    table,
+    topic_metadata,
+    watermarks,
+)
+
+app = typer.Typer(
+    help="List, describe, reset offsets of and delete consumer groups.", no_args_is_help=True
+)
+
+Partition = tuple[str, int]
+_INACTIVE = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD}
+
+
+@app.command("list")
+def list_groups(
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP, properties: PropertyOption = None
+) -> None:
+    """List consumer groups and their states."""
+    admin = admin_client(bootstrap, properties)
+    listing = result(admin.list_consumer_groups(**ADMIN_TIMEOUTS))
+    if listing.errors and not listing.valid:
+        fail(describe_error(listing.errors[0]))
+    for error in listing.errors:
+        err.print(f"Warning: {describe_error(error)}")
+    grid = table("GROUP", "STATE", "SIMPLE")
+    for group in sorted(listing.valid, key=lambda g: g.group_id):
+        grid.add_row(
+            group.group_id, _state(group.state), "yes" if group.is_simple_consumer_group else "no"
+        )
+    out.print(grid)
+
+
+@app.command()
+def describe(
+    group: str, bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP, properties: PropertyOption = None
+) -> None:
+    """Show members, assignments, committed offsets, log end offsets and lag per partition."""
+    admin = admin_client(bootstrap, properties)
+    description = _describe(admin, group)
+    committed = _committed(admin, group)
+    if description is None and not committed:
+        fail(f"GROUP_ID_NOT_FOUND: consumer group {group!r} does not exist")
+    members = description.members if description else []
+    owners = {
+        (tp.topic, tp.partition): member
+        for member in members
+        for tp in member.assignment.topic_partitions
+    }
+    print_kv(
+        f"Group: {group}",
+        {
+            "State": _state(description.state if description else ConsumerGroupState.DEAD),
+            "Members": len(members),
+            "Coordinator": description.coordinator.id if description else "-",
+        },
+    )
+    grid = table(
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    )
+    consumer = consumer_client(bootstrap, properties)
+    try:
+        for topic, partition in sorted(committed.keys() | owners.keys()):
+            _, end = watermarks(consumer, TopicPartition(topic, partition))
+            current = committed.get((topic, partition))
+            member = owners.get((topic, partition))
+            grid.add_row(
+                topic,
+                str(partition),
+                _or_dash(current),
+                str(end),
+                _or_dash(None if current is None else max(end - current, 0)),
+                *((member.member_id, member.host, member.client_id) if member else ("-",) * 3),
+            )
+    finally:
+        consumer.close()
+    for member in members:
+        if not member.assignment.topic_partitions:
+            grid.add_row("-", "-", "-", "-", "-", member.member_id, member.host, member.client_id)
+    out.print(grid)
+
+
+@app.command("reset-offsets")
+def reset_offsets(
+    group: str,
+    topic: Annotated[
+        list[str],
+        typer.Option(
+            "--topic",
+            "-t",
+            metavar="TOPIC[:P,P...]",
+            help="Topic, optionally some partitions (repeatable).",
+        ),
+    ],
+    to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Log start offsets.")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest", help="Log end offsets.")] = False,
+    to_datetime: Annotated[
+        str | None,
+        typer.Option(metavar="ISO", help="First offset at/after this time (local unless zoned)."),
+    ] = None,
+    to_offset: Annotated[int | None, typer.Option(min=0)] = None,
+    shift_by: Annotated[
+        int | None, typer.Option(metavar="N", help="Move the committed offset by N.")
+    ] = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="Apply the plan (default: dry run).")
+    ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    properties: PropertyOption = None,
+) -> None:
+    """Plan (or with --execute, commit) new offsets for an inactive group.
+
+    Targets outside a partition's log are clamped to its start/end, as Kafka does.
+    """
+    chosen = [
+        to_earliest,
+        to_latest,
+        to_datetime is not None,
+        to_offset is not None,
+        shift_by is not None,
+    ]
+    if sum(chosen) != 1:
+        raise typer.BadParameter(
+            "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by"
+        )
+    timestamp_ms = _parse_datetime(to_datetime) if to_datetime is not None else None
+    admin = admin_client(bootstrap, properties)
+    description = _describe(admin, group)
+    if description is not None and (description.state not in _INACTIVE or description.members):
+        fail(
+            f"assignments can only be reset if the group {group!r} is inactive, "
+            f"but the current state is {_state(description.state)}"
+        )
+    partitions = [tp for spec in topic for tp in _resolve(admin, spec)]
+    committed = _committed(admin, group)
+    consumer = consumer_client(bootstrap, properties)
+    try:
+        bounds = {(tp.topic, tp.partition): watermarks(consumer, tp) for tp in partitions}
+        by_time = (
+            _offsets_at(consumer, partitions, timestamp_ms) if timestamp_ms is not None else {}
+        )
+    finally:
+        consumer.close()
+    plan = []
+    for tp in partitions:
+        key = (tp.topic, tp.partition)
+        low, high = bounds[key]
+        current = committed.get(key)
+        if to_earliest:
+            target = low
+        elif to_latest:
+            target = high
+        elif to_offset is not None:
+            target = to_offset
+        elif shift_by is not None:
+            if current is None:
+                fail(
+                    f"cannot shift {tp.topic}-{tp.partition}: the group has no committed offset there"
+                )
+            target = current + shift_by
+        else:
+            target = by_time[key] if by_time[key] >= 0 else high
+        plan.append(TopicPartition(tp.topic, tp.partition, min(max(target, low), high)))
+    grid = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
+    for tp in plan:
+        grid.add_row(
+            group,
+            tp.topic,
+            str(tp.partition),
+            _or_dash(committed.get((tp.topic, tp.partition))),
+            str(tp.offset),
+        )
+    out.print(grid)
+    if not execute:
+        err.print("Dry run: nothing changed; add --execute to apply.")
+        return
+    request = ConsumerGroupTopicPartitions(group, plan)
+    altered = result(
+        admin.alter_consumer_group_offsets([request], **ADMIN_TIMEOUTS)[group], f"group {group!r}: "
+    )
+    for tp in altered.topic_partitions:
+        check(tp.error, f"{tp.topic}-{tp.partition}: ")
+    err.print(f"Reset offsets of group {group} for {len(plan)} partitions.")
+
+
+@app.command()
+def delete(
+    groups: Annotated[list[str], typer.Argument(help="Groups to delete.")],
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    properties: PropertyOption = None,
+) -> None:
+    """Delete inactive consumer groups and their committed offsets."""
+    admin = admin_client(bootstrap, properties)
+    futures = admin.delete_consumer_groups(groups, **ADMIN_TIMEOUTS)
+    for group in groups:
+        result(futures[group], f"cannot delete group {group!r}: ")
+        out.print(f"Deleted consumer group {group}.")
+
+
+def _describe(admin: AdminClient, group: str) -> ConsumerGroupDescription | None:
+    """The group's description, or None if the broker knows no such group."""
+    future = admin.describe_consumer_groups([group], **ADMIN_TIMEOUTS)[group]
+    with kafka_errors(f"group {group!r}: "):
+        try:
+            description = future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                raise
+            return None
+    return None if description.state == ConsumerGroupState.DEAD else description
+
+
+def _committed(admin: AdminClient, group: str) -> dict[Partition, int]:
+    request = [ConsumerGroupTopicPartitions(group)]
+    future = admin.list_consumer_group_offsets(request, **ADMIN_TIMEOUTS)[group]
+    offsets = result(future, f"group {group!r}: ")
+    return {
+        (tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions if tp.offset >= 0
+    }
+
+
+def _resolve(admin: AdminClient, spec: str) -> list[TopicPartition]:
+    """`topic` (all its partitions) or `topic:0,2` (those) as TopicPartitions."""
+    name, _, numbers = spec.partition(":")
+    existing = topic_metadata(admin, name).partitions
+    if not numbers:
+        return [TopicPartition(name, p) for p in sorted(existing)]
+    try:
+        wanted = [int(n) for n in numbers.split(",")]
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected TOPIC[:P,P...], got {spec!r}", param_hint="--topic"
+        ) from None
+    missing = [p for p in wanted if p not in existing]
+    if missing:
+        fail(f"UNKNOWN_TOPIC_OR_PART: topic {name!r} has no partition {missing[0]}")
+    return [TopicPartition(name, p) for p in wanted]
+
+
+def _offsets_at(
+    consumer: Consumer, partitions: list[TopicPartition], timestamp_ms: int
+) -> dict[Partition, int]:
+    """First offset with a timestamp >= timestamp_ms per partition (-1: none that late)."""
+    query = [TopicPartition(tp.topic, tp.partition, timestamp_ms) for tp in partitions]
+    with kafka_errors("offsets for time: "):
+        found = consumer.offsets_for_times(query, timeout=REQUEST_TIMEOUT_S)
+    for tp in found:
+        check(tp.error, f"{tp.topic}-{tp.partition}: ")
+    return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+
+def _parse_datetime(text: str) -> int:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"not an ISO-8601 date-time: {text!r}", param_hint="--to-datetime"
+        ) from None
+    return int(moment.timestamp() * 1000)
+
+
+def _state(state: ConsumerGroupState) -> str:
+    return state.name if isinstance(state, ConsumerGroupState) else str(state)
+
+
+def _or_dash(value: int | None) -> str:
+    return "-" if value is None else str(value)

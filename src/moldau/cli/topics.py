@@ -1,0 +1,217 @@
+"""`moldau topics`: create, list, describe, alter and delete topics (like kafka-topics.sh)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+    TopicMetadata,
+)
+
+from moldau.cli.common import (
+    ADMIN_TIMEOUTS,
+    DEFAULT_BOOTSTRAP,
+    TOPIC_OP_TIMEOUTS,
+    BootstrapOption,
+    PropertyOption,
+    admin_client,
+    cluster_metadata,
+    out,
+    parse_pairs,
+    print_kv,
+    result,
+    table,
+    topic_metadata,
+)
+
+app = typer.Typer(help="Create, list, describe, alter and delete topics.", no_args_is_help=True)
+
+ConfigOption = Annotated[
+    list[str] | None,
+    typer.Option("--config", "-c", metavar="KEY=VALUE", help="Topic config (repeatable)."),
+]
+
+
+@app.command()
+def create(
+    name: str,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    partitions: Annotated[
+        int | None,
+        typer.Option("--partitions", "-p", min=1, help="Partition count [default: broker's]."),
+    ] = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option("--replication-factor", "-r", min=1, help="[default: broker's]."),
+    ] = None,
+    config: ConfigOption = None,
+    if_not_exists: Annotated[
+        bool, typer.Option("--if-not-exists", help="Succeed if the topic already exists.")
+    ] = False,
+    properties: PropertyOption = None,
+) -> None:
+    """Create a topic."""
+    configs = parse_pairs(config, "--config")
+    admin = admin_client(bootstrap, properties)
+    if if_not_exists and name in cluster_metadata(admin).topics:
+        out.print(f"Topic {name} already exists.")
+        return
+    # -1 asks the broker for its num.partitions / default.replication.factor (KIP-464).
+    topic = NewTopic(
+        name,
+        num_partitions=partitions or -1,
+        replication_factor=replication_factor or -1,
+        config=configs,
+    )
+    futures = admin.create_topics([topic], **TOPIC_OP_TIMEOUTS)
+    result(futures[name], f"cannot create topic {name!r}: ")
+    out.print(f"Created topic {name}.")
+
+
+@app.command("list")
+def list_topics(
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    exclude_internal: Annotated[
+        bool,
+        typer.Option("--exclude-internal", help="Hide internal topics such as __consumer_offsets."),
+    ] = False,
+    properties: PropertyOption = None,
+) -> None:
+    """List topics with their partition counts."""
+    topics = cluster_metadata(admin_client(bootstrap, properties)).topics
+    grid = table("TOPIC", "PARTITIONS")
+    for name in sorted(topics):
+        if not (exclude_internal and _is_internal(name)):
+            grid.add_row(name, str(len(topics[name].partitions)))
+    out.print(grid)
+
+
+@app.command()
+def describe(
+    names: Annotated[list[str] | None, typer.Argument(help="Topics [default: all].")] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    properties: PropertyOption = None,
+) -> None:
+    """Show partitions (leader, replicas, ISR) and non-default configs of topics."""
+    admin = admin_client(bootstrap, properties)
+    if names:
+        topics = [topic_metadata(admin, name) for name in names]
+    else:
+        everything = cluster_metadata(admin).topics
+        topics = [everything[name] for name in sorted(everything) if not _is_internal(name)]
+    overrides = _config_overrides(admin, [t.topic for t in topics])
+    for topic in topics:
+        _print_topic(topic, overrides[topic.topic])
+
+
+@app.command()
+def alter(
+    name: str,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    partitions: Annotated[
+        int | None,
+        typer.Option("--partitions", "-p", min=1, help="New (larger) partition count."),
+    ] = None,
+    config: ConfigOption = None,
+    delete_config: Annotated[
+        list[str] | None,
+        typer.Option("--delete-config", metavar="KEY", help="Revert a config to its default."),
+    ] = None,
+    properties: PropertyOption = None,
+) -> None:
+    """Add partitions to a topic and/or change its configs."""
+    configs = parse_pairs(config, "--config")
+    if partitions is None and not configs and not delete_config:
+        raise typer.BadParameter("give --partitions, --config or --delete-config")
+    admin = admin_client(bootstrap, properties)
+    if partitions is not None:
+        futures = admin.create_partitions([NewPartitions(name, partitions)], **TOPIC_OP_TIMEOUTS)
+        result(futures[name], f"cannot add partitions to {name!r}: ")
+        out.print(f"Topic {name} now has {partitions} partitions.")
+    if configs or delete_config:
+        entries = [
+            *(
+                ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                for k, v in configs.items()
+            ),
+            *(
+                ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                for k in delete_config or ()
+            ),
+        ]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = admin.incremental_alter_configs([resource], **ADMIN_TIMEOUTS)
+        result(futures[resource], f"cannot alter configs of {name!r}: ")
+        out.print(f"Updated configs of topic {name}.")
+
+
+@app.command()
+def delete(
+    names: Annotated[list[str], typer.Argument(help="Topics to delete.")],
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    properties: PropertyOption = None,
+) -> None:
+    """Delete topics."""
+    admin = admin_client(bootstrap, properties)
+    futures = admin.delete_topics(names, **TOPIC_OP_TIMEOUTS)
+    for name in names:
+        result(futures[name], f"cannot delete topic {name!r}: ")
+        out.print(f"Deleted topic {name}.")
+
+
+def _is_internal(name: str) -> bool:
+    return name.startswith("__")
+
+
+def _config_overrides(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+    """Per topic, the configs set on the topic itself (kafka-topics --describe's `Configs:`)."""
+    if not names:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+    futures = admin.describe_configs(resources, **ADMIN_TIMEOUTS)
+    overrides = {}
+    for resource, future in futures.items():
+        entries = result(future, f"cannot describe configs of {resource.name!r}: ")
+        overrides[resource.name] = {
+            e.name: e.value
+            for e in sorted(entries.values(), key=lambda e: e.name)
+            if _is_override(e)
+        }
+    return overrides
+
+
+def _is_override(entry: ConfigEntry) -> bool:
+    # Brokers answering without config sources (DescribeConfigs v0) only flag defaults.
+    if entry.source == ConfigSource.UNKNOWN_CONFIG:
+        return not entry.is_default
+    return entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+def _print_topic(topic: TopicMetadata, overrides: dict[str, str]) -> None:
+    partitions = sorted(topic.partitions.values(), key=lambda p: p.id)
+    print_kv(
+        f"Topic: {topic.topic}",
+        {
+            "PartitionCount": len(partitions),
+            "ReplicationFactor": len(partitions[0].replicas) if partitions else 0,
+            "Configs": ",".join(f"{k}={v}" for k, v in overrides.items()),
+        },
+    )
+    grid = table("PARTITION", "LEADER", "REPLICAS", "ISR")
+    for p in partitions:
+        grid.add_row(str(p.id), str(p.leader), _ids(p.replicas), _ids(p.isrs))
+    out.print(grid)
+    out.print()
+
+
+def _ids(broker_ids: list[int]) -> str:
+    return ",".join(map(str, broker_ids))

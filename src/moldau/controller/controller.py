@@ -1,0 +1,178 @@
+"""The controller's decisions: validate an admin operation against the current image and
+answer with the metadata records that carry it out (or an error).
+
+Pure: nothing here writes or waits. The broker appends the records to the metadata log
+and applies them; a Raft quorum can later replicate the same records unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from moldau.controller.image import TOPIC_RESOURCE, MetadataImage
+from moldau.controller.records import (
+    ConfigRecord,
+    MetadataRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.storage.config import LogConfig
+
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+PRODUCER_ID_BLOCK = 1000
+
+
+@dataclass
+class Outcome:
+    """An operation's answer: an error (code + message) or the records to commit."""
+
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    records: list[MetadataRecord] = field(default_factory=list)
+
+
+def topic_name_error(name: str) -> str | None:
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL_TOPIC.match(name):
+        return (
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+class Controller:
+    """Single-node controller logic; ``broker_props`` supplies topic config defaults."""
+
+    def __init__(self, node_id: int, broker_props: Mapping[str, str], default_partitions: int):
+        self.node_id = node_id
+        self.broker_props = broker_props
+        self.default_partitions = default_partitions
+
+    def validate_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
+        return LogConfig.from_props(configs, self.broker_props)
+
+    def create_topic(
+        self,
+        image: MetadataImage,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        assignments: Mapping[int, list[int]] | None = None,
+    ) -> Outcome:
+        if (msg := topic_name_error(name)) is not None:
+            return Outcome(ErrorCode.INVALID_TOPIC_EXCEPTION, msg)
+        if name in image.topics:
+            return Outcome(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if assignments:
+            num_partitions = len(assignments)
+            bad = [p for p, r in assignments.items() if r != [self.node_id]]
+            if bad or sorted(assignments) != list(range(num_partitions)):
+                return Outcome(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Replica assignment must place partitions 0..n-1 on broker {self.node_id}",
+                )
+        if num_partitions == -1:
+            num_partitions = self.default_partitions
+        if num_partitions <= 0:
+            return Outcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor == -1:
+            replication_factor = 1
+        if replication_factor <= 0:
+            return Outcome(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            )
+        if replication_factor > 1:
+            return Outcome(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): "
+                "The target replication factor of "
+                f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
+            )
+        configs = dict(configs or {})
+        try:
+            self.validate_topic_configs(configs)
+        except KafkaError as e:
+            return Outcome(ErrorCode.INVALID_CONFIG, str(e))
+        topic_id = uuid.uuid4().bytes
+        records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
+        records += [
+            ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(configs.items())
+        ]
+        records += self._partitions(topic_id, range(num_partitions))
+        return Outcome(records=records)
+
+    def _partitions(self, topic_id: bytes, ids: range) -> list[MetadataRecord]:
+        n = self.node_id
+        return [PartitionRecord(topic_id, p, [n], [n], n, 0, 0) for p in ids]
+
+    def delete_topic(self, image: MetadataImage, name: str) -> Outcome:
+        topic = image.topics.get(name)
+        if topic is None:
+            return Outcome(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            )
+        return Outcome(records=[RemoveTopicRecord(topic.topic_id)])
+
+    def create_partitions(self, image: MetadataImage, name: str, count: int) -> Outcome:
+        topic = image.topics.get(name)
+        if topic is None:
+            return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if count < current:
+            return Outcome(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {current} partitions, which is higher than the "
+                f"requested {count}.",
+            )
+        if count == current:
+            return Outcome(
+                ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
+            )
+        return Outcome(records=self._partitions(topic.topic_id, range(current, count)))
+
+    def alter_topic_configs(
+        self, image: MetadataImage, name: str, changes: Mapping[str, str | None], *, replace: bool
+    ) -> Outcome:
+        """Set (value) or delete (None) topic configs; ``replace`` drops keys not named."""
+        topic = image.topics.get(name)
+        if topic is None:
+            return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        new = {} if replace else dict(topic.configs)
+        for key, value in changes.items():
+            if value is None:
+                new.pop(key, None)
+            else:
+                new[key] = value
+        try:
+            self.validate_topic_configs(new)
+        except KafkaError as e:
+            return Outcome(ErrorCode.INVALID_CONFIG, str(e))
+        records: list[MetadataRecord] = [
+            ConfigRecord(TOPIC_RESOURCE, name, k, None) for k in topic.configs if k not in new
+        ]
+        records += [
+            ConfigRecord(TOPIC_RESOURCE, name, k, v)
+            for k, v in new.items()
+            if topic.configs.get(k) != v
+        ]
+        return Outcome(records=records)
+
+    def allocate_producer_ids(self, image: MetadataImage) -> tuple[range, Outcome]:
+        """Reserve a block of producer ids; the record makes the reservation durable."""
+        start = image.next_producer_id
+        block = range(start, start + PRODUCER_ID_BLOCK)
+        return block, Outcome(records=[ProducerIdsRecord(self.node_id, block.stop)])

@@ -1,0 +1,44 @@
+"""Deadlines by key, earliest first: the coordinator's stand-in for Kafka's purgatories.
+
+Re-arming or cancelling a key leaves its old heap entry behind; stale entries are
+recognised (their deadline no longer matches) and dropped lazily, keeping every
+operation O(log n).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable
+
+
+class Timers:
+    def __init__(self) -> None:
+        self._deadlines: dict[Hashable, int] = {}
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._seq = itertools.count()
+
+    def set(self, key: Hashable, deadline_ms: int) -> None:
+        self._deadlines[key] = deadline_ms
+        heapq.heappush(self._heap, (deadline_ms, next(self._seq), key))
+
+    def cancel(self, key: Hashable) -> None:
+        self._deadlines.pop(key, None)
+
+    def next_deadline(self) -> int | None:
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ms: int) -> Hashable | None:
+        """The earliest key whose deadline is <= now_ms, disarmed; None when nothing is due."""
+        self._drop_stale()
+        if not self._heap or self._heap[0][0] > now_ms:
+            return None
+        _, _, key = heapq.heappop(self._heap)
+        del self._deadlines[key]
+        return key
+
+    def _drop_stale(self) -> None:
+        heap = self._heap
+        while heap and self._deadlines.get(heap[0][2]) != heap[0][0]:
+            heapq.heappop(heap)

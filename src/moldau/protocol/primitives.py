@@ -1,0 +1,225 @@
+"""Wire primitives shared by the generated message codecs.
+
+Readers take ``(buf, pos)`` and return ``(value, new_pos)``; writers append to a
+``bytearray``. Every reader checks bounds, so a malformed frame surfaces as
+:class:`ProtocolDecodeError` instead of a silently short slice.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+ZERO_UUID = bytes(16)
+
+INT8 = struct.Struct(">b")
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+
+
+class ProtocolDecodeError(ValueError):
+    """The bytes on the wire do not form a valid message of the expected version."""
+
+
+class RecordsSpill:
+    """Records to be sent by reference (e.g. sendfile ranges) rather than copied.
+
+    Encoders place such objects between byte chunks; the network layer writes them.
+    """
+
+    __slots__ = ()
+
+    @property
+    def size(self) -> int:
+        raise NotImplementedError
+
+
+class Writer:
+    """Accumulates encoded bytes; records that are not bytes split the output into parts."""
+
+    __slots__ = ("buf", "parts")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.parts: list[Any] = []
+
+    def records(self, value: Any, compact: bool) -> None:
+        if value is None:
+            if compact:
+                self.buf.append(0)
+            else:
+                self.buf += b"\xff\xff\xff\xff"
+            return
+        if isinstance(value, bytes | bytearray | memoryview):
+            size = len(value) if not isinstance(value, memoryview) else value.nbytes
+            if compact:
+                write_uvarint(self.buf, size + 1)
+            else:
+                self.buf += INT32.pack(size)
+            self.buf += value
+            return
+        size = value.size
+        if compact:
+            write_uvarint(self.buf, size + 1)
+        else:
+            self.buf += INT32.pack(size)
+        self.parts.append(self.buf)
+        self.parts.append(value)
+        self.buf = bytearray()
+
+    def finish(self) -> list[Any]:
+        """Return the parts: bytearrays interleaved with spilled records objects."""
+        if self.buf or not self.parts:
+            self.parts.append(self.buf)
+        return self.parts
+
+
+def encoded_size(parts: list[Any]) -> int:
+    return sum(len(p) if isinstance(p, bytes | bytearray) else p.size for p in parts)
+
+
+def _short(pos: int, n: int, buf: memoryview) -> ProtocolDecodeError:
+    return ProtocolDecodeError(f"need {n} bytes at {pos}, have {len(buf) - pos}")
+
+
+def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise _short(pos, 1, buf)
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 35:
+            raise ProtocolDecodeError("varint too long")
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def read_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
+    (n,) = INT16.unpack_from(buf, pos)
+    pos += 2
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise _short(pos, n, buf)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_compact_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = pos + n - 1
+    if end > len(buf):
+        raise _short(pos, n - 1, buf)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
+    (n,) = INT32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise _short(pos, n, buf)
+    return buf[pos:end], end
+
+
+def read_compact_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = pos + n - 1
+    if end > len(buf):
+        raise _short(pos, n - 1, buf)
+    return buf[pos:end], end
+
+
+def read_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
+    """Array length (-1 for null); rejects lengths the remaining bytes cannot hold."""
+    (n,) = INT32.unpack_from(buf, pos)
+    if n > len(buf) - pos:
+        raise _short(pos, n, buf)
+    return n, pos + 4
+
+
+def read_compact_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
+    n, pos = read_uvarint(buf, pos)
+    if n - 1 > len(buf) - pos:
+        raise _short(pos, n, buf)
+    return n - 1, pos
+
+
+def skip_tagged(buf: memoryview, pos: int) -> int:
+    """Skip a tagged-field section whose tags are all unknown to us."""
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise _short(pos, size, buf)
+    return pos
+
+
+def write_string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out += b"\xff\xff"
+        return
+    data = value.encode()
+    out += INT16.pack(len(data))
+    out += data
+
+
+def write_compact_string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out.append(0)
+        return
+    data = value.encode()
+    write_uvarint(out, len(data) + 1)
+    out += data
+
+
+def write_bytes(out: bytearray, value: bytes | memoryview | None) -> None:
+    if value is None:
+        out += b"\xff\xff\xff\xff"
+        return
+    out += INT32.pack(len(value))
+    out += value
+
+
+def write_compact_bytes(out: bytearray, value: bytes | memoryview | None) -> None:
+    if value is None:
+        out.append(0)
+        return
+    write_uvarint(out, len(value) + 1)
+    out += value
+
+
+def write_array_len(out: bytearray, value: list[Any] | None) -> None:
+    out += INT32.pack(-1 if value is None else len(value))
+
+
+def write_compact_array_len(out: bytearray, value: list[Any] | None) -> None:
+    write_uvarint(out, 0 if value is None else len(value) + 1)
+
+
+def write_tagged(out: bytearray, tagged: list[tuple[int, bytearray]]) -> None:
+    write_uvarint(out, len(tagged))
+    for tag, data in tagged:
+        write_uvarint(out, tag)
+        write_uvarint(out, len(data))
+        out += data

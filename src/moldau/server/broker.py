@@ -1,0 +1,198 @@
+"""The broker: ties the metadata image, the logs and the coordinators to the network.
+
+Handlers receive the :class:`Broker` and use its small API: the current metadata image,
+``commit()`` for metadata changes, ``get_log()`` for data, and the purgatory for waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from moldau.controller.controller import Controller
+from moldau.controller.image import MetadataImage, TopicImage
+from moldau.controller.metadata_log import MetadataLog
+from moldau.controller.records import ClusterIdRecord, MetadataRecord, RegisterBrokerRecord
+from moldau.protocol.errors import ErrorCode
+from moldau.server.config import BrokerConfig, Listener
+from moldau.server.purgatory import Purgatory
+from moldau.storage.config import LogConfig
+from moldau.storage.log import Log
+from moldau.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.node_id = config.node_id
+        self.controller = Controller(
+            self.node_id, config.log_defaults, config.int("num.partitions")
+        )
+        self.image = MetadataImage()
+        self.purgatory = Purgatory()
+        self.log_manager = LogManager(config.log_dirs, config.log_defaults)
+        self.metadata_log: MetadataLog | None = None
+        self.advertised: list[Listener] = []
+        self._commit_lock = asyncio.Lock()
+        self._producer_ids = range(0)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.coordinators: list[object] = []
+
+    # -- lifecycle ------------------------------------------------------------------
+    def load(self) -> None:
+        """Replay metadata, then open (and if needed recover) every partition's log."""
+        for d in self.config.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.metadata_log, self.image = MetadataLog.open(self.config.log_dirs[0])
+        if not self.image.cluster_id:
+            cluster_id = self.config.get("cluster.id") or _new_cluster_id()
+            self._commit_now([ClusterIdRecord(cluster_id)])
+        self._write_meta_properties()
+        self.log_manager.load_logs(self.topic_config_props)
+        for topic in self.image.topics.values():
+            self._ensure_logs(topic)
+
+    def register(self, listeners: list[Listener]) -> None:
+        """Record where clients reach this broker (advertised listeners)."""
+        self.advertised = listeners
+        endpoints = [{"name": li.name, "host": li.host, "port": li.port} for li in listeners]
+        self._commit_now([RegisterBrokerRecord(self.node_id, endpoints)])
+
+    def start_background(self) -> None:
+        c = self.config
+        self._every(c.int("log.retention.check.interval.ms"), self._retention)
+        self._every(c.int("log.flush.scheduler.interval.ms"), self._flush)
+        self._every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+
+    def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    fn()
+                except Exception:
+                    log.exception("background task %s failed", fn.__name__)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+
+    def _retention(self) -> None:
+        self.log_manager.run_retention(self.now_ms())
+
+    def _flush(self) -> None:
+        self.log_manager.flush_due(self.now_ms())
+
+    def shutdown(self) -> None:
+        """Flush everything and write checkpoints, so the next start needs no recovery."""
+        for task in self._tasks:
+            task.cancel()
+        for coordinator in self.coordinators:
+            close = getattr(coordinator, "close", None)
+            if close is not None:
+                close()
+        self.log_manager.shutdown()
+        if self.metadata_log is not None:
+            self.metadata_log.close()
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- metadata -------------------------------------------------------------------
+    async def commit(self, records: list[MetadataRecord]) -> MetadataImage:
+        """Make metadata records durable, then apply them; returns the new image."""
+        async with self._commit_lock:
+            return self._commit_now(records)
+
+    def _commit_now(self, records: list[MetadataRecord]) -> MetadataImage:
+        if not records:
+            return self.image
+        assert self.metadata_log is not None
+        offset = self.metadata_log.append(records)
+        old, self.image = self.image, self.image.apply(records, offset)
+        self._on_image_change(old, self.image)
+        return self.image
+
+    def _on_image_change(self, old: MetadataImage, new: MetadataImage) -> None:
+        for name, topic in old.topics.items():
+            current = new.topics.get(name)
+            if current is None or current.topic_id != topic.topic_id:
+                for p in topic.partitions:
+                    self.log_manager.delete_log(name, p)
+                    self.purgatory.notify((name, p))
+        for name, topic in new.topics.items():
+            before = old.topics.get(name)
+            if before is not None and before.configs != topic.configs:
+                self.log_manager.update_config(name, self.topic_log_config(name))
+            if before is None or before.partitions != topic.partitions:
+                self._ensure_logs(topic)
+
+    def _ensure_logs(self, topic: TopicImage) -> None:
+        config = self.topic_log_config(topic.name)
+        for p in topic.partitions:
+            self.log_manager.get_or_create_log(topic.name, p, config)
+
+    def topic_config_props(self, topic: str) -> dict[str, str]:
+        t = self.image.topics.get(topic)
+        return dict(t.configs) if t is not None else {}
+
+    def topic_log_config(self, topic: str) -> LogConfig:
+        return LogConfig.from_props(self.topic_config_props(topic), self.config.log_defaults)
+
+    async def auto_create_topics(self, names: Iterable[str]) -> dict[str, ErrorCode]:
+        """Create missing topics with broker defaults (auto.create.topics.enable)."""
+        results: dict[str, ErrorCode] = {}
+        for name in names:
+            if name in self.image.topics:
+                results[name] = ErrorCode.NONE
+                continue
+            outcome = self.controller.create_topic(self.image, name)
+            if outcome.error == ErrorCode.TOPIC_ALREADY_EXISTS:
+                results[name] = ErrorCode.NONE
+            elif outcome.error:
+                results[name] = outcome.error
+            else:
+                await self.commit(outcome.records)
+                results[name] = ErrorCode.NONE
+        return results
+
+    async def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicImage:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            outcome = self.controller.create_topic(self.image, name, partitions, 1, configs)
+            if not outcome.error:
+                await self.commit(outcome.records)
+            topic = self.image.topics[name]
+        return topic
+
+    async def next_producer_id(self) -> int:
+        """Hand out a producer id; blocks of ids are reserved durably so none repeats."""
+        async with self._commit_lock:
+            if not self._producer_ids:
+                block, outcome = self.controller.allocate_producer_ids(self.image)
+                self._commit_now(outcome.records)
+                self._producer_ids = block
+            pid = self._producer_ids[0]
+            self._producer_ids = self._producer_ids[1:]
+            return pid
+
+    # -- data -----------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self.log_manager.get_log(topic, partition)
+
+    def _write_meta_properties(self) -> None:
+        text = f"version=1\nnode.id={self.node_id}\ncluster.id={self.image.cluster_id}\n"
+        for d in self.config.log_dirs:
+            path = Path(d) / "meta.properties"
+            if not path.exists():
+                path.write_text(text)
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

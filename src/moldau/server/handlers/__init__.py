@@ -1,0 +1,66 @@
+"""One module per Kafka API. Each defines ``API_KEY``, ``MIN_VERSION``/``MAX_VERSION``
+(the versions it implements), optionally ``ADVERTISED_MIN_VERSION``, and
+``async def handle(broker, ctx, request) -> response | None`` (None: send nothing).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from moldau.protocol.messages.api_versions_response import ApiVersion
+
+_MODULES = [
+    "api_versions",
+    "metadata",
+    "produce",
+    "fetch",
+    "list_offsets",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "describe_cluster",
+    "delete_records",
+    "init_producer_id",
+    "find_coordinator",
+    "join_group",
+    "sync_group",
+    "heartbeat",
+    "leave_group",
+    "offset_commit",
+    "offset_fetch",
+    "describe_groups",
+    "list_groups",
+    "delete_groups",
+    "offset_delete",
+]
+
+
+def _load() -> dict[int, ModuleType]:
+    handlers = {}
+    for name in _MODULES:
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            continue
+        handlers[int(module.API_KEY)] = module
+    return handlers
+
+
+HANDLERS: dict[int, ModuleType] = _load()
+
+
+def advertised_versions() -> list[ApiVersion]:
+    return [
+        ApiVersion(
+            api_key=key,
+            min_version=getattr(m, "ADVERTISED_MIN_VERSION", m.MIN_VERSION),
+            max_version=m.MAX_VERSION,
+        )
+        for key, m in sorted(HANDLERS.items())
+    ]

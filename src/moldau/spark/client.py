@@ -1,0 +1,222 @@
+"""The data source's only contact with the broker, through confluent-kafka (librdkafka).
+
+Using a real Kafka client keeps the data source honest: it works against Apache Kafka as
+well as Moldau. Planning (metadata, watermarks, time lookups) runs on the driver; fetching
+a range and producing run in tasks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from itertools import repeat
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from moldau.spark.arrow import to_record_batch
+from moldau.spark.offsets import OffsetMap, OffsetRange, check_position
+from moldau.spark.options import Subscription
+
+TIMEOUT_S = 30.0
+CHUNK = 20_000
+
+# A group id is mandatory in librdkafka, but we only assign() and never commit,
+# so no group is ever joined and Spark's checkpoint stays the only source of truth.
+_CONSUMER_DEFAULTS = {
+    "group.id": "moldau-spark",
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "error",
+    "enable.partition.eof": True,
+    "fetch.message.max.bytes": 8 * 1024 * 1024,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+}
+
+
+# Idempotence: librdkafka's internal retries never duplicate or reorder a record.
+_PRODUCER_DEFAULTS = {
+    "enable.idempotence": True,
+    "acks": "all",
+    "linger.ms": 20,
+    "batch.size": 1024 * 1024,
+    "delivery.report.only.error": True,
+}
+
+Header = tuple[str, bytes | None]
+
+
+def consumer(config: dict[str, str]) -> Consumer:
+    return Consumer({**_CONSUMER_DEFAULTS, **config})
+
+
+class Cluster:
+    """Driver-side planning queries; one consumer reused for metadata and offsets."""
+
+    def __init__(self, config: dict[str, str]) -> None:
+        self._consumer = consumer(config)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def partitions(self, subscription: Subscription) -> list[tuple[str, int]]:
+        """Partitions the subscription covers right now (patterns skip internal topics)."""
+        if subscription.assigned:
+            return list(subscription.assigned)
+        metadata = self._consumer.list_topics(timeout=TIMEOUT_S)
+        found = []
+        for name, topic in metadata.topics.items():
+            if topic.error is not None or not subscription.matches(name):
+                continue
+            if subscription.pattern is not None and name.startswith("__"):
+                continue
+            found.extend((name, p) for p in topic.partitions)
+        return sorted(found)
+
+    def watermarks(self, partitions: list[tuple[str, int]]) -> tuple[OffsetMap, OffsetMap]:
+        """Log start and end (high watermark, or LSO under read_committed) per partition."""
+        low: OffsetMap = {}
+        high: OffsetMap = {}
+        for tp in partitions:
+            low[tp], high[tp] = self._consumer.get_watermark_offsets(
+                TopicPartition(*tp), timeout=TIMEOUT_S, cached=False
+            )
+        return low, high
+
+    def offsets_for_times(self, times: dict[tuple[str, int], int]) -> OffsetMap:
+        """First offset with timestamp >= the time, -1 if there is none."""
+        if not times:
+            return {}
+        asked = [TopicPartition(t, p, ts) for (t, p), ts in times.items()]
+        answered = self._consumer.offsets_for_times(asked, timeout=TIMEOUT_S)
+        for tp in answered:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+        return {(tp.topic, tp.partition): tp.offset for tp in answered}
+
+
+def fetch_range(
+    config: dict[str, str],
+    r: OffsetRange,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    poll_timeout_s: float = 120.0,
+) -> Iterator[pa.RecordBatch]:
+    """Exactly the records of `r`, as Arrow batches of up to CHUNK rows.
+
+    Offsets may have gaps (compaction, transaction markers), so the range is done when a
+    record at or past `r.end - 1` arrives or the end of the log is reached at or past `r.end`.
+    """
+    if r.size == 0:
+        return
+    c = consumer(config)
+    try:
+        tp = TopicPartition(r.topic, r.partition)
+        low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+        start = check_position((r.topic, r.partition), r.start, low, high, fail_on_data_loss)
+        c.assign([TopicPartition(r.topic, r.partition, start)])
+        idle_since = time.monotonic()
+        done = False
+        while not done:
+            messages = c.consume(num_messages=CHUNK, timeout=1.0)
+            data = []
+            for m in messages:
+                err = m.error()
+                if err is None:
+                    data.append(m)
+                elif err.code() == KafkaError._PARTITION_EOF:
+                    done = done or m.offset() >= r.end or _log_shrank(c, r, fail_on_data_loss)
+                else:
+                    raise KafkaException(err)
+            if data:
+                idle_since = time.monotonic()
+                done = done or data[-1].offset() >= r.end - 1
+                if data[-1].offset() >= r.end:
+                    data = [m for m in data if m.offset() < r.end]
+                if data:
+                    yield to_record_batch(data, r.topic, r.partition, include_headers)
+            elif time.monotonic() - idle_since > poll_timeout_s:
+                raise TimeoutError(f"no records of {r} arrived within {poll_timeout_s}s")
+    finally:
+        c.close()
+
+
+def _log_shrank(c: Consumer, r: OffsetRange, fail_on_data_loss: bool) -> bool:
+    """At the end of the log before `r.end`: stale EOF (keep reading) or truncated log."""
+    tp = TopicPartition(r.topic, r.partition)
+    low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+    if high >= r.end:
+        return False
+    check_position((r.topic, r.partition), r.end, low, high, fail_on_data_loss)
+    return True
+
+
+class DeliveryError(RuntimeError):
+    """The broker refused or never acknowledged a record: the Spark task must fail."""
+
+
+def produce_batches(
+    config: dict[str, str],
+    batches: Iterator[pa.RecordBatch],
+    topic: str | None,
+    stamp: list[Header],
+) -> int:
+    """Produce every row (`value`, optional `key`, `topic`, `partition`, `headers`) and flush.
+
+    Returns only once every record is acknowledged by all in-sync replicas; any delivery
+    error raises, so Spark never commits a task whose records are not durable.
+    """
+    errors: list[KafkaError] = []
+
+    def on_delivery(err: KafkaError | None, _msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer = Producer({**_PRODUCER_DEFAULTS, **config, "on_delivery": on_delivery})
+    count = 0
+    for batch in batches:
+        for topic_, value, key, partition, headers in _rows(batch, topic, stamp):
+            while True:
+                try:
+                    producer.produce(
+                        topic_, value=value, key=key, partition=partition, headers=headers
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)  # local queue full: let deliveries drain
+        producer.poll(0)
+        count += batch.num_rows
+        if errors:
+            raise DeliveryError(f"{len(errors)} records failed, first: {errors[0]}")
+    unsent = producer.flush(TIMEOUT_S * 4)
+    if errors or unsent:
+        first = errors[0] if errors else "flush timed out"
+        raise DeliveryError(f"{len(errors) + unsent} records not delivered, first: {first}")
+    return count
+
+
+def _rows(
+    batch: pa.RecordBatch, topic: str | None, stamp: list[Header]
+) -> Iterator[tuple[str, Any, Any, int, list[Header] | None]]:
+    """Per-row produce arguments from whole columns (missing columns become constants)."""
+    n = batch.num_rows
+    names = set(batch.schema.names)
+    if "value" not in names:
+        raise ValueError("the DataFrame to write needs a value column")
+
+    def column(name: str, default: Any) -> Iterable[Any]:
+        return batch.column(name).to_pylist() if name in names else repeat(default, n)
+
+    if topic is not None:
+        topics: Iterable[Any] = repeat(topic, n)
+    elif "topic" in names:
+        topics = column("topic", None)
+    else:
+        raise ValueError("set the topic option or give the DataFrame a topic column")
+    partitions = (-1 if p is None else p for p in column("partition", None))
+    headers = (
+        [(h["key"], h["value"]) for h in hs or ()] + stamp or None for hs in column("headers", None)
+    )
+    return zip(topics, column("value", None), column("key", None), partitions, headers, strict=True)

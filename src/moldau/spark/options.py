@@ -1,0 +1,190 @@
+"""Options of the `moldau` data source, named and defaulted like Spark's Kafka source.
+
+Jobs written for `format("kafka")` port by changing the format: the same option names mean
+the same thing, and any `kafka.*` option goes to the client unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from moldau.spark.offsets import EARLIEST, LATEST, OffsetMap, parse_partition_json
+
+OffsetKind = Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where reading starts or ends, before it is resolved against the live log.
+
+    `offsets` holds per-partition offsets (-2 earliest, -1 latest) or, for `timestamps`,
+    per-partition epoch milliseconds; `timestamp` is one time for every partition.
+    """
+
+    kind: OffsetKind
+    offsets: OffsetMap = field(default_factory=dict)
+    timestamp: int | None = None
+
+    @classmethod
+    def parse(cls, text: str, what: str) -> OffsetSpec:
+        lowered = text.strip().lower()
+        if lowered in ("earliest", "latest"):
+            return cls(lowered)  # type: ignore[arg-type]
+        return cls("offsets", parse_partition_json(text, what))
+
+    def timestamps_for(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Times to look up with `offsets_for_times` for timestamp specs (empty otherwise)."""
+        if self.kind == "timestamp":
+            return {tp: self.timestamp for tp in partitions}  # type: ignore[misc]
+        if self.kind == "timestamps":
+            return {tp: self.offsets[tp] for tp in partitions if tp in self.offsets}
+        return {}
+
+    def resolve(
+        self,
+        partitions: list[tuple[str, int]],
+        low: OffsetMap,
+        high: OffsetMap,
+        by_time: OffsetMap,
+        missing: int,
+    ) -> OffsetMap:
+        """Concrete offsets for `partitions` given their log bounds `[low, high)`.
+
+        `by_time` holds `offsets_for_times` answers (-1: no record that late, so the end);
+        partitions the spec does not name get `missing` (EARLIEST or LATEST).
+        """
+        out: OffsetMap = {}
+        named = {"earliest": EARLIEST, "latest": LATEST}
+        for tp in partitions:
+            if tp in by_time:
+                wanted = high[tp] if by_time[tp] < 0 else by_time[tp]
+            elif self.kind in named:
+                wanted = named[self.kind]
+            elif self.kind == "offsets":
+                wanted = self.offsets.get(tp, missing)
+            else:
+                wanted = missing
+            out[tp] = low[tp] if wanted == EARLIEST else high[tp] if wanted == LATEST else wanted
+        return out
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which partitions to read: exactly one of `subscribe`, `subscribePattern`, `assign`."""
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assigned: tuple[tuple[str, int], ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics or any(t == topic for t, _ in self.assigned)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    client: dict[str, str]
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec
+    max_offsets_per_trigger: int | None
+    min_partitions: int | None
+    fail_on_data_loss: bool
+    include_headers: bool
+
+
+def client_config(options: Mapping[str, str]) -> dict[str, str]:
+    """librdkafka config: every `kafka.*` option without its prefix, plus the bootstrap."""
+    opts = {k.lower(): v for k, v in options.items()}
+    config = {k[len("kafka.") :]: v for k, v in opts.items() if k.startswith("kafka.")}
+    bootstrap = config.get("bootstrap.servers") or opts.get("bootstrap.servers")
+    if not bootstrap:
+        raise ValueError("option kafka.bootstrap.servers (or bootstrap.servers) is required")
+    config["bootstrap.servers"] = bootstrap
+    if "isolation.level" in opts:
+        config["isolation.level"] = opts["isolation.level"]
+    return config
+
+
+def _bool(opts: Mapping[str, str], key: str, default: bool) -> bool:
+    value = opts.get(key)
+    if value is None:
+        return default
+    if value.strip().lower() not in ("true", "false"):
+        raise ValueError(f"option {key} must be true or false, got {value!r}")
+    return value.strip().lower() == "true"
+
+
+def _positive_int(opts: Mapping[str, str], key: str) -> int | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    number = int(value)
+    if number <= 0:
+        raise ValueError(f"option {key} must be positive, got {value!r}")
+    return number
+
+
+def _subscription(opts: Mapping[str, str]) -> Subscription:
+    given = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
+    if len(given) != 1:
+        raise ValueError("exactly one of subscribe, subscribePattern or assign is required")
+    if given[0] == "subscribe":
+        topics = tuple(sorted({t.strip() for t in opts["subscribe"].split(",") if t.strip()}))
+        return Subscription(topics=topics)
+    if given[0] == "subscribepattern":
+        return Subscription(pattern=opts["subscribepattern"])
+    data = json.loads(opts["assign"])
+    assigned = tuple(sorted((t, int(p)) for t, parts in data.items() for p in parts))
+    return Subscription(assigned=assigned)
+
+
+def _starting(opts: Mapping[str, str], streaming: bool) -> OffsetSpec:
+    if opts.get("startingoffsetsbytimestamp"):
+        return OffsetSpec(
+            "timestamps",
+            parse_partition_json(opts["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp"),
+        )
+    if opts.get("startingtimestamp"):
+        return OffsetSpec("timestamp", timestamp=int(opts["startingtimestamp"]))
+    default = "latest" if streaming else "earliest"
+    return OffsetSpec.parse(opts.get("startingoffsets", default), "startingOffsets")
+
+
+def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """Validate once on the driver so a typo fails the query, not a task."""
+    opts = {k.lower(): v for k, v in options.items()}
+    ending = OffsetSpec.parse(opts.get("endingoffsets", "latest"), "endingOffsets")
+    if streaming and "endingoffsets" in opts:
+        raise ValueError("endingOffsets is for batch queries only")
+    if not streaming and "maxoffsetspertrigger" in opts:
+        raise ValueError("maxOffsetsPerTrigger is for streaming queries only")
+    if ending.kind == "earliest" or any(v == EARLIEST for v in ending.offsets.values()):
+        raise ValueError("endingOffsets cannot be earliest")
+    return ReadOptions(
+        client=client_config(opts),
+        subscription=_subscription(opts),
+        starting=_starting(opts, streaming),
+        ending=ending,
+        max_offsets_per_trigger=_positive_int(opts, "maxoffsetspertrigger"),
+        min_partitions=_positive_int(opts, "minpartitions"),
+        fail_on_data_loss=_bool(opts, "failondataloss", True),
+        include_headers=_bool(opts, "includeheaders", False),
+    )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    client: dict[str, str]
+    topic: str | None
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """The `topic` option, if given, overrides a `topic` column (as in Spark's Kafka sink)."""
+    opts = {k.lower(): v for k, v in options.items()}
+    return WriteOptions(client=client_config(opts), topic=opts.get("topic") or None)

@@ -1,0 +1,168 @@
+"""Batch and streaming readers: plan offset ranges on the driver, fetch them in tasks.
+
+Streaming offsets are `{"topic": {"partition": next_offset}}` JSON in sorted order. Spark
+journals the end offsets of every micro-batch before running it and replays the same range
+after a crash, and a range always yields the same records, so a restarted query resumes
+exactly after the last committed batch: no loss, no duplicates.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from moldau.spark.client import Cluster, fetch_range
+from moldau.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    DataLossError,
+    OffsetMap,
+    OffsetRange,
+    check_position,
+    from_json_dict,
+    plan_ranges,
+    rate_limit,
+    to_json_dict,
+)
+from moldau.spark.options import ReadOptions
+
+log = logging.getLogger(__name__)
+
+
+class RangePartition(InputPartition):
+    """One Spark task: one offset range of one topic-partition."""
+
+    def __init__(self, offset_range: OffsetRange) -> None:
+        super().__init__(offset_range)
+        self.range = offset_range
+
+
+class _Planner:
+    """Shared by both readers: the parsed options and a lazily opened planning client.
+
+    The client never travels to executors (readers are pickled into tasks).
+    """
+
+    def __init__(self, options: ReadOptions) -> None:
+        self.options = options
+        self._cluster: Cluster | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_cluster": None}
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = Cluster(self.options.client)
+        return self._cluster
+
+    def snapshot(self) -> tuple[list[tuple[str, int]], OffsetMap, OffsetMap]:
+        """Subscribed partitions and their current `[low, high)` bounds."""
+        partitions = self.cluster.partitions(self.options.subscription)
+        low, high = self.cluster.watermarks(partitions)
+        return partitions, low, high
+
+    def starting_offsets(
+        self, partitions: list[tuple[str, int]], low: OffsetMap, high: OffsetMap
+    ) -> OffsetMap:
+        spec = self.options.starting
+        by_time = self.cluster.offsets_for_times(spec.timestamps_for(partitions))
+        wanted = spec.resolve(partitions, low, high, by_time, missing=EARLIEST)
+        fail = self.options.fail_on_data_loss
+        return {tp: check_position(tp, off, low[tp], high[tp], fail) for tp, off in wanted.items()}
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        yield from fetch_range(
+            self.options.client,
+            partition.range,
+            include_headers=self.options.include_headers,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+        )
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+class MoldauBatchReader(_Planner, DataSourceReader):
+    """`spark.read`: one task per topic-partition (more with `minPartitions`)."""
+
+    def partitions(self) -> Sequence[InputPartition]:
+        try:
+            partitions, low, high = self.snapshot()
+            start = self.starting_offsets(partitions, low, high)
+            end = self.options.ending.resolve(partitions, low, high, {}, missing=LATEST)
+        finally:
+            self.close()
+        return [RangePartition(r) for r in plan_ranges(start, end, self.options.min_partitions)]
+
+
+class MoldauStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """`spark.readStream` with admission control and `Trigger.AvailableNow`."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        super().__init__(options)
+        self._target: OffsetMap | None = None
+
+    def initialOffset(self) -> dict:
+        partitions, low, high = self.snapshot()
+        return to_json_dict(self.starting_offsets(partitions, low, high))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else super().getDefaultReadLimit()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Freeze the ends of the log now: an AvailableNow run never reads past them."""
+        self._target = self.snapshot()[2]
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        partitions, low, high = self.snapshot()
+        begin = from_json_dict(start)
+        self._check_vanished(begin, set(partitions))
+        if self._target is not None:
+            partitions = [tp for tp in partitions if tp in self._target]
+            high = {tp: min(high[tp], self._target[tp]) for tp in partitions}
+        # New partitions (more partitions, new topics matching the pattern) start at earliest.
+        begin = {tp: begin.get(tp, low[tp]) for tp in partitions}
+        latest = {tp: high[tp] for tp in partitions}
+        if isinstance(limit, ReadMaxRows):
+            latest = rate_limit(begin, latest, limit.max_rows)
+        return to_json_dict(latest)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, until = from_json_dict(start), from_json_dict(end)
+        new = [tp for tp in until if tp not in begin]
+        if new:
+            begin.update(self.cluster.watermarks(new)[0])
+        ranges = []
+        for r in plan_ranges(begin, until, self.options.min_partitions):
+            if r.end < r.start:
+                self._report_loss(
+                    f"{r.topic}-{r.partition}: offset went back from {r.start} to {r.end}"
+                )
+            elif r.size:
+                ranges.append(RangePartition(r))
+        return ranges
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: Spark's checkpoint, not a consumer group, holds the position."""
+
+    def stop(self) -> None:
+        self.close()
+
+    def _check_vanished(self, begin: OffsetMap, present: set[tuple[str, int]]) -> None:
+        gone = sorted(tp for tp in begin if tp not in present)
+        if gone:
+            self._report_loss(f"partitions {gone} were deleted")
+
+    def _report_loss(self, what: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{what}. Set failOnDataLoss=false to continue without them.")
+        log.warning("%s; continuing (failOnDataLoss=false).", what)

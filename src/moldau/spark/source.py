@@ -1,0 +1,43 @@
+"""The `moldau` Python data source: Spark's Kafka source and sink, over a real Kafka client."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+from moldau.spark.arrow import spark_schema
+from moldau.spark.ledger import CommitLedger
+from moldau.spark.options import parse_read_options, parse_write_options
+from moldau.spark.reader import MoldauBatchReader, MoldauStreamReader
+from moldau.spark.writer import MoldauBatchWriter, MoldauStreamWriter
+
+
+class MoldauDataSource(DataSource):
+    """`spark.read.format("moldau")`, `readStream`, `write` and `writeStream`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "moldau"
+
+    def schema(self) -> str:
+        return spark_schema(self.options.get("includeheaders", "false").lower() == "true")
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return MoldauBatchReader(parse_read_options(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MoldauStreamReader(parse_read_options(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return MoldauBatchWriter(parse_write_options(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        options = parse_write_options(self.options)
+        CommitLedger.ensure_topic(options.client)
+        return MoldauStreamWriter(options)

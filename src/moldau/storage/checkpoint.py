@@ -1,0 +1,80 @@
+"""Kafka's text checkpoint files and ``meta.properties``.
+
+A checkpoint is ``version\\ncount\\n`` then one ``topic partition offset`` line per
+partition; it is written to a temp file, fsynced and renamed over the old one, so a crash
+leaves either the old or the new file, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from moldau.protocol.errors import StorageError
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+META_PROPERTIES = "meta.properties"
+CHECKPOINT_VERSION = 0
+
+TopicPartition = tuple[str, int]
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write via temp file + fsync + rename + directory fsync."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
+    lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
+    lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
+    atomic_write(path, "\n".join(lines) + "\n")
+
+
+def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Offsets in a checkpoint file; empty if it does not exist. Raises StorageError if
+    it is malformed (a torn file cannot happen, so that is real corruption)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    try:
+        version, count = int(lines[0]), int(lines[1])
+        if version != CHECKPOINT_VERSION:
+            raise ValueError(f"unsupported version {version}")
+        entries = lines[2 : 2 + count]
+        if len(entries) != count:
+            raise ValueError(f"expected {count} entries, found {len(entries)}")
+        offsets: dict[TopicPartition, int] = {}
+        for line in entries:
+            topic, partition, offset = line.split(" ")
+            offsets[(topic, int(partition))] = int(offset)
+    except (IndexError, ValueError) as exc:
+        raise StorageError(f"malformed checkpoint file {path}: {exc}") from None
+    return offsets
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    """Java-properties style ``key=value`` lines (``meta.properties``)."""
+    atomic_write(path, "".join(f"{key}={value}\n" for key, value in props.items()))
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, value = line.split("=", 1)
+            props[key.strip()] = value.strip()
+    return props

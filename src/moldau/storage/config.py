@@ -1,0 +1,283 @@
+"""Per-topic log configuration: Kafka's topic config names, broker synonyms and defaults.
+
+``TOPIC_CONFIGS`` is the single source of truth for every topic-level config the storage
+layer honours: the broker config, CreateTopics validation and DescribeConfigs all read it,
+so a name, default or synonym is defined exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import IntEnum
+
+from moldau.protocol.errors import InvalidConfigError
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+HOUR_MS = 3_600_000
+MINUTE_MS = 60_000
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("delete", "compact")
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigs ``ConfigSource`` values for where a value came from."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One topic config: its Kafka name and type, default, broker synonyms and check.
+
+    ``synonyms`` are broker keys in Kafka's precedence order with the factor that turns
+    their unit into the topic config's unit (``log.retention.hours`` -> ms).
+    """
+
+    name: str
+    field: str
+    type: str  # "long" | "int" | "string" | "list"
+    default: str
+    synonyms: tuple[tuple[str, int], ...]
+    doc: str
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+
+    def parse(self, raw: str, source: str) -> int | str | tuple[str, ...]:
+        """Parse and validate ``raw``; ``source`` names the key in error messages."""
+        text = str(raw).strip()
+        if self.type in ("long", "int"):
+            return self._parse_number(text, source)
+        if self.type == "list":
+            items = tuple(item.strip() for item in text.split(",") if item.strip())
+            if not items or any(item not in self.choices for item in items):
+                raise InvalidConfigError(
+                    f"Invalid value {raw!r} for configuration {source}: "
+                    f"expected a comma-separated list of {', '.join(self.choices)}"
+                )
+            return items
+        if self.choices and text not in self.choices:
+            raise InvalidConfigError(
+                f"Invalid value {raw!r} for configuration {source}: "
+                f"String must be one of: {', '.join(self.choices)}"
+            )
+        return text
+
+    def _parse_number(self, text: str, source: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise InvalidConfigError(
+                f"Invalid value {text!r} for configuration {source}: "
+                f"Not a number of type {self.type.upper()}"
+            ) from None
+        upper = INT_MAX if self.type == "int" else LONG_MAX
+        if self.maximum is not None:
+            upper = min(upper, self.maximum)
+        if value > upper or value < -upper - 1:
+            raise InvalidConfigError(f"Invalid value {value} for configuration {source}: too large")
+        if self.minimum is not None and value < self.minimum:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {source}: "
+                f"Value must be at least {self.minimum}"
+            )
+        return value
+
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef(
+            "segment.bytes", "segment_bytes", "int", str(1 << 30),
+            (("log.segment.bytes", 1),),
+            "Segment file size; a new segment is rolled when the active one would exceed it.",
+            minimum=14,
+        ),
+        ConfigDef(
+            "segment.ms", "segment_ms", "long", str(7 * 24 * HOUR_MS),
+            (("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)),
+            "Time after which a non-empty active segment is rolled, so retention can delete it.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "segment.index.bytes", "segment_index_bytes", "int", str(10 * 1024 * 1024),
+            (("log.index.size.max.bytes", 1),),
+            "Preallocated size of each offset/time index; a full index rolls the segment.",
+            minimum=4,
+        ),
+        ConfigDef(
+            "index.interval.bytes", "index_interval_bytes", "int", "4096",
+            (("log.index.interval.bytes", 1),),
+            "Bytes of batches between two index entries: sparser index, longer scans.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "retention.ms", "retention_ms", "long", str(7 * 24 * HOUR_MS),
+            (
+                ("log.retention.ms", 1),
+                ("log.retention.minutes", MINUTE_MS),
+                ("log.retention.hours", HOUR_MS),
+            ),
+            "Age after which whole old segments are deleted; -1 keeps them forever.",
+            minimum=-1,
+        ),
+        ConfigDef(
+            "retention.bytes", "retention_bytes", "long", "-1",
+            (("log.retention.bytes", 1),),
+            "Partition size above which whole old segments are deleted; -1 means no limit.",
+        ),
+        ConfigDef(
+            "flush.messages", "flush_messages", "long", str(LONG_MAX),
+            (("log.flush.interval.messages", 1),),
+            "Unflushed messages that force an fsync; by default the OS decides.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "flush.ms", "flush_ms", "long", str(LONG_MAX),
+            (("log.flush.interval.ms", 1),),
+            "Time after which unflushed data is fsynced; by default the OS decides.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "max.message.bytes", "max_message_bytes", "int", "1048588",
+            (("message.max.bytes", 1),),
+            "Largest record batch size accepted on produce.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "message.timestamp.type", "message_timestamp_type", "string", "CreateTime",
+            (("log.message.timestamp.type", 1),),
+            "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker time.",
+            choices=TIMESTAMP_TYPES,
+        ),
+        ConfigDef(
+            "cleanup.policy", "cleanup_policy", "list", "delete",
+            (("log.cleanup.policy", 1),),
+            "delete: retention removes old segments; compact: keep the last value per key.",
+            choices=CLEANUP_POLICIES,
+        ),
+        ConfigDef(
+            "file.delete.delay.ms", "file_delete_delay_ms", "long", "60000",
+            (("log.segment.delete.delay.ms", 1),),
+            "Delay before a deleted segment's files are removed, so in-flight reads finish.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "min.insync.replicas", "min_insync_replicas", "int", "1",
+            (("min.insync.replicas", 1),),
+            "Replicas that must acknowledge an acks=all produce.",
+            minimum=1,
+        ),
+        ConfigDef(
+            "compression.type", "compression_type", "string", "producer",
+            (("compression.type", 1),),
+            "Final compression codec; producer keeps whatever the producer used.",
+            choices=COMPRESSION_TYPES,
+        ),
+    )
+}
+
+# Broker key -> topic key, for the broker config and DescribeConfigs synonyms.
+BROKER_SYNONYMS: dict[str, str] = {
+    broker_key: d.name for d in TOPIC_CONFIGS.values() for broker_key, _ in d.synonyms
+}
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """A topic config's effective value and where it came from (for DescribeConfigs)."""
+
+    name: str
+    value: str
+    source: ConfigSource
+    broker_key: str | None = None
+
+
+def resolve_configs(
+    topic_overrides: Mapping[str, str], defaults: Mapping[str, str]
+) -> dict[str, ResolvedConfig]:
+    """Effective string value of every topic config: topic override, else the first broker
+    synonym set in ``defaults``, else Kafka's default. Values are validated."""
+    unknown = sorted(set(topic_overrides) - TOPIC_CONFIGS.keys())
+    if unknown:
+        raise InvalidConfigError(f"Unknown topic config name: {', '.join(unknown)}")
+    resolved: dict[str, ResolvedConfig] = {}
+    for d in TOPIC_CONFIGS.values():
+        if d.name in topic_overrides:
+            raw = topic_overrides[d.name]
+            d.parse(raw, d.name)
+            resolved[d.name] = ResolvedConfig(
+                d.name, str(raw).strip(), ConfigSource.DYNAMIC_TOPIC_CONFIG
+            )
+            continue
+        resolved[d.name] = ResolvedConfig(d.name, d.default, ConfigSource.DEFAULT_CONFIG)
+        for broker_key, factor in d.synonyms:
+            if broker_key in defaults:
+                value = d.parse(defaults[broker_key], broker_key)
+                if factor != 1 and int(value) >= 0:  # -1 stays "unlimited" in any unit
+                    value = d.parse(str(int(value) * factor), broker_key)
+                resolved[d.name] = ResolvedConfig(
+                    d.name, _to_str(value), ConfigSource.STATIC_BROKER_CONFIG, broker_key
+                )
+                break
+    return resolved
+
+
+def _to_str(value: int | str | tuple[str, ...]) -> str:
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The effective, typed config of one partition's log (Kafka defaults)."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * HOUR_MS
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * HOUR_MS
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    file_delete_delay_ms: int = 60_000
+    min_insync_replicas: int = 1
+    compression_type: str = "producer"
+
+    @classmethod
+    def from_props(
+        cls, topic_overrides: Mapping[str, str], defaults: Mapping[str, str] | None = None
+    ) -> LogConfig:
+        """Build from topic-level overrides (topic keys) over broker props (broker keys).
+
+        Raises InvalidConfigError naming the offending key for unknown topic keys, bad
+        types and out-of-range values.
+        """
+        resolved = resolve_configs(topic_overrides, defaults or {})
+        return cls(
+            **{
+                d.field: d.parse(resolved[d.name].value, d.name)
+                for d in TOPIC_CONFIGS.values()
+            }
+        )
+
+    def to_props(self) -> dict[str, str]:
+        """Topic-key string form, e.g. for DescribeConfigs or persisting overrides."""
+        by_field = {d.field: d.name for d in TOPIC_CONFIGS.values()}
+        return {by_field[f.name]: _to_str(getattr(self, f.name)) for f in fields(self)}
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy

@@ -1,0 +1,254 @@
+"""Idempotent producer state of one partition (Kafka's ProducerStateManager), pure.
+
+For every producer id it keeps the epoch and the metadata of its last five batches, which
+is what a broker needs to drop retried batches (answering with their original offsets)
+and to reject sequence gaps or fenced epochs. Snapshots bound recovery: load the latest
+one, then ``replay`` the batches appended after it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from moldau.protocol.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    StorageError,
+)
+from moldau.records.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchInfo
+
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+
+_SNAPSHOT_HEADER = struct.Struct(">hI")  # version, crc32c of the rest
+_SNAPSHOT_BODY_HEADER = struct.Struct(">qi")  # end offset, producer count
+_ENTRY = struct.Struct(">qhqqb")  # producer id, epoch, last timestamp, last offset, batches
+_BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, timestamp
+
+
+class CorruptSnapshotError(StorageError):
+    """A snapshot file is unreadable; recovery should delete it and replay the log."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateBatch:
+    """A retried batch already in the log: answer with these offsets, append nothing."""
+
+    base_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(
+        default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN)
+    )
+    last_timestamp: int = -1
+    last_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, info: BatchInfo) -> BatchMetadata | None:
+        if info.producer_epoch != self.producer_epoch:
+            return None
+        first, last = info.base_sequence, info.last_sequence
+        for batch in self.batches:
+            if batch.first_seq == first and batch.last_seq == last:
+                return batch
+        return None
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def snapshot_path(log_dir: Path, end_offset: int) -> Path:
+    return log_dir / f"{end_offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def list_snapshots(log_dir: Path) -> list[tuple[int, Path]]:
+    """(end offset, path) of the snapshot files in ``log_dir``, oldest first."""
+    found = []
+    for path in log_dir.glob(f"*{SNAPSHOT_SUFFIX}"):
+        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
+        if stem.isdigit():
+            found.append((int(stem), path))
+    return sorted(found)
+
+
+class ProducerStateManager:
+    """Producer id -> ProducerEntry for one partition."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, info: BatchInfo) -> DuplicateBatch | None:
+        """Validate a produce batch against the state before it is appended.
+
+        Returns the original offsets of a duplicate (retried) batch; raises
+        InvalidProducerEpochError for a fenced epoch and OutOfOrderSequenceError for a gap.
+        """
+        if info.producer_id < 0:
+            return None
+        entry = self.producers.get(info.producer_id)
+        if entry is None:
+            # An unknown producer may start at any sequence: its earlier batches can have
+            # been removed by retention.
+            return None
+        if info.producer_epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"producer {info.producer_id} epoch {info.producer_epoch} is older than "
+                f"current epoch {entry.producer_epoch}"
+            )
+        if info.is_control:
+            return None
+        duplicate = entry.find_duplicate(info)
+        if duplicate is not None:
+            return DuplicateBatch(
+                duplicate.first_offset, duplicate.last_offset, duplicate.timestamp
+            )
+        if info.producer_epoch != entry.producer_epoch:
+            if info.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    f"producer {info.producer_id} new epoch {info.producer_epoch} must start "
+                    f"at sequence 0, got {info.base_sequence}"
+                )
+        elif not in_sequence(entry.last_seq, info.base_sequence):
+            raise OutOfOrderSequenceError(
+                f"producer {info.producer_id} sequence {info.base_sequence} does not follow "
+                f"{entry.last_seq}"
+            )
+        return None
+
+    def update(self, info: BatchInfo, base_offset: int, append_timestamp: int) -> None:
+        """Record an appended batch.
+
+        ``base_offset`` is the offset assigned to it and ``append_timestamp`` the timestamp
+        the broker reports for it (maxTimestamp, or the log-append time).
+        """
+        if info.producer_id < 0:
+            return
+        entry = self.producers.get(info.producer_id)
+        if entry is None:
+            entry = self.producers[info.producer_id] = ProducerEntry(info.producer_id)
+        if info.producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = info.producer_epoch
+            entry.batches.clear()
+        last_offset = base_offset + info.last_offset_delta
+        if not info.is_control and info.base_sequence != NO_SEQUENCE:
+            entry.batches.append(
+                BatchMetadata(
+                    info.base_sequence,
+                    info.last_sequence,
+                    base_offset,
+                    last_offset,
+                    append_timestamp,
+                )
+            )
+        entry.last_timestamp = append_timestamp
+        entry.last_offset = last_offset
+
+    def replay(self, infos: Iterable[BatchInfo]) -> None:
+        """Rebuild state from batches already in the log (recovery after a snapshot)."""
+        for info in infos:
+            self.update(info, info.base_offset, info.max_timestamp)
+
+    def remove_before(self, offset: int) -> None:
+        """Forget producers whose last batch is below the new log start offset."""
+        self.producers = {
+            pid: entry for pid, entry in self.producers.items() if entry.last_offset >= offset
+        }
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
+        """Forget producers idle longer than ``producer.id.expiration.ms``."""
+        self.producers = {
+            pid: entry
+            for pid, entry in self.producers.items()
+            if now_ms - entry.last_timestamp < expiration_ms
+        }
+
+    def write_snapshot(self, log_dir: Path, end_offset: int) -> Path:
+        """Atomically write ``<end_offset:020d>.snapshot`` in ``log_dir`` and return its path.
+
+        ``end_offset`` is the log end offset the state covers (the next offset to append):
+        recovery replays batches from there.
+        """
+        body = bytearray(_SNAPSHOT_BODY_HEADER.pack(end_offset, len(self.producers)))
+        for entry in self.producers.values():
+            body += _ENTRY.pack(
+                entry.producer_id,
+                entry.producer_epoch,
+                entry.last_timestamp,
+                entry.last_offset,
+                len(entry.batches),
+            )
+            for batch in entry.batches:
+                body += _BATCH.pack(
+                    batch.first_seq,
+                    batch.last_seq,
+                    batch.first_offset,
+                    batch.last_offset,
+                    batch.timestamp,
+                )
+        path = snapshot_path(log_dir, end_offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, crc32c(body)))
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        dir_fd = os.open(log_dir, os.O_RDONLY)  # make the rename itself durable
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return path
+
+    def load_snapshot(self, path: Path) -> int:
+        """Replace the state with a snapshot's; return the end offset to replay from."""
+        data = memoryview(path.read_bytes())
+        try:
+            version, crc = _SNAPSHOT_HEADER.unpack_from(data)
+            body = data[_SNAPSHOT_HEADER.size :]
+            if version != SNAPSHOT_VERSION or crc32c(body) != crc:
+                raise CorruptSnapshotError(f"bad version or CRC in snapshot {path}")
+            end_offset, count = _SNAPSHOT_BODY_HEADER.unpack_from(body)
+            pos = _SNAPSHOT_BODY_HEADER.size
+            producers: dict[int, ProducerEntry] = {}
+            for _ in range(count):
+                pid, epoch, last_ts, last_offset, n = _ENTRY.unpack_from(body, pos)
+                pos += _ENTRY.size
+                entry = ProducerEntry(pid, epoch, last_timestamp=last_ts, last_offset=last_offset)
+                for _ in range(n):
+                    entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                    pos += _BATCH.size
+                producers[pid] = entry
+        except struct.error as exc:
+            raise CorruptSnapshotError(f"truncated snapshot {path}: {exc}") from None
+        if pos != len(body):
+            raise CorruptSnapshotError(f"trailing bytes in snapshot {path}")
+        self.producers = producers
+        return end_offset

@@ -1,0 +1,280 @@
+"""The `moldau` command as a user runs it: subprocesses against a real broker subprocess."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+
+from tests.broker import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    with BrokerProcess(tmp_path_factory.mktemp("cli-broker")) as b:
+        yield b
+
+
+def moldau(
+    broker: BrokerProcess | None, command: str, input: bytes = b"", ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m moldau COMMAND` (shell-split); with ok=True, fail on a non-zero exit."""
+    args = shlex.split(command)
+    env = dict(os.environ)
+    if broker is not None:
+        env["MOLDAU_BOOTSTRAP"] = broker.bootstrap
+    proc = subprocess.run(
+        [sys.executable, "-m", "moldau", *args],
+        input=input,
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    result = subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+    )
+    if ok:
+        assert result.returncode == 0, f"{args}: {result.stderr}"
+    return result
+
+
+def failure(broker: BrokerProcess | None, command: str, code: int = 1) -> str:
+    """Run a command that must fail with `code`; return its stderr."""
+    result = moldau(broker, command, ok=False)
+    assert result.returncode == code, (command, result.stdout, result.stderr)
+    return result.stderr
+
+
+def rows(stdout: str) -> list[list[str]]:
+    """Cells of a printed table, header line dropped."""
+    return [line.split() for line in stdout.splitlines()[1:] if line.strip()]
+
+
+def produce_lines(broker: BrokerProcess, topic: str, lines: list[str], options: str = "") -> None:
+    data = "".join(f"{line}\n" for line in lines).encode()
+    result = moldau(broker, f"produce {topic} {options}", input=data)
+    assert f"Produced {len(lines)} records" in result.stderr
+
+
+def consume_all(broker: BrokerProcess, topic: str, options: str = "") -> list[str]:
+    """Every record from the beginning, stopping after 5 s without new data."""
+    result = moldau(broker, f"consume {topic} --from-beginning --timeout-ms 5000 {options}")
+    return result.stdout.splitlines()
+
+
+# --- without a broker: parsing and usage -------------------------------------------------
+
+
+def test_help_lists_commands():
+    stdout = moldau(None, "--help").stdout
+    for command in ("server", "topics", "produce", "consume", "groups"):
+        assert command in stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "topics create t --partitions 0",
+        "topics create t --config no-equals-sign",
+        "topics alter t",
+        "consume t --offset 3",
+        "consume t --group g --partition 0",
+        "produce t --idempotent --acks 1",
+        "produce t --compression brotli",
+        "groups reset-offsets g --topic t",
+        "groups reset-offsets g --topic t --to-earliest --to-latest",
+        "groups reset-offsets g --topic t --to-datetime yesterday",
+    ],
+)
+def test_usage_errors_exit_2(command: str):
+    assert failure(None, command, code=2)
+
+
+# --- topics --------------------------------------------------------------------------------
+
+
+def test_topic_lifecycle(broker: BrokerProcess):
+    moldau(broker, "topics create cli-life --partitions 3 --config retention.ms=123456")
+    assert ["cli-life", "3"] in rows(moldau(broker, "topics list").stdout)
+
+    described = moldau(broker, "topics describe cli-life").stdout
+    assert "PartitionCount: 3" in described
+    assert "retention.ms=123456" in described
+    assert [r[0] for r in rows(described.split("\n", 1)[1])] == ["0", "1", "2"]
+
+    moldau(broker, "topics alter cli-life --partitions 5 --config cleanup.policy=compact")
+    described = moldau(broker, "topics describe cli-life").stdout
+    assert "PartitionCount: 5" in described
+    assert "cleanup.policy=compact" in described
+
+    moldau(broker, "topics alter cli-life --delete-config retention.ms")
+    assert "retention.ms" not in moldau(broker, "topics describe cli-life").stdout
+
+    moldau(broker, "topics delete cli-life")
+    assert "cli-life" not in moldau(broker, "topics list").stdout
+
+
+def test_topic_errors_are_one_clear_line(broker: BrokerProcess):
+    moldau(broker, "topics create cli-errors --partitions 2")
+    cases = {
+        "topics create cli-errors --partitions 1": "TOPIC_ALREADY_EXISTS",
+        "topics describe cli-missing": "UNKNOWN_TOPIC_OR_PART",
+        "topics delete cli-missing": "UNKNOWN_TOPIC_OR_PART",
+        "topics alter cli-errors --partitions 1": "INVALID_PARTITIONS",
+        "topics create cli-bad-config --config retention.ms=soon": "INVALID_CONFIG",
+        "consume cli-missing --timeout-ms 100": "UNKNOWN_TOPIC_OR_PART",
+        "consume cli-errors --partition 7 --timeout-ms 100": "UNKNOWN_TOPIC_OR_PART",
+        "produce cli-errors --partition 7": "UNKNOWN_TOPIC_OR_PART",
+    }
+    for command, error_name in cases.items():
+        stderr = failure(broker, command)
+        assert error_name in stderr, (command, stderr)
+        assert len(stderr.strip().splitlines()) == 1, (command, stderr)
+    moldau(broker, "topics create cli-errors --partitions 1 --if-not-exists")
+
+
+# --- produce / consume ------------------------------------------------------------------------
+
+
+def test_produce_consume_keys_headers_exactly(broker: BrokerProcess):
+    moldau(broker, "topics create cli-roundtrip --partitions 3")
+    sent = [(f"key-{i % 7}", f"value {i} ünïcode [x]") for i in range(300)] + [("empty", "")]
+    lines = [f"{key}\t{value}" for key, value in sent]
+    produce_lines(broker, "cli-roundtrip", lines, r"--key-separator '\t' -H origin=cli -H n=1")
+    printed = consume_all(broker, "cli-roundtrip", "--print-key --print-headers --print-offset")
+    by_partition: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
+    for line in printed:
+        partition, offset, headers, key, value = line.split("\t")
+        assert headers == "origin:cli,n:1"
+        by_partition[int(partition.removeprefix("Partition:"))].append(
+            (int(offset.removeprefix("Offset:")), key, value)
+        )
+    received = []
+    for records in by_partition.values():
+        assert [offset for offset, _, _ in records] == list(range(len(records)))
+        received += [(key, value) for _, key, value in records]
+    assert sorted(received) == sorted(sent)
+    # One key lands in one partition, so per key the order of sending is kept.
+    for key in {k for k, _ in sent}:
+        assert [v for k, v in received if k == key] == [v for k, v in sent if k == key]
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_produce_compressed_file_to_partition(
+    broker: BrokerProcess, tmp_path: Path, compression: str
+):
+    topic = f"cli-{compression}"
+    moldau(broker, f"topics create {topic} --partitions 2")
+    values = [f"{compression}-{i}" * (i % 5 + 1) for i in range(500)]
+    source = tmp_path / "lines.txt"
+    source.write_text("".join(f"{v}\n" for v in values))
+    options = f"--partition 1 --compression {compression} --acks all --idempotent"
+    result = moldau(broker, f"produce {topic} --file {source} {options}")
+    assert "Produced 500 records" in result.stderr
+    assert consume_all(broker, topic, "--partition 1") == values
+    assert consume_all(broker, topic, "--partition 0") == []
+    tail = moldau(broker, f"consume {topic} -p 1 --offset 495 -n 5").stdout
+    assert tail.splitlines() == values[495:]
+
+
+def test_produce_without_separator_gives_null_key(broker: BrokerProcess):
+    moldau(broker, "topics create cli-nullkey --partitions 1")
+    produce_lines(broker, "cli-nullkey", ["a=1", "plain"], "--key-separator =")
+    assert consume_all(broker, "cli-nullkey", "--print-key") == ["a\t1", "null\tplain"]
+
+
+# --- groups ---------------------------------------------------------------------------------
+
+
+def group_consumer(broker: BrokerProcess, group: str, topic: str, count: int) -> Consumer:
+    """A confluent-kafka group member that consumed `count` records and committed them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    received = 0
+    deadline = time.monotonic() + 60
+    while received < count and time.monotonic() < deadline:
+        for message in consumer.consume(count - received, timeout=1):
+            assert message.error() is None, message.error()
+            received += 1
+    assert received == count
+    consumer.commit(asynchronous=False)
+    return consumer
+
+
+def lag_rows(broker: BrokerProcess, group: str) -> dict[int, tuple[int, int, int]]:
+    """partition -> (current offset, log end offset, lag) from `groups describe`."""
+    table = moldau(broker, f"groups describe {group}").stdout.split("\n", 1)[1]
+    return {int(r[1]): (int(r[2]), int(r[3]), int(r[4])) for r in rows(table) if r[0] != "-"}
+
+
+def test_groups_describe_reset_delete(broker: BrokerProcess):
+    topic, group = "cli-groups", "cli-lag"
+    moldau(broker, f"topics create {topic} --partitions 2")
+    keyed = r"--key-separator '\t'"
+    produce_lines(broker, topic, [f"k{i}\tv{i}" for i in range(100)], keyed)
+    group_consumer(broker, group, topic, 100).close()
+    produce_lines(broker, topic, [f"k{i}\tmore{i}" for i in range(10)], keyed)
+
+    assert group in moldau(broker, "groups list").stdout
+    lag = lag_rows(broker, group)
+    assert sorted(lag) == [0, 1]
+    assert sum(current for current, _, _ in lag.values()) == 100
+    assert sum(end for _, end, _ in lag.values()) == 110
+    assert all(end - current == n for current, end, n in lag.values())
+
+    plan = moldau(broker, f"groups reset-offsets {group} --topic {topic} --to-earliest")
+    assert "Dry run" in plan.stderr
+    assert [r[-1] for r in rows(plan.stdout)] == ["0", "0"]
+    assert lag_rows(broker, group) == lag
+
+    moldau(broker, f"groups reset-offsets {group} --topic {topic}:1 --to-offset 3 --execute")
+    after = lag_rows(broker, group)
+    assert after[0] == lag[0]
+    assert after[1][0] == 3
+
+    moldau(broker, f"groups reset-offsets {group} --topic {topic} --shift-by -1000 --execute")
+    assert {p: current for p, (current, _, _) in lag_rows(broker, group).items()} == {0: 0, 1: 0}
+
+    moldau(broker, f"groups delete {group}")
+    assert "GROUP_ID_NOT_FOUND" in failure(broker, f"groups describe {group}")
+
+
+def test_reset_refused_on_active_group(broker: BrokerProcess):
+    topic, group = "cli-active", "cli-active-group"
+    moldau(broker, f"topics create {topic} --partitions 1")
+    produce_lines(broker, topic, ["x", "y"])
+    consumer = group_consumer(broker, group, topic, 2)
+    try:
+        command = f"groups reset-offsets {group} -t {topic} --to-earliest --execute"
+        assert "inactive" in failure(broker, command)
+        table = moldau(broker, f"groups describe {group}").stdout.split("\n", 1)[1]
+        [row] = rows(table)
+        assert row[:3] == [topic, "0", "2"]
+        assert row[5] != "-"  # owned by the live member
+    finally:
+        consumer.close()
+
+
+def test_cli_group_consumer_commits(broker: BrokerProcess):
+    topic, group = "cli-group-consume", "cli-console"
+    moldau(broker, f"topics create {topic} --partitions 1")
+    produce_lines(broker, topic, [str(i) for i in range(20)])
+    first = moldau(broker, f"consume {topic} -g {group} --from-beginning -n 12").stdout
+    assert first.splitlines() == [str(i) for i in range(12)]
+    assert lag_rows(broker, group) == {0: (12, 20, 8)}
+    rest = moldau(broker, f"consume {topic} -g {group} --timeout-ms 5000").stdout
+    assert rest.splitlines() == [str(i) for i in range(12, 20)]
