@@ -46,12 +46,12 @@ def produce(
                 msg.offset(),
                 msg.key(),
                 msg.value(),
-                tuple(msg.headers() or ()),
+                tuple(headers or ()),
                 ts,
             )
         )
 
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
     for i, (partition, key, value) in enumerate(rows):
         extra = {"timestamp": timestamps[i]} if timestamps else {}
         producer.produce(

@@ -27,7 +27,9 @@ def server(
 ) -> None:
     """Start the broker. Stops cleanly on SIGTERM/SIGINT (flush + checkpoints)."""
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
     try:
         broker_config = BrokerConfig.load(config, override or [])
@@ -63,7 +65,10 @@ async def _serve(config: BrokerConfig) -> None:
         bound.append(Listener(listener.name, listener.host or host, port))
     advertised = config.advertised or bound
     broker.register(
-        [Listener(a.name, a.host or "127.0.0.1", a.port or b.port) for a, b in zip(advertised, bound, strict=False)]
+        [
+            Listener(a.name, a.host or "127.0.0.1", a.port or b.port)
+            for a, b in zip(advertised, bound, strict=False)
+        ]
     )
     broker.start_background()
     for b in bound:

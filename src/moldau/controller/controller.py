@@ -42,12 +42,12 @@ def topic_name_error(name: str) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > MAX_TOPIC_NAME:
         return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
     if not _LEGAL_TOPIC.match(name):
         return (
-            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            f'Topic name "{name}" is illegal, it contains a character other than '
             "ASCII alphanumerics, '.', '_' and '-'"
         )
     return None
@@ -88,7 +88,9 @@ class Controller:
         if num_partitions == -1:
             num_partitions = self.default_partitions
         if num_partitions <= 0:
-            return Outcome(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            return Outcome(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
         if replication_factor == -1:
             replication_factor = 1
         if replication_factor <= 0:
@@ -109,9 +111,7 @@ class Controller:
             return Outcome(ErrorCode.INVALID_CONFIG, str(e))
         topic_id = uuid.uuid4().bytes
         records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
-        records += [
-            ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(configs.items())
-        ]
+        records += [ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(configs.items())]
         records += self._partitions(topic_id, range(num_partitions))
         return Outcome(records=records)
 
@@ -123,7 +123,8 @@ class Controller:
         topic = image.topics.get(name)
         if topic is None:
             return Outcome(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
             )
         return Outcome(records=[RemoveTopicRecord(topic.topic_id)])
 
@@ -139,9 +140,7 @@ class Controller:
                 f"requested {count}.",
             )
         if count == current:
-            return Outcome(
-                ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
-            )
+            return Outcome(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
         return Outcome(records=self._partitions(topic.topic_id, range(current, count)))
 
     def alter_topic_configs(

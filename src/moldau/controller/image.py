@@ -78,8 +78,12 @@ class MetadataImage:
                 topic = topics[by_id[rec.topic_id]]
                 parts = dict(topic.partitions)
                 parts[rec.partition_id] = PartitionImage(
-                    rec.partition_id, tuple(rec.replicas), tuple(rec.isr), rec.leader,
-                    rec.leader_epoch, rec.partition_epoch,
+                    rec.partition_id,
+                    tuple(rec.replicas),
+                    tuple(rec.isr),
+                    rec.leader,
+                    rec.leader_epoch,
+                    rec.partition_epoch,
                 )
                 topics[topic.name] = replace(topic, partitions=MappingProxyType(parts))
             elif isinstance(rec, RemoveTopicRecord):

@@ -34,7 +34,9 @@ class MetadataLog:
         while offset < log.log_end_offset:
             data = log.read_bytes(offset, _READ_CHUNK)
             for info, records in decode_all(data):
-                image = image.apply([decode_record(r.key, r.value) for r in records], info.last_offset)
+                image = image.apply(
+                    [decode_record(r.key, r.value) for r in records], info.last_offset
+                )
                 offset = info.next_offset
         return cls(log), image
 

@@ -192,9 +192,17 @@ def local_default(f: Field) -> str:
 
 def py_type(f: Field) -> str:
     base = {
-        "int8": "int", "int16": "int", "uint16": "int", "int32": "int", "int64": "int",
-        "float64": "float", "bool": "bool", "string": "str", "uuid": "bytes",
-        "bytes": "bytes", "records": "Any",
+        "int8": "int",
+        "int16": "int",
+        "uint16": "int",
+        "int32": "int",
+        "int64": "int",
+        "float64": "float",
+        "bool": "bool",
+        "string": "str",
+        "uuid": "bytes",
+        "bytes": "bytes",
+        "records": "Any",
     }
     if f.type == "array":
         inner = f.struct if f.elem == "struct" else base[f.elem or ""]
@@ -301,10 +309,7 @@ class Emitter:
             f = normal[i]
             if f.type in FIXED and v not in f.nullable:
                 run = [f]
-                while (
-                    i + len(run) < len(normal)
-                    and normal[i + len(run)].type in FIXED
-                ):
+                while i + len(run) < len(normal) and normal[i + len(run)].type in FIXED:
                     run.append(normal[i + len(run)])
                 fmt = "".join(FIXED[r.type][0] for r in run)
                 size = sum(FIXED[r.type][1] for r in run)
@@ -335,7 +340,9 @@ class Emitter:
         args = ", ".join(f"{f.attr}=v_{f.attr}" for f in fields)
         body.append(f"return {struct_name}({args}), pos")
         code = "\n".join("    " + ln for ln in body)
-        name = self._intern(f"_d_{struct_name}", "(buf: memoryview, pos: int) -> tuple[Any, int]", code)
+        name = self._intern(
+            f"_d_{struct_name}", "(buf: memoryview, pos: int) -> tuple[Any, int]", code
+        )
         self.decoders[key] = name
         return name
 
@@ -377,7 +384,12 @@ class Emitter:
                 return lines
             if f.elem == "struct":
                 fn = self.encoder(f.struct or "", v)
-                lines += ["if _a:", "    for _x in _a:", f"        {fn}(_x, {w})", f"    {out} = {w}.buf"]
+                lines += [
+                    "if _a:",
+                    "    for _x in _a:",
+                    f"        {fn}(_x, {w})",
+                    f"    {out} = {w}.buf",
+                ]
                 return lines
             lines += ["if _a:", "    for _x in _a:"]
             lines += ["        " + ln2 for ln2 in self.write_value(f.elem or "", f, v, "_x", out)]
@@ -421,8 +433,11 @@ class Emitter:
                         cond = f"o.{f.attr} != {default}"
                     body.append(f"if {cond}:")
                     body.append("    _tw = Writer()")
-                    body += ["    " + ln for ln in self.encode_field(f, v, f"o.{f.attr}", "_tw", "_tw.buf")
-                             if not ln.startswith("_tw.buf = ")]
+                    body += [
+                        "    " + ln
+                        for ln in self.encode_field(f, v, f"o.{f.attr}", "_tw", "_tw.buf")
+                        if not ln.startswith("_tw.buf = ")
+                    ]
                     body.append(f"    _tagged.append(({f.tag}, _tw.buf))")
                 body.append("write_tagged(out, _tagged)")
             else:
@@ -544,9 +559,7 @@ def generate(out_dir: Path = OUT_DIR) -> list[str]:
     index += [f"    {m.api_key}: {m.name}," for _, m in names if m.kind == "response"]
     index += ["}", ""]
     (out_dir / "__init__.py").write_text("\n".join(index))
-    subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--quiet", str(out_dir)], check=False
-    )
+    subprocess.run([sys.executable, "-m", "ruff", "format", "--quiet", "--isolated", "--line-length", "100", str(out_dir)], check=False)
     return [m for m, _ in names]
 
 

@@ -162,7 +162,9 @@ class Broker:
                 results[name] = ErrorCode.NONE
         return results
 
-    async def ensure_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicImage:
+    async def ensure_internal_topic(
+        self, name: str, partitions: int, configs: dict[str, str]
+    ) -> TopicImage:
         topic = self.image.topics.get(name)
         if topic is None:
             outcome = self.controller.create_topic(self.image, name, partitions, 1, configs)

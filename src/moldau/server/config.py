@@ -62,7 +62,9 @@ BROKER_KEYS: dict[str, BrokerKey] = {
     ]
 }
 
-_LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
+_LISTENER = re.compile(
+    r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$"
+)
 _BOOLS = {"true": True, "false": False}
 
 
@@ -115,16 +117,18 @@ class BrokerConfig:
 
     def __init__(self, props: dict[str, str]) -> None:
         self.props = dict(props)
-        self.unknown = sorted(
-            k for k in props if k not in BROKER_KEYS and k not in BROKER_SYNONYMS
-        )
+        self.unknown = sorted(k for k in props if k not in BROKER_KEYS and k not in BROKER_SYNONYMS)
         for key in props:
             if key in BROKER_KEYS:
                 self._typed(key)
         self.listeners = parse_listeners(self.get("listeners"), "listeners")
         adv = self.props.get("advertised.listeners", "")
         self.advertised = parse_listeners(adv, "advertised.listeners") if adv else None
-        dirs = self.props.get("log.dirs") or self.props.get("log.dir") or BROKER_KEYS["log.dirs"].default
+        dirs = (
+            self.props.get("log.dirs")
+            or self.props.get("log.dir")
+            or BROKER_KEYS["log.dirs"].default
+        )
         self.log_dirs = [Path(d.strip()) for d in dirs.split(",") if d.strip()]
         self.log_defaults = {k: v for k, v in props.items() if k in BROKER_SYNONYMS}
         try:

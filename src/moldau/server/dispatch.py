@@ -70,7 +70,10 @@ class Dispatcher:
         except ProtocolDecodeError as e:
             log.warning(
                 "closing %s:%s: malformed %s v%d request: %s",
-                *conn.peer, ApiKey(api_key).name, version, e,
+                *conn.peer,
+                ApiKey(api_key).name,
+                version,
+                e,
             )
             conn.close()
             return None
@@ -91,7 +94,11 @@ class Dispatcher:
             return frame_response(api_key, 0, correlation_id, response)
         log.warning(
             "closing %s:%s: %s v%d is not supported (we implement v%d-v%d)",
-            *conn.peer, ApiKey(api_key).name, version, handler.MIN_VERSION, handler.MAX_VERSION,
+            *conn.peer,
+            ApiKey(api_key).name,
+            version,
+            handler.MIN_VERSION,
+            handler.MAX_VERSION,
         )
         conn.close()
         return None

@@ -51,8 +51,7 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- asyncio.BufferedProtocol ------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (peer[0], peer[1])
@@ -78,7 +77,9 @@ class Connection(asyncio.BufferedProtocol):
             if size < 0 or size > self.max_frame:
                 log.warning(
                     "closing %s:%s: frame of %d bytes exceeds socket.request.max.bytes (%d)",
-                    *self.peer, size, self.max_frame,
+                    *self.peer,
+                    size,
+                    self.max_frame,
                 )
                 self.close()
                 return
@@ -206,6 +207,9 @@ async def start_listener(
 ) -> asyncio.Server:
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: Connection(handler, max_frame), host=host or None, port=port, reuse_address=True,
+        lambda: Connection(handler, max_frame),
+        host=host or None,
+        port=port,
+        reuse_address=True,
         backlog=1024,
     )

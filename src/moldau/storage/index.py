@@ -23,6 +23,7 @@ class _Index:
     def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
         self.path = path
         self.base_offset = base_offset
+        self.existed = path.exists()  # a missing index means rebuilding it from the log
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         size = os.fstat(self._fd).st_size
         self.entries = size // self._entry.size

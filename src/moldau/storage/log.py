@@ -105,16 +105,13 @@ class Log:
         directory.mkdir(parents=True, exist_ok=True)
         now = _now_ms(clock)
         bases = log._remove_stray_files()
-        segments = [
-            Segment(directory, base, config.segment_index_bytes, config.index_interval_bytes)
-            for base in bases
-        ]
+        segments = [log._segment(base, now) for base in bases]
         first_recovered = 0 if not segments else max(0, bisect_right(bases, recovery_point) - 1)
         if clean_shutdown:
             first_recovered = len(segments)
         recovered: dict[int, list[BatchInfo]] = {}
         for i, segment in enumerate(segments):
-            if i < first_recovered and segment.load_tail(now):
+            if i < first_recovered and segment.load_tail():
                 continue
             infos, truncated = segment.recover()
             recovered[segment.base_offset] = infos
@@ -125,7 +122,7 @@ class Log:
                 del segments[i + 1 :]
                 break
         if not segments:
-            segments.append(log._new_segment(log_start_offset or 0))
+            segments.append(log._new_segment(log_start_offset or 0, now))
         for segment in segments[:-1]:
             segment.seal()
         segments[-1].make_active()
@@ -213,11 +210,14 @@ class Log:
     def _segment_index(self, offset: int) -> int:
         return max(0, bisect_right(self.segments, offset, key=_base_offset) - 1)
 
-    def _new_segment(self, base_offset: int) -> Segment:
-        segment = Segment(
-            self.dir, base_offset, self.config.segment_index_bytes,
-            self.config.index_interval_bytes,
+    def _segment(self, base_offset: int, now_ms: int) -> Segment:
+        config = self.config
+        return Segment(
+            self.dir, base_offset, config.segment_index_bytes, config.index_interval_bytes, now_ms
         )
+
+    def _new_segment(self, base_offset: int, now_ms: int) -> Segment:
+        segment = self._segment(base_offset, now_ms)
         _fsync_dir(self.dir)  # the new file's directory entry survives a crash
         return segment
 
@@ -260,8 +260,8 @@ class Log:
             if log_append_time:
                 set_log_append_time(records, info, now)
             next_offset = info.next_offset
-        self._maybe_roll(len(records), next_offset - 1, now)
-        self.active.append(records, infos, now)
+        self._maybe_roll(len(records), next_offset - 1, infos[-1].max_timestamp, now)
+        self.active.append(records, infos)
         for info in infos:
             self.producer_state.update(info, info.base_offset, info.max_timestamp)
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
@@ -273,25 +273,26 @@ class Log:
             self._log_start_offset,
         )
 
-    def _maybe_roll(self, size: int, last_offset: int, now_ms: int) -> None:
+    def _maybe_roll(self, size: int, last_offset: int, timestamp: int, now_ms: int) -> None:
         """Kafka's shouldRoll: size, age, full index, or offsets beyond int32 relative."""
         active = self.active
         if active.size and (
             active.size + size > self.config.segment_bytes
-            or active.roll_due(now_ms, self.config.segment_ms)
+            or active.roll_due(now_ms, timestamp, self.config.segment_ms)
             or active.offset_index.is_full
             or active.time_index.is_full
             or last_offset - active.base_offset > INT32_MAX
         ):
-            self.roll()
+            self.roll(now_ms)
 
-    def roll(self) -> Segment:
+    def roll(self, now_ms: int | None = None) -> Segment:
         """Start a new active segment at the log end offset (no-op if the active is empty)."""
         active = self.active
         if active.size == 0:
             return active
         active.seal()
-        segment = self._new_segment(self.log_end_offset)
+        now = _now_ms(self.clock) if now_ms is None else now_ms
+        segment = self._new_segment(self.log_end_offset, now)
         self.segments = (*self.segments, segment)
         self._roll_flush_to = segment.base_offset
         self._write_producer_snapshot()
@@ -551,7 +552,7 @@ class Log:
             doomed = segments
             for segment in doomed:
                 self._schedule_delete(segment, now)
-            self.segments = (self._new_segment(offset),)
+            self.segments = (self._new_segment(offset, now),)
             self._log_start_offset = offset
         else:
             i = self._segment_index(offset)

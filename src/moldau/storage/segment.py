@@ -48,7 +48,12 @@ class Segment:
     """A ``.log`` file and its indexes; the Log decides when to roll, recover or delete."""
 
     def __init__(
-        self, directory: Path, base_offset: int, index_bytes: int, index_interval: int
+        self,
+        directory: Path,
+        base_offset: int,
+        index_bytes: int,
+        index_interval: int,
+        created_ms: int,
     ) -> None:
         stem = directory / file_stem(base_offset)
         self.base_offset = base_offset
@@ -62,15 +67,18 @@ class Segment:
         self.index_interval = index_interval
         self.next_offset = base_offset
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
-        self.rolling_base_ms: int | None = None
+        self.created_ms = created_ms
+        self.first_timestamp = -1  # first batch's max timestamp: segment.ms counts from it
         self._bytes_since_index = 0
 
     # -- loading -------------------------------------------------------------------
-    def load_tail(self, now_ms: int) -> bool:
+    def load_tail(self) -> bool:
         """Find next offset and roll timestamp of an unrecovered segment from its indexes.
 
         Returns False when the files do not agree (the caller then recovers the segment).
         """
+        if not (self.offset_index.existed and self.time_index.existed) and self.size:
+            return False
         if self.offset_index.entries and not self._index_sane():
             return False
         _, position = self.offset_index.last_entry()
@@ -82,8 +90,7 @@ class Segment:
             return False
         self.next_offset = last.next_offset if last else self.base_offset
         first = self.read_header(0)
-        if first is not None:
-            self._start_roll_clock(first.max_timestamp, now_ms)
+        self.first_timestamp = first.max_timestamp if first is not None else -1
         return True
 
     def _index_sane(self) -> bool:
@@ -116,8 +123,7 @@ class Segment:
                 break
         if self.size < file_size:
             os.ftruncate(self.fd, self.size)
-        if recovered and recovered[0].max_timestamp >= 0:
-            self.rolling_base_ms = recovered[0].max_timestamp
+        self.first_timestamp = recovered[0].max_timestamp if recovered else -1
         return recovered, file_size - self.size
 
     def _scan_chunk(self, position: int, file_size: int) -> list[BatchInfo]:
@@ -134,14 +140,14 @@ class Segment:
         return infos
 
     # -- appending -----------------------------------------------------------------
-    def append(self, data: Buffer, infos: Sequence[BatchInfo], now_ms: int) -> None:
+    def append(self, data: Buffer, infos: Sequence[BatchInfo]) -> None:
         """Write stamped batches (``infos`` positions relative to ``data``) in one write."""
         position = self.size
         write_all(self.fd, data)
         self._track(infos, position)
+        if position == 0:
+            self.first_timestamp = infos[0].max_timestamp
         self.size = position + len(data)
-        if self.rolling_base_ms is None:
-            self._start_roll_clock(infos[0].max_timestamp, now_ms)
 
     def _track(self, infos: Sequence[BatchInfo], position: int) -> None:
         """Max timestamp, next offset and sparse index entries: per batch, never per record."""
@@ -158,16 +164,14 @@ class Segment:
             self._bytes_since_index += info.size
         self.next_offset = infos[-1].next_offset
 
-    def _start_roll_clock(self, first_max_timestamp: int, now_ms: int) -> None:
-        """Like Kafka, segment.ms counts from the first batch's timestamp when it has one."""
-        self.rolling_base_ms = first_max_timestamp if first_max_timestamp >= 0 else now_ms
-
-    def roll_due(self, now_ms: int, segment_ms: int) -> bool:
-        return (
-            self.size > 0
-            and self.rolling_base_ms is not None
-            and now_ms - self.rolling_base_ms > segment_ms
-        )
+    def roll_due(self, now_ms: int, incoming_timestamp: int, segment_ms: int) -> bool:
+        """Kafka's segment.ms rule: time between the first batch's timestamp and the
+        incoming one, or wall time since creation when batches carry no timestamps."""
+        if self.size == 0:
+            return False
+        if self.first_timestamp >= 0:
+            return incoming_timestamp - self.first_timestamp > segment_ms
+        return now_ms - self.created_ms > segment_ms
 
     # -- reading -------------------------------------------------------------------
     def read_header(self, position: int) -> BatchInfo | None:

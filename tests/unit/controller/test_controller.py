@@ -66,11 +66,17 @@ def test_create_partitions_only_grows():
 def test_alter_configs_replace_and_incremental():
     c, image = make()
     image = image.apply(c.create_topic(image, "t", 1, 1, {"retention.ms": "1000"}).records)
-    image = image.apply(c.alter_topic_configs(image, "t", {"segment.bytes": "100000"}, replace=False).records)
+    image = image.apply(
+        c.alter_topic_configs(image, "t", {"segment.bytes": "100000"}, replace=False).records
+    )
     assert image.topics["t"].configs == {"retention.ms": "1000", "segment.bytes": "100000"}
-    image = image.apply(c.alter_topic_configs(image, "t", {"retention.ms": None}, replace=False).records)
+    image = image.apply(
+        c.alter_topic_configs(image, "t", {"retention.ms": None}, replace=False).records
+    )
     assert image.topics["t"].configs == {"segment.bytes": "100000"}
-    image = image.apply(c.alter_topic_configs(image, "t", {"cleanup.policy": "compact"}, replace=True).records)
+    image = image.apply(
+        c.alter_topic_configs(image, "t", {"cleanup.policy": "compact"}, replace=True).records
+    )
     assert image.topics["t"].configs == {"cleanup.policy": "compact"}
     bad = c.alter_topic_configs(image, "t", {"segment.bytes": "-5"}, replace=False)
     assert bad.error == ErrorCode.INVALID_CONFIG
@@ -86,7 +92,9 @@ def test_producer_id_blocks_never_overlap():
 
 def test_records_survive_encoding():
     c, image = make()
-    records = c.create_topic(image, "t", 2, 1, {"retention.ms": "5"}).records + [ClusterIdRecord("x")]
+    records = c.create_topic(image, "t", 2, 1, {"retention.ms": "5"}).records + [
+        ClusterIdRecord("x")
+    ]
     decoded = [decode_record(*r.encode()) for r in records]
     assert decoded == records
     assert image.apply(decoded).topics["t"].configs == {"retention.ms": "5"}

@@ -33,7 +33,11 @@ def all_message_classes():
     for info in pkgutil.iter_modules(messages.__path__):
         mod = importlib.import_module(f"{messages.__name__}.{info.name}")
         for obj in vars(mod).values():
-            if isinstance(obj, type) and obj.__module__ == mod.__name__ and hasattr(obj, "MIN_VERSION"):
+            if (
+                isinstance(obj, type)
+                and obj.__module__ == mod.__name__
+                and hasattr(obj, "MIN_VERSION")
+            ):
                 yield obj
 
 
@@ -52,7 +56,9 @@ def test_default_message_round_trips_in_every_version(cls):
 
 def test_index_covers_every_api_both_ways():
     assert set(REQUESTS) == set(RESPONSES)
-    assert REQUESTS[0].__name__ == "ProduceRequest" and REQUESTS[18].__name__ == "ApiVersionsRequest"
+    assert (
+        REQUESTS[0].__name__ == "ProduceRequest" and REQUESTS[18].__name__ == "ApiVersionsRequest"
+    )
 
 
 def test_metadata_request_v1_wire_bytes():
@@ -70,12 +76,18 @@ def test_metadata_request_v9_is_compact_with_tagged_fields():
 
 
 def test_request_header_v2_keeps_old_style_client_id():
-    data = joined(RequestHeader(request_api_key=3, request_api_version=12, correlation_id=7, client_id="c").encode(2))
+    data = joined(
+        RequestHeader(
+            request_api_key=3, request_api_version=12, correlation_id=7, client_id="c"
+        ).encode(2)
+    )
     assert data == struct.pack(">hhih", 3, 12, 7, 1) + b"c" + b"\x00"
 
 
 def produce_response(partition: PartitionProduceResponse) -> ProduceResponse:
-    return ProduceResponse(responses=[TopicProduceResponse(name="t", partition_responses=[partition])])
+    return ProduceResponse(
+        responses=[TopicProduceResponse(name="t", partition_responses=[partition])]
+    )
 
 
 def test_default_tagged_fields_are_not_written():
@@ -106,7 +118,15 @@ def test_unknown_tagged_fields_are_skipped():
 def test_api_versions_response_v3():
     resp = ApiVersionsResponse(api_keys=[ApiVersion(api_key=18, min_version=0, max_version=4)])
     data = joined(resp.encode(3))
-    assert data == b"\x00\x00" + b"\x02" + struct.pack(">hhh", 18, 0, 4) + b"\x00" + b"\x00\x00\x00\x00" + b"\x00"
+    assert (
+        data
+        == b"\x00\x00"
+        + b"\x02"
+        + struct.pack(">hhh", 18, 0, 4)
+        + b"\x00"
+        + b"\x00\x00\x00\x00"
+        + b"\x00"
+    )
 
 
 class FakeRecords(RecordsSpill):
@@ -139,7 +159,9 @@ def test_random_bytes_never_raise_anything_but_decode_errors(data, api_key):
 @given(st.data())
 @settings(max_examples=200, deadline=None)
 def test_mutated_valid_requests_never_raise_anything_but_decode_errors(data):
-    req = MetadataRequest(topics=[MetadataRequestTopic(name="topic-a"), MetadataRequestTopic(name="b")])
+    req = MetadataRequest(
+        topics=[MetadataRequestTopic(name="topic-a"), MetadataRequestTopic(name="b")]
+    )
     version = data.draw(st.integers(0, 13))
     raw = bytearray(joined(req.encode(version)))
     for _ in range(data.draw(st.integers(1, 4))):
@@ -157,4 +179,6 @@ def test_generated_code_is_up_to_date(tmp_path):
     codegen.generate(tmp_path)
     for path in tmp_path.glob("*.py"):
         committed = (codegen.OUT_DIR / path.name).read_text()
-        assert path.read_text() == committed, f"{path.name} differs: rerun python -m moldau.protocol.codegen"
+        assert path.read_text() == committed, (
+            f"{path.name} differs: rerun python -m moldau.protocol.codegen"
+        )

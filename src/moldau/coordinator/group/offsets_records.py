@@ -105,20 +105,24 @@ def decode_key(data: bytes) -> OffsetKey | GroupMetadataKey | None:
 
 def encode_offset_value(value: OffsetAndMetadata) -> bytes:
     if value.expire_timestamp is not None:
-        return b"".join((
-            _INT16.pack(OFFSET_VALUE_VERSION_WITH_EXPIRE),
+        return b"".join(
+            (
+                _INT16.pack(OFFSET_VALUE_VERSION_WITH_EXPIRE),
+                _INT64.pack(value.offset),
+                _string(value.metadata),
+                _INT64.pack(value.commit_timestamp),
+                _INT64.pack(value.expire_timestamp),
+            )
+        )
+    return b"".join(
+        (
+            _INT16.pack(OFFSET_VALUE_VERSION),
             _INT64.pack(value.offset),
+            _INT32.pack(value.leader_epoch),
             _string(value.metadata),
             _INT64.pack(value.commit_timestamp),
-            _INT64.pack(value.expire_timestamp),
-        ))
-    return b"".join((
-        _INT16.pack(OFFSET_VALUE_VERSION),
-        _INT64.pack(value.offset),
-        _INT32.pack(value.leader_epoch),
-        _string(value.metadata),
-        _INT64.pack(value.commit_timestamp),
-    ))
+        )
+    )
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:

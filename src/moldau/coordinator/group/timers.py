@@ -10,26 +10,29 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 
-class Timers:
+class Timers(Generic[K]):
     def __init__(self) -> None:
-        self._deadlines: dict[Hashable, int] = {}
-        self._heap: list[tuple[int, int, Hashable]] = []
+        self._deadlines: dict[K, int] = {}
+        self._heap: list[tuple[int, int, K]] = []
         self._seq = itertools.count()
 
-    def set(self, key: Hashable, deadline_ms: int) -> None:
+    def set(self, key: K, deadline_ms: int) -> None:
         self._deadlines[key] = deadline_ms
         heapq.heappush(self._heap, (deadline_ms, next(self._seq), key))
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: K) -> None:
         self._deadlines.pop(key, None)
 
     def next_deadline(self) -> int | None:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None
 
-    def pop_due(self, now_ms: int) -> Hashable | None:
+    def pop_due(self, now_ms: int) -> K | None:
         """The earliest key whose deadline is <= now_ms, disarmed; None when nothing is due."""
         self._drop_stale()
         if not self._heap or self._heap[0][0] > now_ms:

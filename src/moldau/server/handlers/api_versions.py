@@ -18,5 +18,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+async def handle(
+    broker: Broker, ctx: RequestContext, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
     return ApiVersionsResponse(error_code=0, api_keys=handlers.advertised_versions())

@@ -30,7 +30,9 @@ async def create(broker: Broker, t: CreatableTopic, validate_only: bool) -> Crea
     outcome = broker.controller.create_topic(
         broker.image, name, t.num_partitions, t.replication_factor, configs, assignments
     )
-    result = CreatableTopicResult(name=name, error_code=outcome.error, error_message=outcome.message)
+    result = CreatableTopicResult(
+        name=name, error_code=outcome.error, error_message=outcome.message
+    )
     if outcome.error:
         return result
     if not validate_only:
@@ -47,7 +49,9 @@ async def create(broker: Broker, t: CreatableTopic, validate_only: bool) -> Crea
     return result
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse:
+async def handle(
+    broker: Broker, ctx: RequestContext, request: CreateTopicsRequest
+) -> CreateTopicsResponse:
     results = []
     seen: set[str] = set()
     for t in request.topics or []:

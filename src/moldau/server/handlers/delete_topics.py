@@ -49,7 +49,9 @@ async def delete(broker: Broker, name: str | None, topic_id: bytes) -> Deletable
     )
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse:
+async def handle(
+    broker: Broker, ctx: RequestContext, request: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
     if ctx.api_version >= 6:
         targets = [(t.name, t.topic_id) for t in request.topics or []]
     else:

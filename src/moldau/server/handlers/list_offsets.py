@@ -50,11 +50,14 @@ def lookup(broker: Broker, topic: str, p: ListOffsetsPartition) -> ListOffsetsPa
     return out
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse:
+async def handle(
+    broker: Broker, ctx: RequestContext, request: ListOffsetsRequest
+) -> ListOffsetsResponse:
     return ListOffsetsResponse(
         topics=[
             ListOffsetsTopicResponse(
-                name=t.name, partitions=[lookup(broker, t.name or "", p) for p in t.partitions or []]
+                name=t.name,
+                partitions=[lookup(broker, t.name or "", p) for p in t.partitions or []],
             )
             for t in request.topics or []
         ]

@@ -19,6 +19,7 @@ from moldau.protocol.messages.produce_response import (
     TopicProduceResponse,
 )
 from moldau.records.batch import scan_batches
+from moldau.records.compression import Compression
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -31,9 +32,12 @@ MIN_VERSION = 3
 MAX_VERSION = 10
 # Advertised from v0 so librdkafka keeps compression on; v0-2 requests are refused.
 ADVERTISED_MIN_VERSION = 0
+ZSTD_MIN_VERSION = 7  # KIP-110
 
 
-def append_partition(broker: Broker, topic: str, data: PartitionProduceData) -> PartitionProduceResponse:
+def append_partition(
+    broker: Broker, topic: str, data: PartitionProduceData, version: int
+) -> PartitionProduceResponse:
     out = PartitionProduceResponse(index=data.index, base_offset=-1)
     partition_log = broker.get_log(topic, data.index)
     if partition_log is None:
@@ -45,6 +49,10 @@ def append_partition(broker: Broker, topic: str, data: PartitionProduceData) -> 
         return out
     try:
         infos = scan_batches(records, max_batch_size=partition_log.config.max_message_bytes)
+        if version < ZSTD_MIN_VERSION and any(i.compression == Compression.ZSTD for i in infos):
+            raise KafkaError(
+                "zstd needs produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            )
         result = partition_log.append(records, infos, leader_epoch=0)
     except KafkaError as e:
         out.error_code = e.code
@@ -63,14 +71,18 @@ def append_partition(broker: Broker, topic: str, data: PartitionProduceData) -> 
     return out
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: ProduceRequest) -> ProduceResponse | None:
+async def handle(
+    broker: Broker, ctx: RequestContext, request: ProduceRequest
+) -> ProduceResponse | None:
     responses = []
     if request.acks not in (-1, 0, 1):
         responses = [
             TopicProduceResponse(
                 name=t.name,
                 partition_responses=[
-                    PartitionProduceResponse(index=p.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS)
+                    PartitionProduceResponse(
+                        index=p.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS
+                    )
                     for p in t.partition_data or []
                 ],
             )
@@ -86,7 +98,8 @@ async def handle(broker: Broker, ctx: RequestContext, request: ProduceRequest) -
             TopicProduceResponse(
                 name=t.name,
                 partition_responses=[
-                    append_partition(broker, t.name or "", p) for p in t.partition_data or []
+                    append_partition(broker, t.name or "", p, ctx.api_version)
+                    for p in t.partition_data or []
                 ],
             )
         )

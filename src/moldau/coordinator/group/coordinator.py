@@ -1,0 +1,775 @@
+"""Kafka's classic group coordinator as a sans-IO state machine.
+
+Behaves like Kafka's GroupCoordinator: callers pass request fields and `now_ms` (wall
+clock, it is persisted); JoinGroup/SyncGroup are parked under a caller-chosen request id
+and answered through `Effects.completions`, possibly by a later call or `tick()`; records
+for `__consumer_offsets` come back in `Effects.records`. Kafka's purgatories become
+deadlines: call `tick(now)` once `next_timer_ms()` is reached. Single-threaded by design,
+so Kafka's transient Dead-group races cannot occur and removed groups are simply gone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+
+from moldau.protocol.errors import ErrorCode
+
+from .config import GroupConfig
+from .consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from .group import Group, GroupState
+from .member import Member
+from .offsets_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetAndMetadata,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+)
+from .results import (
+    Completion,
+    Effects,
+    GroupDescription,
+    GroupOverview,
+    JoinGroupResult,
+    MemberDescription,
+    MemberIdentity,
+    OffsetCommit,
+    OffsetsRecord,
+    PartitionOffset,
+    RequestId,
+    SyncGroupResult,
+    TopicPartition,
+)
+from .timers import Timers
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+"""Kafka's bound on a new member's parked JoinGroup (it cannot heartbeat yet)."""
+
+_CLEANUP = ("cleanup",)
+_CAN_REBALANCE = (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig | None = None, *, now_ms: int = 0) -> None:
+        self.config = config or GroupConfig()
+        self._groups: dict[str, Group] = {}
+        self._timers: Timers[tuple[str, ...]] = Timers()
+        self._now = now_ms
+        self._effects = Effects()
+        self._timers.set(_CLEANUP, now_ms + self.config.offsets_retention_check_interval_ms)
+
+    @property
+    def groups(self) -> Mapping[str, Group]:
+        """Read-only view of live groups (for describe tooling and tests)."""
+        return MappingProxyType(self._groups)
+
+    def next_timer_ms(self) -> int:
+        """When `tick` next has work; re-read after every call."""
+        deadline = self._timers.next_deadline()
+        assert deadline is not None  # the offsets cleanup timer is always armed
+        return deadline
+
+    def tick(self, now_ms: int) -> Effects:
+        self._begin(now_ms)
+        while (key := self._timers.pop_due(now_ms)) is not None:
+            self._fire(key)
+        return self._end()
+
+    # JoinGroup / SyncGroup / Heartbeat / LeaveGroup
+
+    def join_group(
+        self,
+        request_id: RequestId,
+        now_ms: int,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: Sequence[tuple[str, bytes]],
+        require_known_member_id: bool,
+    ) -> Effects:
+        """JoinGroup; `require_known_member_id` is `version >= 4 and group_instance_id is None`.
+
+        The response arrives as a Completion for request_id, now or when the join phase ends.
+        """
+        self._begin(now_ms)
+        joining = Member(
+            member_id,
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            list(protocols),
+        )
+        cfg = self.config
+        group = self._groups.get(group_id)
+        if not group_id:
+            self._fail_join(request_id, joining, ErrorCode.INVALID_GROUP_ID)
+        elif not (
+            cfg.group_min_session_timeout_ms
+            <= session_timeout_ms
+            <= cfg.group_max_session_timeout_ms
+        ):
+            self._fail_join(request_id, joining, ErrorCode.INVALID_SESSION_TIMEOUT)
+        elif group is None and member_id:
+            self._fail_join(request_id, joining, ErrorCode.UNKNOWN_MEMBER_ID)
+        else:
+            if group is None:
+                group = self._groups[group_id] = Group(group_id, now_ms)
+            if member_id:
+                self._current_member_join(group, request_id, joining)
+            else:
+                self._new_member_join(group, request_id, joining, require_known_member_id)
+            self._try_complete_join(group)
+        return self._end()
+
+    def sync_group(
+        self,
+        request_id: RequestId,
+        now_ms: int,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None = None,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+        assignments: Mapping[str, bytes],
+    ) -> Effects:
+        """SyncGroup; followers are parked until the leader's assignments arrive."""
+        self._begin(now_ms)
+        error = self._validate_sync(
+            group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name
+        )
+        if error is not None:
+            self._complete(request_id, SyncGroupResult(error))
+            return self._end()
+        group = self._groups[group_id]
+        member = group.members[member_id]
+        self._received_sync(group, member_id)
+        if group.state is GroupState.STABLE:
+            self._complete(
+                request_id,
+                SyncGroupResult(
+                    ErrorCode.NONE, group.protocol_type, group.protocol_name, member.assignment
+                ),
+            )
+            self._schedule_heartbeat(group, member)
+            return self._end()
+        self._park_sync(member, request_id)
+        if group.is_leader(member_id):
+            for m in group.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            self._store_group(group)
+            self._propagate_assignment(group, ErrorCode.NONE)
+            group.transition(GroupState.STABLE, now_ms)
+        return self._end()
+
+    def _validate_sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> ErrorCode | None:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return None
+
+    def heartbeat(
+        self,
+        now_ms: int,
+        *,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
+        """Heartbeat; REBALANCE_IN_PROGRESS tells the member to rejoin. Never has effects."""
+        self._now = now_ms
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        self._schedule_heartbeat(group, group.members[member_id])
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave_group(
+        self, now_ms: int, group_id: str, members: Sequence[MemberIdentity]
+    ) -> tuple[ErrorCode, list[ErrorCode], Effects]:
+        """LeaveGroup: (top-level error, one error per member in request order, effects).
+
+        A member id of "" with a group.instance.id removes that static member (admin removal).
+        """
+        self._begin(now_ms)
+        group = self._groups.get(group_id)
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, [], self._end()
+        if group is None:
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members), self._end()
+        errors = []
+        for leaving in members:
+            if not leaving.member_id:
+                current = group.static_members.get(leaving.group_instance_id or "")
+                error = None if current is not None else ErrorCode.UNKNOWN_MEMBER_ID
+            elif leaving.member_id in group.pending_members:
+                self._remove_pending_member(group, leaving.member_id)
+                current, error = None, None
+            else:
+                current = leaving.member_id
+                error = group.validate_member(current, leaving.group_instance_id)
+            if current is not None and error is None:
+                self._remove_member_and_update_group(group, group.members[current])
+            errors.append(error or ErrorCode.NONE)
+        return ErrorCode.NONE, errors, self._end()
+
+    # Offsets
+
+    def commit_offsets(
+        self,
+        now_ms: int,
+        *,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Sequence[OffsetCommit],
+        retention_time_ms: int = -1,
+    ) -> tuple[dict[TopicPartition, ErrorCode], Effects]:
+        """OffsetCommit v2+ for already-authorized, existing partitions.
+
+        generation -1 with member id "" is a simple (non-group-managed) commit, accepted only
+        while the group has no members. `retention_time_ms` is the v2-v4 field (-1: broker
+        default). Later entries for the same partition win.
+        """
+        self._begin(now_ms)
+        group = self._groups.get(group_id)
+        if group is None and generation_id < 0:
+            group = self._groups[group_id] = Group(group_id, now_ms)
+        error = (
+            ErrorCode.ILLEGAL_GENERATION
+            if group is None
+            else self._validate_offset_commit(group, member_id, generation_id, group_instance_id)
+        )
+        if group is None or error is not None:
+            return {(o.topic, o.partition): error for o in offsets}, self._end()
+        if group.state is not GroupState.EMPTY:
+            self._schedule_heartbeat(group, group.members[member_id])
+        expire = None if retention_time_ms == -1 else now_ms + retention_time_ms
+        results: dict[TopicPartition, ErrorCode] = {}
+        for o in offsets:
+            tp = (o.topic, o.partition)
+            metadata = o.metadata or ""
+            if len(metadata.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_ms, expire)
+            group.offsets[tp] = value
+            self._append(encode_offset_key(group_id, *tp), encode_offset_value(value))
+            results[tp] = ErrorCode.NONE
+        return results, self._end()
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> list[PartitionOffset]:
+        """OffsetFetch for one group (KIP-709 handlers call it per group); None = all."""
+        group = self._groups.get(group_id)
+        committed = group.offsets if group is not None else {}
+        wanted = committed.keys() if partitions is None else partitions
+        results = []
+        for topic, partition in wanted:
+            o = committed.get((topic, partition))
+            if o is None:
+                results.append(PartitionOffset(topic, partition, -1, -1, ""))
+            else:
+                results.append(
+                    PartitionOffset(topic, partition, o.offset, o.leader_epoch, o.metadata)
+                )
+        return results
+
+    def delete_offsets(
+        self, now_ms: int, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], Effects]:
+        """OffsetDelete (KIP-496): (group error, per-partition errors, effects)."""
+        self._begin(now_ms)
+        group = self._groups.get(group_id)
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, {}, self._end()
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}, self._end()
+        if group.state is GroupState.EMPTY:
+            eligible = list(partitions)
+            results = {}
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp[0])]
+            results = {
+                tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                for tp in partitions
+                if group.is_subscribed_to_topic(tp[0])
+            }
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}, self._end()
+        if eligible:
+            removed = {tp: group.offsets.pop(tp) for tp in eligible if tp in group.offsets}
+            self._cleanup_group(group, removed)
+            results.update(dict.fromkeys(eligible, ErrorCode.NONE))
+        return ErrorCode.NONE, results, self._end()
+
+    # Admin
+
+    def delete_groups(
+        self, now_ms: int, group_ids: Sequence[str]
+    ) -> tuple[dict[str, ErrorCode], Effects]:
+        """DeleteGroups: only Empty groups go; their offsets and metadata are tombstoned."""
+        self._begin(now_ms)
+        results = {}
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is None:
+                results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state is not GroupState.EMPTY:
+                results[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                removed, group.offsets = group.offsets, {}
+                self._cleanup_group(group, removed)
+                results[group_id] = ErrorCode.NONE
+        return results, self._end()
+
+    def list_groups(self, states_filter: Iterable[str] = ()) -> list[GroupOverview]:
+        """ListGroups; the v4+ states filter is case-insensitive, empty means all."""
+        states = {s.lower() for s in states_filter}
+        return [
+            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._groups.values()
+            if not states or g.state.value.lower() in states
+        ]
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """DescribeGroups; unknown groups describe as Dead. Metadata only when Stable."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return GroupDescription(group_id, GroupState.DEAD.value, "", "", ())
+        stable = group.state is GroupState.STABLE
+        protocol = (group.protocol_name or "") if stable else ""
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.metadata(protocol) if stable else b"",
+                m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        )
+        return GroupDescription(
+            group_id, group.state.value, group.protocol_type or "", protocol, members
+        )
+
+    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        """Rebuild groups from `__consumer_offsets` records, oldest first.
+
+        As in Kafka, a group with members comes back Stable (members keep heartbeating
+        across a coordinator restart); one without comes back Empty with its generation.
+        """
+        self._now = now_ms
+        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        metadata: dict[str, GroupMetadataValue] = {}
+        for key, value in records:
+            decoded = decode_key(key)
+            if isinstance(decoded, OffsetKey):
+                committed = offsets.setdefault(decoded.group, {})
+                tp = (decoded.topic, decoded.partition)
+                if value is None:
+                    committed.pop(tp, None)
+                else:
+                    committed[tp] = decode_offset_value(value)
+            elif isinstance(decoded, GroupMetadataKey):
+                if value is None:
+                    metadata.pop(decoded.group, None)
+                else:
+                    metadata[decoded.group] = decode_group_value(value)
+        for group_id in metadata.keys() | {g for g, o in offsets.items() if o}:
+            value = metadata.get(group_id)
+            group = (
+                Group(group_id, now_ms)
+                if value is None
+                else Group.from_metadata(group_id, value, now_ms)
+            )
+            group.offsets = offsets.get(group_id, {})
+            self._groups[group_id] = group
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+
+    # Join phase
+
+    def _new_member_join(
+        self, group: Group, request_id: RequestId, joining: Member, require_known_member_id: bool
+    ) -> None:
+        if not group.supports_protocols(joining.protocol_type, joining.protocol_names):
+            self._fail_join(request_id, joining, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return
+        instance_id = joining.group_instance_id
+        new_member_id = (
+            f"{joining.client_id if instance_id is None else instance_id}-{uuid.uuid4()}"
+        )
+        if instance_id is not None and instance_id in group.static_members:
+            old_member_id = group.static_members[instance_id]
+            self._replace_static_member(group, request_id, joining, old_member_id, new_member_id)
+        elif instance_id is None and require_known_member_id:
+            group.pending_members.add(new_member_id)
+            self._timers.set(
+                ("pending", group.group_id, new_member_id), self._now + joining.session_timeout_ms
+            )
+            self._complete(
+                request_id, JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id)
+            )
+        else:
+            joining.member_id = new_member_id
+            self._add_member_and_rebalance(group, request_id, joining)
+
+    def _current_member_join(self, group: Group, request_id: RequestId, joining: Member) -> None:
+        member_id = joining.member_id
+        if not group.supports_protocols(joining.protocol_type, joining.protocol_names):
+            self._fail_join(request_id, joining, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return
+        if member_id in group.pending_members and joining.group_instance_id is None:
+            self._timers.cancel(("pending", group.group_id, member_id))
+            self._add_member_and_rebalance(group, request_id, joining)
+            return
+        error = group.validate_member(member_id, joining.group_instance_id)
+        if error is not None:
+            self._fail_join(request_id, joining, error)
+            return
+        member = group.members[member_id]
+        unchanged = member.matches(joining.protocols)
+        if group.state is GroupState.COMPLETING_REBALANCE and unchanged:
+            # The member probably lost its JoinGroup response: repeat it.
+            self._complete(request_id, self._join_result(group, member_id))
+        elif group.state is GroupState.STABLE and unchanged and not group.is_leader(member_id):
+            self._complete(request_id, self._join_result(group, member_id, with_members=False))
+        else:
+            # Changed metadata, or the leader rejoining (it may have seen new topic metadata).
+            group.update_member(
+                member, joining.protocols, joining.rebalance_timeout_ms, joining.session_timeout_ms
+            )
+            self._park_join(member, request_id)
+            self._maybe_prepare_rebalance(group)
+
+    def _replace_static_member(
+        self, group: Group, request_id: RequestId, joining: Member, old_id: str, new_id: str
+    ) -> None:
+        """KIP-345: a restarted static member takes over its old member id's place."""
+        previous_leader = group.leader_id
+        old = group.members[old_id]
+        self._invoke_join(old, JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        self._invoke_sync(old, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
+        self._timers.cancel(("heartbeat", group.group_id, old_id))
+        member = group.replace_static_member(old.group_instance_id or "", old_id, new_id)
+        self._schedule_heartbeat(group, member)
+        group.update_member(
+            member, joining.protocols, joining.rebalance_timeout_ms, joining.session_timeout_ms
+        )
+        if group.state is GroupState.STABLE and group.protocol_name == group.select_protocol():
+            # No rebalance: answer with the old leader id so that a restarted leader does not
+            # run an assignment the Stable group would ignore; SyncGroup returns its assignment.
+            self._store_group(group)
+            self._complete(
+                request_id,
+                JoinGroupResult(
+                    ErrorCode.NONE,
+                    new_id,
+                    group.generation_id,
+                    group.protocol_type,
+                    group.protocol_name,
+                    previous_leader or "",
+                ),
+            )
+            return
+        self._park_join(member, request_id)
+        if group.state is not GroupState.PREPARING_REBALANCE:
+            self._prepare_rebalance(group)
+
+    def _add_member_and_rebalance(
+        self, group: Group, request_id: RequestId, member: Member
+    ) -> None:
+        member.is_new = True
+        if group.state is GroupState.PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._park_join(member, request_id)
+        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group)
+
+    def _maybe_prepare_rebalance(self, group: Group) -> None:
+        if group.state in _CAN_REBALANCE:
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            for m in group.members.values():
+                m.assignment = b""
+            self._propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._timers.cancel(("sync", group.group_id))
+        if group.state is GroupState.EMPTY:
+            delay = self.config.group_initial_rebalance_delay_ms
+            group.initial_join = (delay, max(group.rebalance_timeout_ms - delay, 0))
+        else:
+            delay = group.rebalance_timeout_ms
+            group.initial_join = None
+        group.transition(GroupState.PREPARING_REBALANCE, self._now)
+        self._timers.set(("join", group.group_id), self._now + delay)
+        self._try_complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        """Finish the join phase early once everyone is in (never during the initial delay)."""
+        if (
+            group.state is GroupState.PREPARING_REBALANCE
+            and group.initial_join is None
+            and group.has_all_members_joined()
+        ):
+            self._complete_join(group)
+
+    def _expire_join(self, group: Group) -> None:
+        if group.initial_join is not None and group.new_member_added:
+            delay, remaining = group.initial_join
+            if remaining:
+                # New members keep arriving: wait another delay, bounded by rebalance timeout.
+                group.new_member_added = False
+                next_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
+                group.initial_join = (next_delay, max(remaining - delay, 0))
+                self._timers.set(("join", group.group_id), self._now + next_delay)
+                return
+        self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        self._timers.cancel(("join", group.group_id))
+        group.initial_join = None
+        for m in list(group.members.values()):
+            if m.join_request is None and m.group_instance_id is None:
+                self._remove_member(group, m)
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that have not rejoined remain: wait for them or their expiry.
+            self._timers.set(("join", group.group_id), self._now + group.rebalance_timeout_ms)
+            return
+        group.init_next_generation(self._now)
+        if group.state is GroupState.EMPTY:
+            self._store_group(group)
+            return
+        for m in group.members.values():
+            self._invoke_join(m, self._join_result(group, m.member_id))
+            self._schedule_heartbeat(group, m)
+            m.is_new = False
+            group.pending_sync_members.add(m.member_id)
+        self._timers.set(("sync", group.group_id), self._now + group.rebalance_timeout_ms)
+
+    def _join_result(
+        self, group: Group, member_id: str, with_members: bool = True
+    ) -> JoinGroupResult:
+        leader = group.is_leader(member_id)
+        return JoinGroupResult(
+            ErrorCode.NONE,
+            member_id,
+            group.generation_id,
+            group.protocol_type,
+            group.protocol_name,
+            group.leader_id or "",
+            group.current_member_metadata() if leader and with_members else (),
+        )
+
+    # Sync phase
+
+    def _received_sync(self, group: Group, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            self._timers.cancel(("sync", group.group_id))
+
+    def _expire_sync(self, group: Group) -> None:
+        """Members that never sent SyncGroup within the rebalance timeout are removed."""
+        if not group.pending_sync_members or group.state not in (
+            GroupState.COMPLETING_REBALANCE,
+            GroupState.STABLE,
+        ):
+            return
+        for member_id in list(group.pending_sync_members):
+            self._remove_member(group, group.members[member_id])
+        self._prepare_rebalance(group)
+
+    def _propagate_assignment(self, group: Group, error: ErrorCode) -> None:
+        ok = error is ErrorCode.NONE
+        for m in group.members.values():
+            if m.sync_request is not None:
+                result = SyncGroupResult(
+                    error,
+                    group.protocol_type if ok else None,
+                    group.protocol_name if ok else None,
+                    m.assignment,
+                )
+                self._invoke_sync(m, result)
+                self._schedule_heartbeat(group, m)
+
+    # Membership changes
+
+    def _schedule_heartbeat(
+        self, group: Group, member: Member, timeout_ms: int | None = None
+    ) -> None:
+        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        self._timers.set(("heartbeat", group.group_id, member.member_id), self._now + timeout)
+
+    def _expire_heartbeat(self, group: Group, member_id: str) -> None:
+        member = group.members.get(member_id)
+        if member is None:
+            return
+        awaiting = member.join_request is not None or member.sync_request is not None
+        if member.is_new or not awaiting:
+            self._remove_member_and_update_group(group, member)
+
+    def _remove_pending_member(self, group: Group, member_id: str) -> None:
+        group.pending_members.discard(member_id)
+        self._timers.cancel(("pending", group.group_id, member_id))
+        self._try_complete_join(group)
+
+    def _remove_member(self, group: Group, member: Member) -> None:
+        """Drop a member, answering any request it still has parked."""
+        self._invoke_join(member, JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._invoke_sync(member, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+        self._timers.cancel(("heartbeat", group.group_id, member.member_id))
+
+    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+        self._remove_member(group, member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._maybe_prepare_rebalance(group)
+
+    def _park_join(self, member: Member, request_id: RequestId) -> None:
+        """A newer JoinGroup supersedes a parked one, which is told to retry."""
+        self._invoke_join(
+            member, JoinGroupResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=member.member_id)
+        )
+        member.join_request = request_id
+
+    def _park_sync(self, member: Member, request_id: RequestId) -> None:
+        self._invoke_sync(member, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        member.sync_request = request_id
+
+    def _invoke_join(self, member: Member, result: JoinGroupResult) -> None:
+        if member.join_request is not None:
+            self._complete(member.join_request, result)
+            member.join_request = None
+
+    def _invoke_sync(self, member: Member, result: SyncGroupResult) -> None:
+        if member.sync_request is not None:
+            self._complete(member.sync_request, result)
+            member.sync_request = None
+
+    def _fail_join(self, request_id: RequestId, joining: Member, error: ErrorCode) -> None:
+        self._complete(request_id, JoinGroupResult(error, member_id=joining.member_id))
+
+    # Offsets housekeeping
+
+    def _validate_offset_commit(
+        self, group: Group, member_id: str, generation_id: int, group_instance_id: str | None
+    ) -> ErrorCode | None:
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = group.validate_member(member_id, group_instance_id)
+            if error is None and generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+            if error is None and group.state is GroupState.COMPLETING_REBALANCE:
+                return ErrorCode.REBALANCE_IN_PROGRESS
+            return error
+        if group.state is not GroupState.EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return None
+
+    def _expire_offsets(self) -> None:
+        retention_ms = self.config.offsets_retention_ms
+        for group in list(self._groups.values()):
+            self._cleanup_group(group, group.remove_expired_offsets(self._now, retention_ms))
+
+    def _cleanup_group(self, group: Group, removed: Mapping[TopicPartition, object]) -> None:
+        """Tombstone removed offsets; an Empty group left without offsets is Dead and goes."""
+        for topic, partition in removed:
+            self._append(encode_offset_key(group.group_id, topic, partition), None)
+        if group.state is GroupState.EMPTY and not group.offsets:
+            del self._groups[group.group_id]
+            if group.generation_id > 0:  # generation 0 groups only ever stored offsets
+                self._append(encode_group_key(group.group_id), None)
+
+    # Plumbing
+
+    def _fire(self, key: tuple[str, ...]) -> None:
+        if key == _CLEANUP:
+            self._expire_offsets()
+            self._timers.set(_CLEANUP, self._now + self.config.offsets_retention_check_interval_ms)
+            return
+        kind, group_id, *member = key
+        group = self._groups.get(group_id)
+        if group is None:
+            return
+        if kind == "heartbeat":
+            self._expire_heartbeat(group, member[0])
+        elif kind == "pending":
+            self._remove_pending_member(group, member[0])
+        elif kind == "join":
+            if group.state is GroupState.PREPARING_REBALANCE:
+                self._expire_join(group)
+        else:
+            self._expire_sync(group)
+
+    def _store_group(self, group: Group) -> None:
+        self._append(encode_group_key(group.group_id), encode_group_value(group.metadata_value()))
+
+    def _append(self, key: bytes, value: bytes | None) -> None:
+        self._effects.records.append(OffsetsRecord(key, value))
+
+    def _complete(self, request_id: RequestId, result: JoinGroupResult | SyncGroupResult) -> None:
+        self._effects.completions.append(Completion(request_id, result))
+
+    def _begin(self, now_ms: int) -> None:
+        self._now = now_ms
+        self._effects = Effects()
+
+    def _end(self) -> Effects:
+        effects, self._effects = self._effects, Effects()
+        return effects

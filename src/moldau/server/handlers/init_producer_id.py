@@ -1,0 +1,48 @@
+"""InitProducerId for idempotent producers; transactions need a coordinator we lack yet."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from moldau.protocol.messages.init_producer_id_response import InitProducerIdResponse
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+    from moldau.server.dispatch import RequestContext
+
+API_KEY = ApiKey.INIT_PRODUCER_ID
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+MAX_EPOCH = 2**15 - 1
+
+
+def _error(code: ErrorCode) -> InitProducerIdResponse:
+    return InitProducerIdResponse(
+        error_code=code, producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH
+    )
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    pid, epoch = request.producer_id, request.producer_epoch
+    if request.transactional_id == "":
+        return _error(ErrorCode.INVALID_REQUEST)
+    if request.transactional_id is not None:
+        # What a cluster whose transaction coordinator is unavailable answers; clients
+        # retry it and fail clearly ("Coordinator not available") when their timeout ends.
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+        return _error(ErrorCode.INVALID_REQUEST)
+    # KIP-360: a producer that lost track of its sequences bumps its epoch and keeps its
+    # id. An id beyond every reserved block is not kept: a later allocation would hand
+    # it out again.
+    if 0 <= pid < broker.image.next_producer_id and epoch < MAX_EPOCH:
+        return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch + 1)
+    return InitProducerIdResponse(producer_id=await broker.next_producer_id(), producer_epoch=0)
