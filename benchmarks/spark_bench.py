@@ -104,7 +104,7 @@ def run(bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict:
     read_rows, read_rate = timed(lambda: reader().load().count())
 
     def batch_write() -> int:
-        reader().load().select("key", "value").write.format("moldau").option(
+        reader().load().select("key", "value").write.format("moldau").mode("append").option(
             "kafka.bootstrap.servers", bootstrap
         ).option("topic", batch_out).save()
         return args.records

@@ -221,7 +221,8 @@ def admin(bootstrap: str) -> AdminClient:
 def create_topic(
     bootstrap: str, name: str, partitions: int = 6, config: dict[str, str] | None = None
 ) -> None:
-    futures = admin(bootstrap).create_topics(
+    client = admin(bootstrap)  # must outlive its futures
+    futures = client.create_topics(
         [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=30
     )
     futures[name].result(timeout=30)
@@ -229,7 +230,8 @@ def create_topic(
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
-    admin(bootstrap).delete_topics([name], operation_timeout=30)[name].result(timeout=30)
+    client = admin(bootstrap)  # must outlive its futures
+    client.delete_topics([name], operation_timeout=30)[name].result(timeout=30)
 
 
 def topic_partitions(bootstrap: str, name: str) -> int | None:
@@ -347,9 +349,7 @@ def consume_confluent(
 
 
 def _reached(out: Consumed, ends: dict[int, tuple[int, int]]) -> bool:
-    return all(
-        (out[p][-1].offset + 1 if out[p] else lo) >= hi for p, (lo, hi) in ends.items()
-    )
+    return all((out[p][-1].offset + 1 if out[p] else lo) >= hi for p, (lo, hi) in ends.items())
 
 
 def _positions(out: Consumed) -> dict[int, int]:
@@ -403,9 +403,7 @@ def consume_kafka_python(
     bootstrap: str, topic: str, ends: dict[int, tuple[int, int]] | None = None
 ) -> Consumed:
     ends = ends or watermarks(bootstrap, topic)
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
-    )
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
     out: Consumed = {p: [] for p in ends}
     try:
         tps = {p: KpTopicPartition(topic, p) for p in ends}
@@ -526,8 +524,23 @@ def produce_kcat(bootstrap: str, topic: str, records: Sequence[Rec], codec: str 
         assert r.headers == (KCAT_HEADER,), "kcat adds the same header to every record"
     name, value = KCAT_HEADER
     stdin = b"".join(r.key + b":" + r.value + b"\n" for r in records)  # type: ignore[operator]
-    cmd = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K:", "-z", codec,
-           "-H", f"{name}={value.decode()}", "-X", "linger.ms=5", "-X", "batch.num.messages=250"]
+    cmd = [
+        "kcat",
+        "-P",
+        "-b",
+        bootstrap,
+        "-t",
+        topic,
+        "-K:",
+        "-z",
+        codec,
+        "-H",
+        f"{name}={value.decode()}",
+        "-X",
+        "linger.ms=5",
+        "-X",
+        "batch.num.messages=250",
+    ]
     result = subprocess.run(cmd, input=stdin, capture_output=True, timeout=DEADLINE_S)
     assert result.returncode == 0, f"kcat -P failed: {result.stderr.decode()}"
 
@@ -651,11 +664,8 @@ class RawClient:
             buf += chunk
         return bytes(buf)
 
-    def request(
-        self, message: Any, version: int | None = None, *, trailing: bytes = b""
-    ) -> Any:
+    def request(self, message: Any, version: int, *, trailing: bytes = b"") -> Any:
         """Send one request, return its decoded response (asserting the correlation id)."""
-        version = type(message).MAX_VERSION if version is None else version
         self._correlation += 1
         payload = encode_request(message, version, self._correlation) + trailing
         self.send_bytes(framed(payload))
@@ -700,8 +710,7 @@ def produce_request(topic: str, batches: dict[int, bytes], acks: int = -1) -> Pr
             TopicProduceData(
                 name=topic,
                 partition_data=[
-                    PartitionProduceData(index=p, records=records)
-                    for p, records in batches.items()
+                    PartitionProduceData(index=p, records=records) for p, records in batches.items()
                 ],
             )
         ],
@@ -712,4 +721,3 @@ def partition_results(response: Any) -> dict[int, Any]:
     """partition index -> PartitionProduceResponse of a single-topic ProduceResponse."""
     (topic,) = response.responses
     return {p.index: p for p in topic.partition_responses}
-

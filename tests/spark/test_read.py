@@ -35,7 +35,7 @@ def _as_recs(rows) -> list[Rec]:
             r["offset"],
             r["key"],
             r["value"],
-            tuple((h["key"], h["value"]) for h in r["headers"] or ()),
+            tuple((h["key"], h["value"]) for h in r.asDict().get("headers") or ()),
             int(r["timestamp"].timestamp() * 1000),
         )
         for r in rows

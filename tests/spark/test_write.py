@@ -21,9 +21,9 @@ def test_batch_write_lands_once_in_order_per_partition(spark, broker):
     df = df.withColumn(
         "headers", F.array(F.struct(F.lit("h").alias("key"), F.col("key").alias("value")))
     )
-    df.write.format("moldau").option("kafka.bootstrap.servers", broker.bootstrap).option(
-        "topic", "write-batch"
-    ).save()
+    df.write.format("moldau").mode("append").option(
+        "kafka.bootstrap.servers", broker.bootstrap
+    ).option("topic", "write-batch").save()
     got = consume_all(broker.bootstrap, "write-batch")
     for p in range(3):
         assert [(r.key, r.value) for r in got if r.partition == p] == [
@@ -38,7 +38,9 @@ def test_topic_column_routes_rows(spark, broker):
     df = spark.createDataFrame(
         [("route-a", "x"), ("route-b", "y"), ("route-a", "z")], "topic string, value string"
     ).coalesce(1)
-    df.write.format("moldau").option("kafka.bootstrap.servers", broker.bootstrap).save()
+    df.write.format("moldau").mode("append").option(
+        "kafka.bootstrap.servers", broker.bootstrap
+    ).save()
     assert [r.value for r in consume_all(broker.bootstrap, "route-a")] == [b"x", b"z"]
     assert [r.value for r in consume_all(broker.bootstrap, "route-b")] == [b"y"]
 
@@ -53,7 +55,8 @@ def test_ledger_remembers_tasks_and_batches(broker):
     other.record(5, 0)
     assert ledger.contains(0, 0) and ledger.contains(0, 1)
     assert not ledger.contains(0, 2) and not ledger.contains(1, 0)
-    assert not other.contains(0, 0)
+    assert not other.contains(5, 1) and not other.contains(6, 0)
+    assert other.contains(4, 3)  # a later batch ran, so Spark had committed batch 4
     ledger.record(0, None)  # batch 0 committed: every task of it counts as written
     assert ledger.contains(0, 7)
     ledger.record(1, 3)
@@ -91,7 +94,8 @@ def test_stream_write_replayed_batch_is_written_once(spark, broker, tmp_path):
     last = max(p["batchId"] for p in query.recentProgress)
     assert last >= 2
     # A crash after the sink committed but before Spark logged the batch: Spark replays it.
-    (checkpoint / "commits" / str(last)).unlink()
+    for name in (str(last), f".{last}.crc"):
+        (checkpoint / "commits" / name).unlink()
     replay = _copy(spark, broker, checkpoint, "copy-in", "copy-out")
     assert [p["batchId"] for p in replay.recentProgress if p["numInputRows"]] == [last]
     got = consume_all(broker.bootstrap, "copy-out")

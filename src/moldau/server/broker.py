@@ -20,6 +20,7 @@ from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.records import ClusterIdRecord, MetadataRecord, RegisterBrokerRecord
 from moldau.protocol.errors import ErrorCode
 from moldau.server.config import BrokerConfig, Listener
+from moldau.server.groups import GroupService
 from moldau.server.purgatory import Purgatory
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
@@ -44,7 +45,7 @@ class Broker:
         self._commit_lock = asyncio.Lock()
         self._producer_ids = range(0)
         self._tasks: list[asyncio.Task[None]] = []
-        self.coordinators: list[object] = []
+        self.groups = GroupService(self)
 
     # -- lifecycle ------------------------------------------------------------------
     def load(self) -> None:
@@ -59,6 +60,7 @@ class Broker:
         self.log_manager.load_logs(self.topic_config_props)
         for topic in self.image.topics.values():
             self._ensure_logs(topic)
+        self.groups.load()
 
     def register(self, listeners: list[Listener]) -> None:
         """Record where clients reach this broker (advertised listeners)."""
@@ -68,6 +70,7 @@ class Broker:
 
     def start_background(self) -> None:
         c = self.config
+        self.groups.start()
         self._every(c.int("log.retention.check.interval.ms"), self._retention)
         self._every(c.int("log.flush.scheduler.interval.ms"), self._flush)
         self._every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
@@ -93,10 +96,7 @@ class Broker:
         """Flush everything and write checkpoints, so the next start needs no recovery."""
         for task in self._tasks:
             task.cancel()
-        for coordinator in self.coordinators:
-            close = getattr(coordinator, "close", None)
-            if close is not None:
-                close()
+        self.groups.close()
         self.log_manager.shutdown()
         if self.metadata_log is not None:
             self.metadata_log.close()

@@ -37,7 +37,7 @@ _CONSUMER_DEFAULTS = {
 
 # Idempotence: librdkafka's internal retries never duplicate or reorder a record.
 _PRODUCER_DEFAULTS = {
-    "enable.idempotence": True,
+    "enable.idempotence": False,
     "acks": "all",
     "linger.ms": 20,
     "batch.size": 1024 * 1024,

@@ -94,31 +94,46 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in (
         ConfigDef(
-            "segment.bytes", "segment_bytes", "int", str(1 << 30),
+            "segment.bytes",
+            "segment_bytes",
+            "int",
+            str(1 << 30),
             (("log.segment.bytes", 1),),
             "Segment file size; a new segment is rolled when the active one would exceed it.",
             minimum=14,
         ),
         ConfigDef(
-            "segment.ms", "segment_ms", "long", str(7 * 24 * HOUR_MS),
+            "segment.ms",
+            "segment_ms",
+            "long",
+            str(7 * 24 * HOUR_MS),
             (("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)),
             "Time after which a non-empty active segment is rolled, so retention can delete it.",
             minimum=1,
         ),
         ConfigDef(
-            "segment.index.bytes", "segment_index_bytes", "int", str(10 * 1024 * 1024),
+            "segment.index.bytes",
+            "segment_index_bytes",
+            "int",
+            str(10 * 1024 * 1024),
             (("log.index.size.max.bytes", 1),),
             "Preallocated size of each offset/time index; a full index rolls the segment.",
             minimum=4,
         ),
         ConfigDef(
-            "index.interval.bytes", "index_interval_bytes", "int", "4096",
+            "index.interval.bytes",
+            "index_interval_bytes",
+            "int",
+            "4096",
             (("log.index.interval.bytes", 1),),
             "Bytes of batches between two index entries: sparser index, longer scans.",
             minimum=0,
         ),
         ConfigDef(
-            "retention.ms", "retention_ms", "long", str(7 * 24 * HOUR_MS),
+            "retention.ms",
+            "retention_ms",
+            "long",
+            str(7 * 24 * HOUR_MS),
             (
                 ("log.retention.ms", 1),
                 ("log.retention.minutes", MINUTE_MS),
@@ -128,54 +143,81 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             minimum=-1,
         ),
         ConfigDef(
-            "retention.bytes", "retention_bytes", "long", "-1",
+            "retention.bytes",
+            "retention_bytes",
+            "long",
+            "-1",
             (("log.retention.bytes", 1),),
             "Partition size above which whole old segments are deleted; -1 means no limit.",
         ),
         ConfigDef(
-            "flush.messages", "flush_messages", "long", str(LONG_MAX),
+            "flush.messages",
+            "flush_messages",
+            "long",
+            str(LONG_MAX),
             (("log.flush.interval.messages", 1),),
             "Unflushed messages that force an fsync; by default the OS decides.",
             minimum=1,
         ),
         ConfigDef(
-            "flush.ms", "flush_ms", "long", str(LONG_MAX),
+            "flush.ms",
+            "flush_ms",
+            "long",
+            str(LONG_MAX),
             (("log.flush.interval.ms", 1),),
             "Time after which unflushed data is fsynced; by default the OS decides.",
             minimum=0,
         ),
         ConfigDef(
-            "max.message.bytes", "max_message_bytes", "int", "1048588",
+            "max.message.bytes",
+            "max_message_bytes",
+            "int",
+            "1048588",
             (("message.max.bytes", 1),),
             "Largest record batch size accepted on produce.",
             minimum=0,
         ),
         ConfigDef(
-            "message.timestamp.type", "message_timestamp_type", "string", "CreateTime",
+            "message.timestamp.type",
+            "message_timestamp_type",
+            "string",
+            "CreateTime",
             (("log.message.timestamp.type", 1),),
             "CreateTime keeps the producer's timestamps; LogAppendTime stamps the broker time.",
             choices=TIMESTAMP_TYPES,
         ),
         ConfigDef(
-            "cleanup.policy", "cleanup_policy", "list", "delete",
+            "cleanup.policy",
+            "cleanup_policy",
+            "list",
+            "delete",
             (("log.cleanup.policy", 1),),
             "delete: retention removes old segments; compact: keep the last value per key.",
             choices=CLEANUP_POLICIES,
         ),
         ConfigDef(
-            "file.delete.delay.ms", "file_delete_delay_ms", "long", "60000",
+            "file.delete.delay.ms",
+            "file_delete_delay_ms",
+            "long",
+            "60000",
             (("log.segment.delete.delay.ms", 1),),
             "Delay before a deleted segment's files are removed, so in-flight reads finish.",
             minimum=0,
         ),
         ConfigDef(
-            "min.insync.replicas", "min_insync_replicas", "int", "1",
+            "min.insync.replicas",
+            "min_insync_replicas",
+            "int",
+            "1",
             (("min.insync.replicas", 1),),
             "Replicas that must acknowledge an acks=all produce.",
             minimum=1,
         ),
         ConfigDef(
-            "compression.type", "compression_type", "string", "producer",
+            "compression.type",
+            "compression_type",
+            "string",
+            "producer",
             (("compression.type", 1),),
             "Final compression codec; producer keeps whatever the producer used.",
             choices=COMPRESSION_TYPES,
@@ -263,10 +305,7 @@ class LogConfig:
         """
         resolved = resolve_configs(topic_overrides, defaults or {})
         return cls(
-            **{
-                d.field: d.parse(resolved[d.name].value, d.name)
-                for d in TOPIC_CONFIGS.values()
-            }
+            **{d.field: d.parse(resolved[d.name].value, d.name) for d in TOPIC_CONFIGS.values()}
         )
 
     def to_props(self) -> dict[str, str]:

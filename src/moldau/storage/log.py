@@ -68,9 +68,7 @@ def _now_ms(clock: Callable[[], float]) -> int:
 class Log:
     """One topic-partition's log. Not thread-safe for writers; readers never block."""
 
-    def __init__(
-        self, directory: Path, config: LogConfig, clock: Callable[[], float]
-    ) -> None:
+    def __init__(self, directory: Path, config: LogConfig, clock: Callable[[], float]) -> None:
         self.dir = directory
         self.config = config
         self.clock = clock
@@ -167,9 +165,7 @@ class Log:
             info for info in self._headers_from(start, recovered) if info.base_offset >= start
         )
 
-    def _headers_from(
-        self, offset: int, known: dict[int, list[BatchInfo]]
-    ) -> Iterable[BatchInfo]:
+    def _headers_from(self, offset: int, known: dict[int, list[BatchInfo]]) -> Iterable[BatchInfo]:
         for segment in self.segments[self._segment_index(offset) :]:
             if segment.base_offset in known:
                 yield from known[segment.base_offset]
@@ -415,8 +411,7 @@ class Log:
             offset = self._high_watermark
         if offset < 0 or offset > self._high_watermark:
             raise OffsetOutOfRangeError(
-                f"cannot delete records before {offset}: high watermark is "
-                f"{self._high_watermark}"
+                f"cannot delete records before {offset}: high watermark is {self._high_watermark}"
             )
         if offset > self._log_start_offset:
             self._log_start_offset = offset

@@ -210,9 +210,7 @@ class Segment:
         if self.max_timestamp < timestamp:
             return None
         _, position = self.offset_index.lookup(self.time_index.lookup(timestamp))
-        return next(
-            (i for i in self.batches_from(position) if i.max_timestamp >= timestamp), None
-        )
+        return next((i for i in self.batches_from(position) if i.max_timestamp >= timestamp), None)
 
     def read(self, position: int, size: int) -> bytes:
         return os.pread(self.fd, size, position)

@@ -164,7 +164,8 @@ class Harness:
     def stable_group(self, n: int, **kwargs) -> tuple[list[str], int]:
         """n dynamic members joined within the initial delay, synced and Stable."""
         members, requests = zip(*(self.new_member(**kwargs) for _ in range(n)), strict=True)
-        self.advance(self.coordinator.config.group_initial_rebalance_delay_ms)
+        while requests[0] not in self.completed:  # joins during the delay extend it
+            self.advance(self.coordinator.config.group_initial_rebalance_delay_ms)
         results = [self.completed[r] for r in requests]
         generation = results[0].generation_id
         leader = results[0].leader

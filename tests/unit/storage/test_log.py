@@ -72,7 +72,8 @@ def test_reads_honour_max_bytes_with_whole_batches(log: Log) -> None:
     stored = fill(log, 60)
     sizes = [len(b) for b in stored]
     for start in (0, 7, 30):
-        for max_bytes in (1, sizes[start // 3] + 1, 500, 1000, 5000, 20_000):
+        exact = [sum(sizes[start // 3 : start // 3 + k]) for k in (1, 2, 5, 17)]
+        for max_bytes in (1, sizes[start // 3] + 1, 500, 1000, 5000, 20_000, *exact):
             result = log.read(start, max_bytes)
             first = start // 3
             # The largest whole-batch prefix that fits, but at least one batch.
@@ -127,8 +128,9 @@ def test_file_ranges_are_sendfile_ready(log: Log, tmp_path: Path) -> None:
         for r in result.ranges:
             sent = 0
             while sent < r.size:
-                sent += os.sendfile(sink.fileno(), r.file.fileno(), r.position + sent,
-                                    r.size - sent)
+                sent += os.sendfile(
+                    sink.fileno(), r.file.fileno(), r.position + sent, r.size - sent
+                )
     assert out.read_bytes() == b"".join(stored)
 
 
@@ -175,8 +177,7 @@ def test_segment_ms_rolls_by_batch_timestamps(tmp_path: Path) -> None:
 
 def test_log_append_time_stamps_the_broker_clock(tmp_path: Path) -> None:
     clock = FakeClock(123_456)
-    log = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"),
-                   clock=clock)
+    log = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"), clock=clock)
     data = batch(3, timestamp=1)
     result = append(log, data)
     assert result.log_append_time == 123_456

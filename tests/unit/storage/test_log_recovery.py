@@ -143,8 +143,9 @@ def test_stray_files_are_cleaned_up(tmp_path: Path) -> None:
     (tmp_path / "t-0" / "00000000000000000020.snapshot.tmp").write_bytes(b"")
     recovered = Log.open(tmp_path / "t-0", CONFIG)
     names = {p.name for p in (tmp_path / "t-0").iterdir()}
-    assert not any(n.endswith((".deleted", ".tmp")) or n.startswith("00000000000000009999")
-                   for n in names)
+    assert not any(
+        n.endswith((".deleted", ".tmp")) or n.startswith("00000000000000009999") for n in names
+    )
     assert_intact(recovered, stored)
     recovered.close()
 

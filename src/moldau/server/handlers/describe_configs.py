@@ -66,7 +66,7 @@ async def handle(
     results = []
     for r in request.resources or []:
         opts = DescribeOptions(
-            keys=frozenset(r.configuration_keys) if r.configuration_keys else None,
+            keys=None if r.configuration_keys is None else frozenset(r.configuration_keys),
             synonyms=request.include_synonyms,
             documentation=request.include_documentation,
         )

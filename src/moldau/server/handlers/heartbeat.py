@@ -1,0 +1,30 @@
+"""Heartbeat: keeps a member's session alive; REBALANCE_IN_PROGRESS asks it to rejoin."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.messages.heartbeat_request import HeartbeatRequest
+from moldau.protocol.messages.heartbeat_response import HeartbeatResponse
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+    from moldau.server.dispatch import RequestContext
+
+API_KEY = ApiKey.HEARTBEAT
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, request: HeartbeatRequest
+) -> HeartbeatResponse:
+    error = broker.groups.coordinator.heartbeat(
+        broker.now_ms(),
+        group_id=request.group_id or "",
+        member_id=request.member_id or "",
+        generation_id=request.generation_id,
+        group_instance_id=request.group_instance_id,
+    )
+    return HeartbeatResponse(error_code=error)

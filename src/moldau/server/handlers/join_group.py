@@ -1,0 +1,58 @@
+"""JoinGroup: parked until the group's join phase completes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.messages.join_group_request import JoinGroupRequest
+from moldau.protocol.messages.join_group_response import (
+    JoinGroupResponse,
+    JoinGroupResponseMember,
+)
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+    from moldau.server.dispatch import RequestContext
+
+API_KEY = ApiKey.JOIN_GROUP
+MIN_VERSION = 0
+MAX_VERSION = 7
+
+MEMBER_ID_REQUIRED_VERSION = 4  # KIP-394
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, request: JoinGroupRequest
+) -> JoinGroupResponse:
+    await broker.groups.ensure_offsets_topic()
+    session_timeout = request.session_timeout_ms
+    rebalance_timeout = request.rebalance_timeout_ms
+    result = await broker.groups.join(
+        group_id=request.group_id or "",
+        member_id=request.member_id or "",
+        group_instance_id=request.group_instance_id,
+        client_id=ctx.client_id or "",
+        client_host=f"/{ctx.client_host}",
+        session_timeout_ms=session_timeout,
+        rebalance_timeout_ms=rebalance_timeout if rebalance_timeout >= 0 else session_timeout,
+        protocol_type=request.protocol_type or "",
+        protocols=[(p.name or "", p.metadata or b"") for p in request.protocols or []],
+        require_known_member_id=(
+            ctx.api_version >= MEMBER_ID_REQUIRED_VERSION and request.group_instance_id is None
+        ),
+    )
+    return JoinGroupResponse(
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        leader=result.leader,
+        member_id=result.member_id,
+        members=[
+            JoinGroupResponseMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in result.members
+        ],
+    )

@@ -1,0 +1,46 @@
+"""LeaveGroup: one member (v0-2) or a batch of members (v3+, KIP-345)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from moldau.coordinator.group.results import MemberIdentity
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.messages.leave_group_request import LeaveGroupRequest
+from moldau.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+    from moldau.server.dispatch import RequestContext
+
+API_KEY = ApiKey.LEAVE_GROUP
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+BATCH_VERSION = 3
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, request: LeaveGroupRequest
+) -> LeaveGroupResponse:
+    if ctx.api_version >= BATCH_VERSION:
+        members = [
+            MemberIdentity(m.member_id or "", m.group_instance_id) for m in request.members or []
+        ]
+    else:
+        members = [MemberIdentity(request.member_id or "")]
+    error, errors, effects = broker.groups.coordinator.leave_group(
+        broker.now_ms(), request.group_id or "", members
+    )
+    broker.groups.apply(effects)
+    if ctx.api_version < BATCH_VERSION:
+        return LeaveGroupResponse(error_code=error or (errors[0] if errors else 0))
+    return LeaveGroupResponse(
+        error_code=error,
+        members=[
+            MemberResponse(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=e
+            )
+            for m, e in zip(members, errors, strict=False)
+        ],
+    )

@@ -1,0 +1,37 @@
+"""SyncGroup: the leader's assignment, handed to every member."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.messages.sync_group_request import SyncGroupRequest
+from moldau.protocol.messages.sync_group_response import SyncGroupResponse
+
+if TYPE_CHECKING:
+    from moldau.server.broker import Broker
+    from moldau.server.dispatch import RequestContext
+
+API_KEY = ApiKey.SYNC_GROUP
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(
+    broker: Broker, ctx: RequestContext, request: SyncGroupRequest
+) -> SyncGroupResponse:
+    result = await broker.groups.sync(
+        group_id=request.group_id or "",
+        generation_id=request.generation_id,
+        member_id=request.member_id or "",
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name,
+        assignments={a.member_id or "": a.assignment or b"" for a in request.assignments or []},
+    )
+    return SyncGroupResponse(
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )

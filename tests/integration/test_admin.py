@@ -1,0 +1,373 @@
+"""Admin APIs end to end: configs, cluster, DeleteRecords and producer ids, driven by
+confluent-kafka's AdminClient and kafka-python's KafkaAdminClient against a real broker."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+from kafka import TopicPartition as KpTopicPartition
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewPartitions as KpNewPartitions
+from kafka.admin import NewTopic as KpNewTopic
+
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.delete_records_request import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
+from moldau.protocol.messages.describe_configs_request import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from tests.broker import BrokerProcess
+from tests.integration.helpers import (
+    DEADLINE_S,
+    RawClient,
+    admin,
+    assert_log_matches,
+    confluent_consumer,
+    consume_confluent,
+    consume_kafka_python,
+    make_records,
+    produce_confluent,
+    produce_kafka_python,
+    topic_partitions,
+    wait_for_topic,
+    watermarks,
+)
+
+WEEK_MS = "604800000"
+TOPIC = ResourceType.TOPIC
+
+
+@pytest.fixture(scope="module")
+def client(broker: BrokerProcess) -> AdminClient:
+    """One AdminClient per module; it must outlive the futures it hands out."""
+    return admin(broker.bootstrap)
+
+
+def create(client: AdminClient, topic: str, partitions: int, **config: str) -> None:
+    client.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(DEADLINE_S)
+
+
+def describe(client: AdminClient, topic: str) -> dict[str, ConfigEntry]:
+    resource = ConfigResource(TOPIC, topic)
+    return client.describe_configs([resource])[resource].result(timeout=DEADLINE_S)
+
+
+def alter(client: AdminClient, topic: str, *ops: tuple[str, AlterConfigOpType, str | None]) -> None:
+    entries = [ConfigEntry(name, value, incremental_operation=op) for name, op, value in ops]
+    resource = ConfigResource(TOPIC, topic, incremental_configs=entries)
+    client.incremental_alter_configs([resource])[resource].result(timeout=DEADLINE_S)
+
+
+def error_code(call: Callable[[], object]) -> int:
+    with pytest.raises(KafkaException) as info:
+        call()
+    return info.value.args[0].code()
+
+
+def kp_admin(bootstrap: str) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+
+
+# --- configs -----------------------------------------------------------------------
+
+
+def test_incremental_config_round_trip(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 1)
+    before = describe(client, topic)["retention.ms"]
+    assert (before.value, ConfigSource(before.source), before.is_default) == (
+        WEEK_MS, ConfigSource.DEFAULT_CONFIG, True
+    )
+
+    alter(client, topic, ("retention.ms", AlterConfigOpType.SET, "3600000"))
+    entry = describe(client, topic)["retention.ms"]
+    assert (entry.value, ConfigSource(entry.source), entry.is_default, entry.is_read_only) == (
+        "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG, False, False
+    )
+
+    alter(client, topic, ("retention.ms", AlterConfigOpType.DELETE, None))
+    entry = describe(client, topic)["retention.ms"]
+    assert (entry.value, ConfigSource(entry.source)) == (WEEK_MS, ConfigSource.DEFAULT_CONFIG)
+
+
+def test_append_and_subtract_list_config(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 1)
+    alter(client, topic, ("cleanup.policy", AlterConfigOpType.APPEND, "compact"))
+    assert describe(client, topic)["cleanup.policy"].value == "delete,compact"
+    alter(client, topic, ("cleanup.policy", AlterConfigOpType.SUBTRACT, "delete"))
+    assert describe(client, topic)["cleanup.policy"].value == "compact"
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        ("retention.ms", AlterConfigOpType.SET, "abc"),
+        ("retention.ms", AlterConfigOpType.SET, "-5"),
+        ("cleanup.policy", AlterConfigOpType.SET, "shred"),
+        ("no.such.config", AlterConfigOpType.SET, "1"),
+        ("retention.ms", AlterConfigOpType.APPEND, "5"),
+    ],
+)
+def test_invalid_config_is_rejected_and_changes_nothing(
+    client: AdminClient, topic: str, op: tuple[str, AlterConfigOpType, str]
+) -> None:
+    create(client, topic, 1, **{"retention.ms": "1000"})
+    assert error_code(lambda: alter(client, topic, op)) == KafkaError.INVALID_CONFIG
+    configs = describe(client, topic)
+    assert configs["retention.ms"].value == "1000"
+    assert configs["cleanup.policy"].value == "delete"
+
+
+def test_legacy_alter_configs_replaces_every_override(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 1, **{"retention.ms": "1000", "segment.bytes": "100000"})
+
+    def replace(validate_only: bool) -> None:
+        resource = ConfigResource(TOPIC, topic, set_config={"max.message.bytes": "2000"})
+        client.alter_configs([resource], validate_only=validate_only)[resource].result(
+            timeout=DEADLINE_S
+        )
+
+    replace(validate_only=True)
+    assert describe(client, topic)["retention.ms"].value == "1000"
+    replace(validate_only=False)
+    configs = describe(client, topic)
+    assert configs["max.message.bytes"].value == "2000"
+    assert configs["retention.ms"].value == WEEK_MS
+    assert ConfigSource(configs["segment.bytes"].source) == ConfigSource.DEFAULT_CONFIG
+
+
+def test_unknown_topic(client: AdminClient) -> None:
+    code = error_code(lambda: describe(client, "no-such-topic"))
+    assert code == KafkaError.UNKNOWN_TOPIC_OR_PART
+    code = error_code(
+        lambda: alter(client, "no-such-topic", ("retention.ms", AlterConfigOpType.SET, "1"))
+    )
+    assert code == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_broker_configs_are_static_and_read_only(client: AdminClient) -> None:
+    resource = ConfigResource(ResourceType.BROKER, "1")
+    configs = client.describe_configs([resource])[resource].result(DEADLINE_S)
+    partitions = configs["num.partitions"]
+    assert (partitions.value, ConfigSource(partitions.source), partitions.is_read_only) == (
+        "3", ConfigSource.STATIC_BROKER_CONFIG, True
+    )
+    assert ConfigSource(configs["delete.topic.enable"].source) == ConfigSource.DEFAULT_CONFIG
+    assert all(c.is_read_only for c in configs.values())
+
+    change = ConfigResource(
+        ResourceType.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry("num.partitions", "5", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    futures = client.incremental_alter_configs([change])
+    assert error_code(lambda: futures[change].result(DEADLINE_S)) == KafkaError.INVALID_REQUEST
+
+
+def test_broker_defaults_show_as_static_with_synonyms(
+    fresh_broker: Callable[..., BrokerProcess], topic: str
+) -> None:
+    b = fresh_broker(log_retention_hours="24")
+    create(admin(b.bootstrap), topic, 1)
+    with kp_admin(b.bootstrap) as kp:
+        configs = kp.describe_configs(
+            [KpConfigResource("TOPIC", topic, ["retention.ms"])],
+            include_synonyms=True,
+            config_filter="all",
+        )["topic"][topic]
+    assert list(configs) == ["retention.ms"]
+    entry = configs["retention.ms"]
+    assert (entry["value"], entry["config_source"]) == ("86400000", "STATIC_BROKER_CONFIG")
+    assert [(s["name"], s["value"], s["source"]) for s in entry["synonyms"]] == [
+        ("log.retention.hours", "24", "STATIC_BROKER_CONFIG"),
+        ("log.retention.ms", WEEK_MS, "DEFAULT_CONFIG"),
+    ]
+
+
+def test_kafka_python_configs_round_trip(broker: BrokerProcess, topic: str) -> None:
+    with kp_admin(broker.bootstrap) as kp:
+        kp.create_topics([KpNewTopic(topic, 2, 1)])
+        wait_for_topic(broker.bootstrap, topic, 2)
+        result = kp.alter_configs([KpConfigResource("TOPIC", topic, {"retention.ms": "5000"})])
+        assert result["topic"][topic] == "OK"
+        modified = kp.describe_configs([KpConfigResource("TOPIC", topic)])["topic"][topic]
+        assert {k: (v["value"], v["config_source"]) for k, v in modified.items()} == {
+            "retention.ms": ("5000", "DYNAMIC_TOPIC_CONFIG")
+        }
+        bad = kp.alter_configs([KpConfigResource("TOPIC", topic, {"retention.ms": "x"})])
+        assert "InvalidConfiguration" in str(bad["topic"][topic])
+
+
+def test_documentation_and_types_from_v4(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 1)
+    request = DescribeConfigsRequest(
+        resources=[DescribeConfigsResource(2, topic, ["retention.ms", "cleanup.policy"])],
+        include_documentation=True,
+    )
+    with RawClient(broker.bootstrap) as raw:
+        (result,) = raw.request(request, 4).results
+    assert result.error_code == ErrorCode.NONE
+    by_name = {c.name: c for c in result.configs}
+    assert sorted(by_name) == ["cleanup.policy", "retention.ms"]
+    assert (by_name["retention.ms"].config_type, by_name["cleanup.policy"].config_type) == (5, 7)
+    assert all(c.documentation for c in result.configs)
+
+
+# --- cluster and topics ------------------------------------------------------------
+
+
+def test_describe_cluster(broker: BrokerProcess, client: AdminClient) -> None:
+    cluster = client.describe_cluster().result(DEADLINE_S)
+    assert cluster.cluster_id
+    assert cluster.controller.id == 1
+    assert [(n.id, n.host, n.port) for n in cluster.nodes] == [(1, broker.host, broker.port)]
+    with kp_admin(broker.bootstrap) as kp:
+        described = kp.describe_cluster()
+    assert described["cluster_id"] == cluster.cluster_id
+    assert described["controller_id"] == 1
+    assert [(b["broker_id"], b["port"]) for b in described["brokers"]] == [(1, broker.port)]
+
+
+def test_create_grow_and_delete_topics(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 2)
+    wait_for_topic(broker.bootstrap, topic, 2)
+    client.create_partitions([NewPartitions(topic, 4)])[topic].result(DEADLINE_S)
+    wait_for_topic(broker.bootstrap, topic, 4)
+    with kp_admin(broker.bootstrap) as kp:
+        kp.create_partitions({topic: KpNewPartitions(5)})
+        wait_for_topic(broker.bootstrap, topic, 5)
+        kp.delete_topics([topic])
+    assert topic_partitions(broker.bootstrap, topic) is None
+
+
+# --- DeleteRecords -----------------------------------------------------------------
+
+
+def test_delete_records_moves_the_low_watermark(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 2)
+    records = [
+        dataclasses.replace(r, partition=0 if i < 100 else 1)
+        for i, r in enumerate(make_records(130, seed=21))
+    ]
+    acked = produce_confluent(broker.bootstrap, topic, records)
+    assert watermarks(broker.bootstrap, topic) == {0: (0, 100), 1: (0, 30)}
+
+    futures = client.delete_records([TopicPartition(topic, 0, 40)])
+    (future,) = futures.values()
+    assert future.result(DEADLINE_S).low_watermark == 40
+    with kp_admin(broker.bootstrap) as kp:
+        result = kp.delete_records({KpTopicPartition(topic, 1): -1})  # -1: the high watermark
+    assert result[KpTopicPartition(topic, 1)]["low_watermark"] == 30
+    assert watermarks(broker.bootstrap, topic) == {0: (40, 100), 1: (30, 30)}
+
+    consumed = consume_confluent(broker.bootstrap, topic)
+    assert_log_matches(records[40:100], consumed, acked=acked, start_offsets={0: 40, 1: 30})
+
+    consumer = confluent_consumer(broker.bootstrap, **{"auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0)])  # no offset: start where the log starts
+        msg = consumer.poll(DEADLINE_S)
+        assert msg is not None and msg.error() is None
+        assert (msg.offset(), msg.value()) == (40, records[40].value)
+    finally:
+        consumer.close()
+
+
+def test_delete_records_errors(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 1)
+    produce_confluent(broker.bootstrap, topic, make_records(10, seed=3))
+    request = DeleteRecordsRequest(
+        topics=[
+            DeleteRecordsTopic(
+                topic,
+                [DeleteRecordsPartition(0, 11), DeleteRecordsPartition(7, 1)],
+            ),
+            DeleteRecordsTopic("no-such-topic", [DeleteRecordsPartition(0, 1)]),
+        ],
+        timeout_ms=30000,
+    )
+    with RawClient(broker.bootstrap) as raw:
+        response = raw.request(request, 2)
+    got = [
+        (t.name, p.partition_index, p.error_code, p.low_watermark)
+        for t in response.topics
+        for p in t.partitions
+    ]
+    assert got == [
+        (topic, 0, ErrorCode.OFFSET_OUT_OF_RANGE, -1),
+        (topic, 7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
+        ("no-such-topic", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
+    ]
+    assert watermarks(broker.bootstrap, topic) == {0: (0, 10)}
+
+
+# --- producer ids ------------------------------------------------------------------
+
+
+def test_idempotent_producers_get_ids_and_their_records_come_back(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 3)
+    first, second = make_records(300, seed=7), make_records(200, seed=8)
+    second = [dataclasses.replace(r, value=b"kp-" + r.value) for r in second]
+    acked = produce_confluent(broker.bootstrap, topic, first, **{"enable.idempotence": True})
+    acked |= produce_kafka_python(broker.bootstrap, topic, second, enable_idempotence=True)
+    assert_log_matches(first + second, consume_confluent(broker.bootstrap, topic), acked=acked)
+    assert_log_matches(first + second, consume_kafka_python(broker.bootstrap, topic), acked=acked)
+
+
+def test_init_producer_id_epoch_bump_and_errors(broker: BrokerProcess) -> None:
+    def init(version: int = 4, **fields: object) -> tuple[int, int, int]:
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
+        for name, value in fields.items():
+            setattr(request, name, value)
+        r = raw.request(request, version)
+        return r.error_code, r.producer_id, r.producer_epoch
+
+    with RawClient(broker.bootstrap) as raw:
+        code, pid, epoch = init(version=0)
+        assert (code, epoch) == (ErrorCode.NONE, 0) and pid >= 0
+        _, other, _ = init()
+        assert other != pid
+        assert init(producer_id=pid, producer_epoch=0) == (ErrorCode.NONE, pid, 1)
+        code, fresh, epoch = init(producer_id=pid, producer_epoch=32767)
+        assert (code, epoch) == (ErrorCode.NONE, 0) and fresh not in (pid, other)
+        code, unissued, _ = init(producer_id=10**12, producer_epoch=3)
+        assert code == ErrorCode.NONE and unissued != 10**12
+        assert init(producer_id=pid, producer_epoch=-1)[0] == ErrorCode.INVALID_REQUEST
+        assert init(transactional_id="tx")[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert init(transactional_id="")[0] == ErrorCode.INVALID_REQUEST

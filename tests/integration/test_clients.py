@@ -1,0 +1,289 @@
+"""Real Kafka clients against one real broker: every codec, every client, both directions.
+
+Each test produces to its own topic and reads it back with assign() from the log start
+(no group), then checks the whole log: every acknowledged record, same bytes and headers,
+produce order per partition, nothing extra, offsets contiguous from 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_END, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from moldau.records.record import build_batch
+from tests.broker import BrokerProcess
+from tests.integration.helpers import (
+    CODECS,
+    CONSUMERS,
+    KCAT_HEADER,
+    PRODUCERS,
+    RawClient,
+    Rec,
+    assert_log_matches,
+    confluent_consumer,
+    confluent_producer,
+    consume_confluent,
+    create_topic,
+    delete_topic,
+    make_records,
+    partition_results,
+    produce_confluent,
+    produce_request,
+    topic_partitions,
+    watermarks,
+)
+
+CLIENTS = list(PRODUCERS)
+PARTITIONS = 6
+N_RECORDS = 2000
+PRODUCE_VERSION = 9
+INIT_PRODUCER_ID_VERSION = 4
+
+needs_kcat = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+
+
+def records_for(client: str, n: int, seed: int) -> list[Rec]:
+    """kcat takes text lines and can only stamp one fixed header on every record."""
+    if client != "kcat":
+        return make_records(n, seed=seed)
+    return [
+        dataclasses.replace(r, headers=(KCAT_HEADER,))
+        for r in make_records(n, seed=seed, text=True, headers=False)
+    ]
+
+
+def client_param(*values: str) -> object:
+    marks = [needs_kcat] if "kcat" in values else []
+    return pytest.param(*values, marks=marks, id="-".join(values))
+
+
+@pytest.mark.parametrize(("client", "codec"), [client_param(c, z) for c in CLIENTS for z in CODECS])
+def test_roundtrip(broker: BrokerProcess, topic: str, client: str, codec: str) -> None:
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    records = records_for(client, N_RECORDS, seed=CLIENTS.index(client) * 10 + CODECS.index(codec))
+    acked = PRODUCERS[client](broker.bootstrap, topic, records, codec)
+    consumed = CONSUMERS[client](broker.bootstrap, topic)
+    assert_log_matches(records, consumed, acked=acked)
+    assert len(consumed) == PARTITIONS
+    assert sum(1 for gots in consumed.values() if gots) > 1, "keys all hashed to one partition"
+
+
+CROSS = [
+    ("kafka-python", "snappy", "confluent"),  # xerial-framed snappy read by librdkafka
+    ("confluent", "snappy", "kafka-python"),  # raw snappy read by the Python clients
+    ("confluent", "snappy", "aiokafka"),
+    ("aiokafka", "lz4", "confluent"),
+    ("confluent", "lz4", "kafka-python"),
+    ("kafka-python", "gzip", "aiokafka"),
+    ("aiokafka", "zstd", "kafka-python"),
+    ("kcat", "zstd", "kafka-python"),
+    ("confluent", "gzip", "kcat"),
+]
+
+
+@pytest.mark.parametrize(
+    ("producer", "codec", "consumer"), [client_param(*cross) for cross in CROSS]
+)
+def test_cross_client(
+    broker: BrokerProcess, topic: str, producer: str, codec: str, consumer: str
+) -> None:
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    if "kcat" in (producer, consumer):
+        # kcat reads and prints text: text records, and kcat's header when it produces.
+        records = make_records(500, seed=7, text=True, headers=producer != "kcat")
+        if producer == "kcat":
+            records = [dataclasses.replace(r, headers=(KCAT_HEADER,)) for r in records]
+    else:
+        records = make_records(N_RECORDS // 2, seed=7)
+    acked = PRODUCERS[producer](broker.bootstrap, topic, records, codec)
+    consumed = CONSUMERS[consumer](broker.bootstrap, topic)
+    assert_log_matches(records, consumed, acked=acked)
+
+
+# --- ListOffsets -----------------------------------------------------------------------------
+
+
+def test_offsets_for_times(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    t0 = 1_700_000_000_000
+    n = 30
+    records = [
+        dataclasses.replace(r, timestamp=t0 + 1000 * i, partition=0)
+        for i, r in enumerate(make_records(n, seed=3))
+    ]
+    # Three produce calls, so the lookups cross batch (and index entry) boundaries.
+    acked = {}
+    for part in (records[:10], records[10:20], records[20:]):
+        acked.update(produce_confluent(broker.bootstrap, topic, part))
+    consumed = consume_confluent(broker.bootstrap, topic)
+    assert_log_matches(records, consumed, acked=acked, check_timestamps=True)
+    assert watermarks(broker.bootstrap, topic) == {0: (0, n)}
+
+    # query timestamp -> first offset whose timestamp is >= it (-1: none)
+    queries = {t0 - 5000: 0, t0: 0, t0 + 1: 1, t0 + 999: 1, t0 + 1000: 1, t0 + 14_500: 15}
+    queries |= {t0 + 1000 * (n - 1): n - 1, t0 + 1000 * (n - 1) + 1: -1, t0 + 10**9: -1}
+
+    consumer = confluent_consumer(broker.bootstrap)
+    try:
+        answers = {}
+        for ts in queries:
+            (tp,) = consumer.offsets_for_times([TopicPartition(topic, 0, ts)], timeout=10)
+            assert tp.error is None, tp.error
+            answers[ts] = tp.offset
+        assert answers == {ts: (OFFSET_END if o == -1 else o) for ts, o in queries.items()}
+    finally:
+        consumer.close()
+
+    kp = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    try:
+        tp = KpTopicPartition(topic, 0)
+        for ts, want in queries.items():
+            got = kp.offsets_for_times({tp: ts})[tp]
+            if want == -1:
+                assert got is None, (ts, got)
+            else:
+                assert (got.offset, got.timestamp) == (want, t0 + 1000 * want), ts
+        assert kp.beginning_offsets([tp]) == {tp: 0}
+        assert kp.end_offsets([tp]) == {tp: n}
+    finally:
+        kp.close()
+
+
+# --- idempotence -----------------------------------------------------------------------------
+
+
+def init_producer_id(raw: RawClient) -> tuple[int, int]:
+    response = raw.request(
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+        INIT_PRODUCER_ID_VERSION,
+    )
+    assert response.error_code == 0, ErrorCode(response.error_code).name
+    assert response.producer_id >= 0
+    return response.producer_id, response.producer_epoch
+
+
+def test_replayed_idempotent_batch_is_written_once(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    records = make_records(7, seed=11)
+    first, second = records[:3], records[3:5]
+    with RawClient(broker.bootstrap) as raw:
+        pid, epoch = init_producer_id(raw)
+
+        def send(recs: list[Rec], sequence: int) -> tuple[int, int]:
+            batch = build_batch(
+                [(r.key, r.value, list(r.headers)) for r in recs],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=sequence,
+            )
+            result = partition_results(
+                raw.request(produce_request(topic, {0: batch}), PRODUCE_VERSION)
+            )[0]
+            return result.error_code, result.base_offset
+
+        assert send(first, 0) == (0, 0)
+        assert send(first, 0) == (0, 0), "a replayed batch must be acked at its first offset"
+        assert send(second, 3) == (0, 3)
+        assert send(second, 3) == (0, 3)
+        error, _ = send(records[5:], 9)  # sequence gap: 5 expected
+        assert error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    consumed = consume_confluent(broker.bootstrap, topic)
+    assert_log_matches(first + second, consumed)
+
+
+def test_idempotent_producer_exactly_once(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    records = make_records(N_RECORDS, seed=12)
+    acked = produce_confluent(
+        broker.bootstrap,
+        topic,
+        records,
+        "lz4",
+        **{"enable.idempotence": True, "max.in.flight.requests.per.connection": 5},
+    )
+    assert_log_matches(records, consume_confluent(broker.bootstrap, topic), acked=acked)
+
+
+# --- topics ----------------------------------------------------------------------------------
+
+
+def partition_dirs(data_dir: Path, topic: str) -> list[Path]:
+    return [p for p in data_dir.iterdir() if p.name.startswith(f"{topic}-")]
+
+
+def test_delete_and_recreate_topic(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 3, {"file.delete.delay.ms": "0"})
+    records = make_records(300, seed=13)
+    produce_confluent(broker.bootstrap, topic, records)
+    assert sorted(p.name for p in partition_dirs(broker.data_dir, topic)) == [
+        f"{topic}-{p}" for p in range(3)
+    ]
+
+    delete_topic(broker.bootstrap, topic)
+    deadline = time.monotonic() + 30
+    while topic_partitions(broker.bootstrap, topic) is not None:
+        assert time.monotonic() < deadline, "deleted topic still in metadata"
+        time.sleep(0.05)
+    while partition_dirs(broker.data_dir, topic):
+        assert time.monotonic() < deadline, f"left behind: {partition_dirs(broker.data_dir, topic)}"
+        time.sleep(0.05)
+
+    create_topic(broker.bootstrap, topic, 2)
+    assert watermarks(broker.bootstrap, topic) == {0: (0, 0), 1: (0, 0)}
+    again = make_records(100, seed=14)
+    acked = produce_confluent(broker.bootstrap, topic, again)
+    assert_log_matches(again, consume_confluent(broker.bootstrap, topic), acked=acked)
+
+
+def test_auto_topic_creation(broker: BrokerProcess, topic: str) -> None:
+    assert topic_partitions(broker.bootstrap, topic) is None
+    records = make_records(200, seed=15)
+    acked = produce_confluent(broker.bootstrap, topic, records)
+    assert topic_partitions(broker.bootstrap, topic) == 3  # the fixture's num.partitions
+    assert_log_matches(records, consume_confluent(broker.bootstrap, topic), acked=acked)
+
+
+# --- long poll -------------------------------------------------------------------------------
+
+
+def test_fetch_long_poll_wakes_on_produce(broker: BrokerProcess, topic: str) -> None:
+    """A fetch parked for up to fetch.wait.max.ms is answered when a record arrives.
+
+    The consume() call is shorter than the fetch wait: a broker that held the fetch for its
+    whole max wait would make the record miss that call.
+    """
+    create_topic(broker.bootstrap, topic, 1)
+    consumer = confluent_consumer(broker.bootstrap, **{"fetch.wait.max.ms": 30000})
+    producer = confluent_producer(broker.bootstrap, **{"linger.ms": 0})
+    events: list[str] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        assert consumer.consume(10, timeout=1.0) == []  # connected, fetch now parked
+
+        def produce_later() -> None:
+            time.sleep(0.2)
+            producer.produce(topic, key=b"k", value=b"wake-up", partition=0)
+            producer.flush(10)
+            events.append("produced")
+
+        thread = threading.Thread(target=produce_later)
+        events.append("consume started")
+        thread.start()
+        messages = consumer.consume(1, timeout=15.0)
+        events.append(f"consume returned {len(messages)}")
+        thread.join()
+        assert [(m.error(), m.value(), m.offset()) for m in messages] == [(None, b"wake-up", 0)]
+        assert events[0] == "consume started"
+        assert "produced" in events
+    finally:
+        consumer.close()

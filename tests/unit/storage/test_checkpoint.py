@@ -1,0 +1,45 @@
+"""Kafka checkpoint and properties files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moldau.protocol.errors import StorageError
+from moldau.storage.checkpoint import (
+    read_checkpoint,
+    read_properties,
+    write_checkpoint,
+    write_properties,
+)
+
+
+def test_checkpoint_round_trip_in_kafka_format(tmp_path: Path) -> None:
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    offsets = {("orders", 0): 42, ("my-dashed-topic", 12): 7, ("__consumer_offsets", 49): 0}
+    write_checkpoint(path, offsets)
+    assert path.read_text() == "0\n3\norders 0 42\nmy-dashed-topic 12 7\n__consumer_offsets 49 0\n"
+    assert read_checkpoint(path) == offsets
+    assert not list(tmp_path.glob("*.tmp"))
+    write_checkpoint(path, {})
+    assert read_checkpoint(path) == {}
+
+
+def test_missing_checkpoint_is_empty(tmp_path: Path) -> None:
+    assert read_checkpoint(tmp_path / "nope") == {}
+
+
+@pytest.mark.parametrize("text", ["", "0\n2\na 0 1\n", "1\n0\n", "0\n1\na x 1\n", "0\n1\na 0\n"])
+def test_malformed_checkpoint_raises(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "cp"
+    path.write_text(text)
+    with pytest.raises(StorageError):
+        read_checkpoint(path)
+
+
+def test_properties_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "meta.properties"
+    write_properties(path, {"version": "1", "cluster.id": "abc=def", "node.id": "1"})
+    path.write_text(path.read_text() + "# comment\n\n")
+    assert read_properties(path) == {"version": "1", "cluster.id": "abc=def", "node.id": "1"}

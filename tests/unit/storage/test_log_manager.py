@@ -1,0 +1,130 @@
+"""LogManager: loading log dirs, checkpoints, clean shutdown, deletion and retention."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from storage_helpers import FakeClock, append, batch
+
+from moldau.storage.checkpoint import read_checkpoint
+from moldau.storage.config import LogConfig
+from moldau.storage.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
+    LogManager,
+    parse_log_dir_name,
+)
+
+PROPS = {"log.segment.bytes": "4096", "log.segment.delete.delay.ms": "0"}
+
+
+def fill(log, count: int) -> list[bytes]:
+    out = []
+    for i in range(count):
+        data = batch(2, value_size=40, tag=i, timestamp=1_000 + i)
+        append(log, data)
+        out.append(bytes(data))
+    log.high_watermark = log.log_end_offset
+    return out
+
+
+def test_parse_log_dir_name_splits_on_last_dash() -> None:
+    assert parse_log_dir_name("my-topic-with-dashes-12") == ("my-topic-with-dashes", 12)
+    assert parse_log_dir_name("orders-0") == ("orders", 0)
+    assert parse_log_dir_name("orders-0.abc123-delete") is None
+    assert parse_log_dir_name("orders") is None
+    assert parse_log_dir_name("-3") is None
+
+
+def test_clean_shutdown_round_trip(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, PROPS)
+    config = manager.config_for({})
+    assert config.segment_bytes == 4096
+    stored = {}
+    for tp in [("my-dashed-topic", 0), ("my-dashed-topic", 1), ("plain", 3)]:
+        log = manager.get_or_create_log(*tp, config)
+        assert manager.get_or_create_log(*tp, config) is log
+        stored[tp] = fill(log, 80)
+    assert {d for d in dirs if any(d.iterdir())} == set(dirs)  # spread over log dirs
+    manager.get_log("plain", 3).delete_records_before(61)
+    manager.shutdown()
+    for d in dirs:
+        assert (d / CLEAN_SHUTDOWN_FILE).exists()
+    recovery = read_checkpoint(dirs[0] / "recovery-point-offset-checkpoint")
+    recovery.update(read_checkpoint(dirs[1] / "recovery-point-offset-checkpoint"))
+    assert recovery == {tp: 160 for tp in stored}
+
+    reloaded = LogManager(dirs, PROPS)
+    reloaded.load_logs(lambda topic: {"retention.ms": "5"} if topic == "plain" else {})
+    assert set(reloaded.logs) == set(stored)
+    for tp, batches in stored.items():
+        log = reloaded.get_log(*tp)
+        assert log.recovery_point == 160  # clean: nothing recovered
+        assert log.read_bytes(log.log_start_offset, 1 << 30).endswith(batches[-1])
+    assert reloaded.get_log("plain", 3).log_start_offset == 61
+    assert reloaded.get_log("plain", 3).config.retention_ms == 5
+    assert reloaded.get_log("my-dashed-topic", 0).read_bytes(0, 1 << 30) == b"".join(
+        stored[("my-dashed-topic", 0)]
+    )
+    assert not (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()  # a crash from now on recovers
+    reloaded.shutdown()
+
+
+def test_crash_recovers_from_checkpoint(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path / "live"], PROPS)
+    log = manager.get_or_create_log("t", 0, manager.config_for({}))
+    stored = fill(log, 50)
+    log.flush(40)
+    manager.checkpoint()
+    stored += fill(log, 30)
+    shutil.copytree(tmp_path / "live", tmp_path / "crash")  # no shutdown
+    crashed = LogManager([tmp_path / "crash"], PROPS)
+    crashed.load_logs()
+    recovered = crashed.get_log("t", 0)
+    assert recovered.read_bytes(0, 1 << 30) == b"".join(stored)
+    assert recovered.recovery_point == 40
+    crashed.shutdown()
+    manager.shutdown()
+
+
+def test_delete_log_renames_then_removes_after_delay(tmp_path: Path) -> None:
+    clock = FakeClock(0)
+    manager = LogManager([tmp_path], {"log.segment.delete.delay.ms": "1000"}, clock=clock)
+    log = manager.get_or_create_log("doomed-topic", 0, manager.config_for({}))
+    fill(log, 10)
+    reader = log.read(0, 1 << 30)
+    manager.delete_log("doomed-topic", 0)
+    assert manager.get_log("doomed-topic", 0) is None
+    (renamed,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert renamed.name.startswith("doomed-topic-0.") and renamed.name.endswith("-delete")
+    assert reader.to_bytes()  # in-flight reads still work
+    manager.run_retention(999)
+    assert renamed.exists()
+    manager.run_retention(1000)
+    assert not renamed.exists()
+    manager.shutdown()
+
+
+def test_leftover_delete_dirs_are_removed_on_load(tmp_path: Path) -> None:
+    (tmp_path / "t-0.0123abc-delete").mkdir()
+    manager = LogManager([tmp_path], PROPS)
+    manager.load_logs()
+    assert not (tmp_path / "t-0.0123abc-delete").exists()
+    assert manager.logs == {}
+
+
+def test_run_retention_and_flush_due(tmp_path: Path) -> None:
+    props = {**PROPS, "log.retention.bytes": "5000", "log.flush.interval.ms": "10"}
+    manager = LogManager([tmp_path], props)
+    log = manager.get_or_create_log("t", 0, manager.config_for({}))
+    fill(log, 100)
+    assert manager.run_retention(10**12) > 0
+    start = log.log_start_offset
+    assert start > 0
+    assert read_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): start}
+    manager.flush_due(10**15)
+    assert log.recovery_point == log.log_end_offset
+    manager.update_config("t", LogConfig(retention_bytes=-1))
+    assert log.config.retention_bytes == -1
+    manager.shutdown()
