@@ -13,6 +13,23 @@ from tests.broker import BrokerProcess
 _topic_numbers = itertools.count()
 
 
+_running: list[BrokerProcess] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ARG001
+    """Attach the brokers' recent output (and whether they died) to a failing test."""
+    report = yield
+    if report.failed:
+        for b in _running:
+            state = "running" if b.proc is not None and b.proc.poll() is None else "NOT RUNNING"
+            lines = [line for line in b.output if not line.startswith("%")]
+            report.sections.append(
+                (f"broker {b.data_dir.name} ({state})", "\n".join(lines[-60:]))
+            )
+    return report
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker shared by a whole test module: tests use their own topic names."""
@@ -20,7 +37,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         tmp_path_factory.mktemp("broker"),
         {"num.partitions": "3", "log.retention.check.interval.ms": "200"},
     ) as running:
+        _running.append(running)
         yield running
+        _running.remove(running)
 
 
 @pytest.fixture
@@ -32,11 +51,13 @@ def fresh_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     def start(overrides: dict[str, str] | None = None) -> BrokerProcess:
         b = BrokerProcess(tmp_path / f"broker{len(started)}", overrides).start()
         started.append(b)
+        _running.append(b)
         return b
 
     yield start
     for b in started:
         b.stop()
+        _running.remove(b)
 
 
 @pytest.fixture

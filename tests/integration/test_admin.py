@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -30,9 +31,19 @@ from moldau.protocol.messages.delete_records_request import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
+from moldau.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from moldau.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
+)
+from moldau.protocol.messages.incremental_alter_configs_request import (
+    AlterableConfig as IncConfig,
+)
+from moldau.protocol.messages.incremental_alter_configs_request import (
+    AlterConfigsResource as IncResource,
+)
+from moldau.protocol.messages.incremental_alter_configs_request import (
+    IncrementalAlterConfigsRequest,
 )
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from tests.broker import BrokerProcess
@@ -96,13 +107,18 @@ def test_incremental_config_round_trip(
     create(client, topic, 1)
     before = describe(client, topic)["retention.ms"]
     assert (before.value, ConfigSource(before.source), before.is_default) == (
-        WEEK_MS, ConfigSource.DEFAULT_CONFIG, True
+        WEEK_MS,
+        ConfigSource.DEFAULT_CONFIG,
+        True,
     )
 
     alter(client, topic, ("retention.ms", AlterConfigOpType.SET, "3600000"))
     entry = describe(client, topic)["retention.ms"]
     assert (entry.value, ConfigSource(entry.source), entry.is_default, entry.is_read_only) == (
-        "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG, False, False
+        "3600000",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        False,
+        False,
     )
 
     alter(client, topic, ("retention.ms", AlterConfigOpType.DELETE, None))
@@ -174,7 +190,9 @@ def test_broker_configs_are_static_and_read_only(client: AdminClient) -> None:
     configs = client.describe_configs([resource])[resource].result(DEADLINE_S)
     partitions = configs["num.partitions"]
     assert (partitions.value, ConfigSource(partitions.source), partitions.is_read_only) == (
-        "3", ConfigSource.STATIC_BROKER_CONFIG, True
+        "3",
+        ConfigSource.STATIC_BROKER_CONFIG,
+        True,
     )
     assert ConfigSource(configs["delete.topic.enable"].source) == ConfigSource.DEFAULT_CONFIG
     assert all(c.is_read_only for c in configs.values())
@@ -190,17 +208,15 @@ def test_broker_configs_are_static_and_read_only(client: AdminClient) -> None:
     assert error_code(lambda: futures[change].result(DEADLINE_S)) == KafkaError.INVALID_REQUEST
 
 
-def test_broker_defaults_show_as_static_with_synonyms(
-    fresh_broker: Callable[..., BrokerProcess], topic: str
-) -> None:
-    b = fresh_broker(log_retention_hours="24")
-    create(admin(b.bootstrap), topic, 1)
-    with kp_admin(b.bootstrap) as kp:
-        configs = kp.describe_configs(
-            [KpConfigResource("TOPIC", topic, ["retention.ms"])],
-            include_synonyms=True,
-            config_filter="all",
-        )["topic"][topic]
+def test_broker_defaults_show_as_static_with_synonyms(tmp_path: Path, topic: str) -> None:
+    with BrokerProcess(tmp_path, {"log.retention.hours": "24"}) as b:
+        create(admin(b.bootstrap), topic, 1)
+        with kp_admin(b.bootstrap) as kp:
+            configs = kp.describe_configs(
+                [KpConfigResource("TOPIC", topic, ["retention.ms"])],
+                include_synonyms=True,
+                config_filter="all",
+            )["topic"][topic]
     assert list(configs) == ["retention.ms"]
     entry = configs["retention.ms"]
     assert (entry["value"], entry["config_source"]) == ("86400000", "STATIC_BROKER_CONFIG")
@@ -305,9 +321,7 @@ def test_delete_records_moves_the_low_watermark(
         consumer.close()
 
 
-def test_delete_records_errors(
-    broker: BrokerProcess, client: AdminClient, topic: str
-) -> None:
+def test_delete_records_errors(broker: BrokerProcess, client: AdminClient, topic: str) -> None:
     create(client, topic, 1)
     produce_confluent(broker.bootstrap, topic, make_records(10, seed=3))
     request = DeleteRecordsRequest(
@@ -371,3 +385,70 @@ def test_init_producer_id_epoch_bump_and_errors(broker: BrokerProcess) -> None:
         assert init(producer_id=pid, producer_epoch=-1)[0] == ErrorCode.INVALID_REQUEST
         assert init(transactional_id="tx")[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert init(transactional_id="")[0] == ErrorCode.INVALID_REQUEST
+
+
+# --- edge cases on the wire --------------------------------------------------------
+
+SET, DELETE = 0, 1
+
+
+def test_incremental_alter_errors_are_per_resource(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    a, b, c = (f"{topic}-{x}" for x in "abc")
+    for name in (topic, a, b, c):
+        create(client, name, 1)
+
+    def resource(name: str, *ops: tuple[str, int, str | None], kind: int = 2) -> IncResource:
+        return IncResource(kind, name, [IncConfig(n, op, v) for n, op, v in ops])
+
+    request = IncrementalAlterConfigsRequest(
+        resources=[
+            resource(a, ("segment.ms", SET, "1"), ("segment.ms", DELETE, None)),
+            resource(b, ("retention.ms", SET, None)),
+            resource(c, ("retention.ms", 9, "1")),
+            resource(topic, ("retention.ms", SET, "1")),
+            resource(topic, ("retention.ms", SET, "2")),
+            resource("1", ("num.partitions", SET, "2"), kind=4),
+        ],
+    )
+    with RawClient(broker.bootstrap) as raw:
+        responses = raw.request(request, 1).responses
+        assert [r.error_code for r in responses] == [ErrorCode.INVALID_REQUEST] * 6
+        reasons = ["duplicate config keys", "Null value", "Unknown config operation"]
+        reasons += ["Duplicate resource"] * 2 + ["Dynamic broker configs are not supported"]
+        for r, reason in zip(responses, reasons, strict=True):
+            assert reason in (r.error_message or ""), (r.resource_name, r.error_message)
+
+        ok = resource(topic, ("retention.ms", SET, "1234"))
+        check = IncrementalAlterConfigsRequest(resources=[ok], validate_only=True)
+        assert raw.request(check, 0).responses[0].error_code == ErrorCode.NONE
+        assert describe(client, topic)["retention.ms"].value == WEEK_MS
+        apply = IncrementalAlterConfigsRequest(resources=[ok])
+        assert raw.request(apply, 1).responses[0].error_code == ErrorCode.NONE
+    assert describe(client, topic)["retention.ms"].value == "1234"
+
+
+def test_describe_configs_resource_errors(broker: BrokerProcess) -> None:
+    resources = [
+        DescribeConfigsResource(4, "", None),
+        DescribeConfigsResource(4, "7", None),
+        DescribeConfigsResource(99, "x", None),
+        DescribeConfigsResource(2, "bad name!", None),
+        DescribeConfigsResource(4, "1", []),
+    ]
+    with RawClient(broker.bootstrap) as raw:
+        results = raw.request(DescribeConfigsRequest(resources=resources), 1).results
+    assert [(r.error_code, len(r.configs)) for r in results] == [
+        (ErrorCode.NONE, 0),
+        (ErrorCode.INVALID_REQUEST, 0),
+        (ErrorCode.INVALID_REQUEST, 0),
+        (ErrorCode.INVALID_TOPIC_EXCEPTION, 0),
+        (ErrorCode.NONE, 0),
+    ]
+
+
+def test_describe_cluster_controllers_endpoint_is_unsupported(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as raw:
+        response = raw.request(DescribeClusterRequest(endpoint_type=2), 1)
+    assert (response.error_code, response.brokers) == (ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, [])

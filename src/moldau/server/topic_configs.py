@@ -162,17 +162,14 @@ def describe_broker(
 
 # -- altering ------------------------------------------------------------------------
 
-Changes = Callable[[TopicImage], Mapping[str, str | None]]
-"""Computes a topic's config changes (value = set, None = delete) from its current
-state; raises KafkaError when the request itself is invalid."""
-
 
 def check_unique(names: Iterable[str | None]) -> None:
     """Kafka rejects a resource that names the same config twice."""
     dups = sorted(n or "" for n, count in Counter(names).items() if count > 1)
     if dups:
-        raise KafkaError(f"Error due to duplicate config keys: {', '.join(dups)}",
-                         ErrorCode.INVALID_REQUEST)
+        raise KafkaError(
+            f"Error due to duplicate config keys: {', '.join(dups)}", ErrorCode.INVALID_REQUEST
+        )
 
 
 def _resource_error(resource_type: int, name: str) -> KafkaError | None:
@@ -201,24 +198,24 @@ T = TypeVar("T")
 async def alter_resources(
     broker: Broker,
     resources: Sequence[R],
-    changes: Callable[[R], Changes],
+    changes: Callable[[R, TopicImage], Mapping[str, str | None]],
     response: Callable[..., T],
     *,
     replace: bool,
     validate_only: bool,
 ) -> list[T]:
     """One ``response(error_code, error_message, resource_type, resource_name)`` per
-    resource, in request order; Kafka fails every copy of a resource named twice rather
-    than guess which one wins."""
+    resource, in request order. ``changes`` turns a resource and its topic's current
+    state into config changes (value: set, None: delete), raising KafkaError when the
+    request is invalid. Kafka fails every copy of a resource named twice rather than
+    guess which one wins."""
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
     results = []
     for r in resources:
         if counts[(r.resource_type, r.resource_name)] > 1:
             code, message = ErrorCode.INVALID_REQUEST, "Duplicate resource in request."
         else:
-            code, message = await _alter(
-                broker, r.resource_type, r.resource_name or "", changes(r), replace, validate_only
-            )
+            code, message = await _alter(broker, r, changes, replace, validate_only)
         results.append(
             response(
                 error_code=code,
@@ -232,22 +229,20 @@ async def alter_resources(
 
 async def _alter(
     broker: Broker,
-    resource_type: int,
-    name: str,
-    changes: Changes,
+    r: R,
+    changes: Callable[[R, TopicImage], Mapping[str, str | None]],
     replace: bool,
     validate_only: bool,
 ) -> tuple[ErrorCode, str | None]:
     """Validate one resource's changes with the controller, then commit them."""
-    error = _resource_error(resource_type, name)
-    topic = broker.image.topics.get(name)
-    if error is None and topic is None:
-        error = KafkaError(f"Topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if error is not None:
+    name = r.resource_name or ""
+    if (error := _resource_error(r.resource_type, name)) is not None:
         return error.code, str(error)
-    assert topic is not None
+    topic = broker.image.topics.get(name)
+    if topic is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
     try:
-        wanted = changes(topic)
+        wanted = changes(r, topic)
     except KafkaError as e:
         return e.code, str(e)
     outcome = broker.controller.alter_topic_configs(broker.image, name, wanted, replace=replace)

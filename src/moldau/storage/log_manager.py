@@ -27,6 +27,8 @@ from moldau.storage.log import Log
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+# Partition dirs owned by someone else (the KRaft metadata log), never loaded as topics.
+RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -81,7 +83,7 @@ class LogManager:
                     shutil.rmtree(path, ignore_errors=True)  # deletion cut short by a restart
                     continue
                 tp = parse_log_dir_name(path.name)
-                if tp is None:
+                if tp is None or path.name in RESERVED_DIRS:
                     continue
                 if tp in self._logs:
                     raise StorageError(f"{path.name} exists in {self._dir_of[tp]} and {log_dir}")

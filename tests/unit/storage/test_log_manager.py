@@ -106,12 +106,14 @@ def test_delete_log_renames_then_removes_after_delay(tmp_path: Path) -> None:
     manager.shutdown()
 
 
-def test_leftover_delete_dirs_are_removed_on_load(tmp_path: Path) -> None:
+def test_leftover_delete_dirs_are_removed_and_metadata_log_skipped(tmp_path: Path) -> None:
     (tmp_path / "t-0.0123abc-delete").mkdir()
+    (tmp_path / "__cluster_metadata-0").mkdir()
     manager = LogManager([tmp_path], PROPS)
     manager.load_logs()
     assert not (tmp_path / "t-0.0123abc-delete").exists()
     assert manager.logs == {}
+    assert not any((tmp_path / "__cluster_metadata-0").iterdir())
 
 
 def test_run_retention_and_flush_due(tmp_path: Path) -> None:

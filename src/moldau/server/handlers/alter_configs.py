@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
@@ -11,7 +10,7 @@ from moldau.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
-from moldau.server.topic_configs import Changes, alter_resources, check_unique
+from moldau.server.topic_configs import alter_resources, check_unique
 
 if TYPE_CHECKING:
     from moldau.controller.image import TopicImage
@@ -23,16 +22,15 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def replacement(r: AlterConfigsResource) -> Changes:
-    def changes(_topic: TopicImage) -> Mapping[str, str | None]:
-        configs = r.configs or []
-        check_unique(c.name for c in configs)
-        return {c.name or "": c.value for c in configs}
-
-    return changes
+def replacement(r: AlterConfigsResource, _topic: TopicImage) -> dict[str, str | None]:
+    configs = r.configs or []
+    check_unique(c.name for c in configs)
+    return {c.name or "": c.value for c in configs}
 
 
-async def handle(broker: Broker, ctx: RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse:
+async def handle(
+    broker: Broker, ctx: RequestContext, request: AlterConfigsRequest
+) -> AlterConfigsResponse:
     responses = await alter_resources(
         broker,
         request.resources or [],

@@ -27,7 +27,9 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 
-def describe(broker: Broker, r: DescribeConfigsResource, opts: DescribeOptions) -> DescribeConfigsResult:
+def describe(
+    broker: Broker, r: DescribeConfigsResource, opts: DescribeOptions
+) -> DescribeConfigsResult:
     name = r.resource_name or ""
     result = DescribeConfigsResult(
         error_code=ErrorCode.NONE,

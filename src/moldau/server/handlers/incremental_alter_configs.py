@@ -17,7 +17,7 @@ from moldau.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
     IncrementalAlterConfigsResponse,
 )
-from moldau.server.topic_configs import Changes, alter_resources, check_unique
+from moldau.server.topic_configs import alter_resources, check_unique
 from moldau.storage.config import TOPIC_CONFIGS, ResolvedConfig, resolve_configs
 
 if TYPE_CHECKING:
@@ -75,21 +75,22 @@ def _new_value(c: AlterableConfig, current: Mapping[str, ResolvedConfig]) -> str
     return ",".join(dict.fromkeys(new))
 
 
-def operations(r: AlterConfigsResource, broker_props: Mapping[str, str]) -> Changes:
-    def changes(topic: TopicImage) -> Mapping[str, str | None]:
-        configs = r.configs or []
-        check_unique(c.name for c in configs)
-        current = resolve_configs(topic.configs, broker_props)
-        return {c.name or "": _new_value(c, current) for c in configs}
+def operations(
+    r: AlterConfigsResource, topic: TopicImage, broker_props: Mapping[str, str]
+) -> dict[str, str | None]:
+    configs = r.configs or []
+    check_unique(c.name for c in configs)
+    current = resolve_configs(topic.configs, broker_props)
+    return {c.name or "": _new_value(c, current) for c in configs}
 
-    return changes
 
-
-async def handle(broker: Broker, ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+async def handle(
+    broker: Broker, ctx: RequestContext, request: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
     responses = await alter_resources(
         broker,
         request.resources or [],
-        lambda r: operations(r, broker.config.log_defaults),
+        lambda r, topic: operations(r, topic, broker.config.log_defaults),
         AlterConfigsResourceResponse,
         replace=False,
         validate_only=request.validate_only,
