@@ -452,3 +452,19 @@ def test_describe_cluster_controllers_endpoint_is_unsupported(broker: BrokerProc
     with RawClient(broker.bootstrap) as raw:
         response = raw.request(DescribeClusterRequest(endpoint_type=2), 1)
     assert (response.error_code, response.brokers) == (ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, [])
+
+
+def test_deleted_records_stay_deleted_after_a_crash(tmp_path: Path, topic: str) -> None:
+    with BrokerProcess(tmp_path) as b:
+        client = admin(b.bootstrap)
+        create(client, topic, 1)
+        records = make_records(50, seed=5)
+        produce_confluent(b.bootstrap, topic, records)
+        (future,) = client.delete_records([TopicPartition(topic, 0, 20)]).values()
+        assert future.result(DEADLINE_S).low_watermark == 20
+        b.kill()
+        b.start()
+        assert watermarks(b.bootstrap, topic) == {0: (20, 50)}
+        assert_log_matches(
+            records[20:], consume_confluent(b.bootstrap, topic), start_offsets={0: 20}
+        )

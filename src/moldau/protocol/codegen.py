@@ -18,6 +18,12 @@ from pathlib import Path
 
 OUT_DIR = Path(__file__).parent / "messages"
 
+# Versions Kafka 4 dropped from a schema but still advertises, so clients keep features
+# (librdkafka turns compression off without Produce v0). The fields keep their version
+# history, so the old layouts can still be generated; the handler answers them with
+# UNSUPPORTED_VERSION.
+LOWEST_VERSION = {"ProduceRequest": 0, "ProduceResponse": 0}
+
 FIXED = {
     "int8": ("b", 1),
     "int16": ("h", 2),
@@ -101,7 +107,8 @@ class Message:
         self.name: str = schema["name"]
         self.kind: str = schema["type"]
         self.api_key: int | None = schema.get("apiKey")
-        self.valid = Versions.parse(schema["validVersions"])
+        valid = Versions.parse(schema["validVersions"])
+        self.valid = Versions(LOWEST_VERSION.get(self.name, valid.low), valid.high)
         self.flexible = Versions.parse(schema.get("flexibleVersions", "none"))
         self.common = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
         self.structs: dict[str, Struct] = {}

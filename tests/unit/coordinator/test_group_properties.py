@@ -67,7 +67,7 @@ def check_invariants(h: Harness, parked_ok: set) -> None:
         assert group.protocol_name == "range"
 
 
-@settings(max_examples=20000, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(ops, max_size=60))
 def test_random_client_sequences_keep_invariants(make_harness, steps):
     h: Harness = make_harness()

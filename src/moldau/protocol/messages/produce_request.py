@@ -47,7 +47,7 @@ class TopicProduceData:
 @dataclass(slots=True)
 class ProduceRequest:
     API_KEY: ClassVar[int | None] = 0
-    MIN_VERSION: ClassVar[int] = 3
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_FROM: ClassVar[int] = 9  # -1: never
     transactional_id: str | None = None
@@ -93,6 +93,23 @@ def _d_TopicProduceData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    (
+        v_acks,
+        v_timeout_ms,
+    ) = _S_hi.unpack_from(buf, pos)
+    pos += 6
+    _n, pos = read_array_len(buf, pos)
+    if _n < 0:
+        v_topic_data = None
+    else:
+        v_topic_data = []
+        for _ in range(_n):
+            _x, pos = _d_TopicProduceData_0(buf, pos)
+            v_topic_data.append(_x)
+    return ProduceRequest(acks=v_acks, timeout_ms=v_timeout_ms, topic_data=v_topic_data), pos
+
+
+def _d_ProduceRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_transactional_id, pos = read_string(buf, pos)
     (
         v_acks,
@@ -151,7 +168,7 @@ def _d_TopicProduceData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     return TopicProduceData(name=v_name, partition_data=v_partition_data), pos
 
 
-def _d_ProduceRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_ProduceRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_transactional_id, pos = read_compact_string(buf, pos)
     (
         v_acks,
@@ -204,7 +221,7 @@ def _d_TopicProduceData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
     return TopicProduceData(topic_id=v_topic_id, partition_data=v_partition_data), pos
 
 
-def _d_ProduceRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_ProduceRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_transactional_id, pos = read_compact_string(buf, pos)
     (
         v_acks,
@@ -255,6 +272,17 @@ def _e_TopicProduceData_0(o: Any, w: Writer) -> None:
 
 def _e_ProduceRequest_0(o: Any, w: Writer) -> None:
     out = w.buf
+    out += _S_hi.pack(o.acks, o.timeout_ms)
+    _a = o.topic_data
+    write_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_TopicProduceData_0(_x, w)
+        out = w.buf
+
+
+def _e_ProduceRequest_1(o: Any, w: Writer) -> None:
+    out = w.buf
     write_string(out, o.transactional_id)
     out += _S_hi.pack(o.acks, o.timeout_ms)
     _a = o.topic_data
@@ -285,7 +313,7 @@ def _e_TopicProduceData_1(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-def _e_ProduceRequest_1(o: Any, w: Writer) -> None:
+def _e_ProduceRequest_2(o: Any, w: Writer) -> None:
     out = w.buf
     write_compact_string(out, o.transactional_id)
     out += _S_hi.pack(o.acks, o.timeout_ms)
@@ -310,7 +338,7 @@ def _e_TopicProduceData_2(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-def _e_ProduceRequest_2(o: Any, w: Writer) -> None:
+def _e_ProduceRequest_3(o: Any, w: Writer) -> None:
     out = w.buf
     write_compact_string(out, o.transactional_id)
     out += _S_hi.pack(o.acks, o.timeout_ms)
@@ -324,28 +352,34 @@ def _e_ProduceRequest_2(o: Any, w: Writer) -> None:
 
 
 _DECODERS = {
-    3: _d_ProduceRequest_0,
-    4: _d_ProduceRequest_0,
-    5: _d_ProduceRequest_0,
-    6: _d_ProduceRequest_0,
-    7: _d_ProduceRequest_0,
-    8: _d_ProduceRequest_0,
-    9: _d_ProduceRequest_1,
-    10: _d_ProduceRequest_1,
-    11: _d_ProduceRequest_1,
-    12: _d_ProduceRequest_1,
-    13: _d_ProduceRequest_2,
+    0: _d_ProduceRequest_0,
+    1: _d_ProduceRequest_0,
+    2: _d_ProduceRequest_0,
+    3: _d_ProduceRequest_1,
+    4: _d_ProduceRequest_1,
+    5: _d_ProduceRequest_1,
+    6: _d_ProduceRequest_1,
+    7: _d_ProduceRequest_1,
+    8: _d_ProduceRequest_1,
+    9: _d_ProduceRequest_2,
+    10: _d_ProduceRequest_2,
+    11: _d_ProduceRequest_2,
+    12: _d_ProduceRequest_2,
+    13: _d_ProduceRequest_3,
 }
 _ENCODERS = {
-    3: _e_ProduceRequest_0,
-    4: _e_ProduceRequest_0,
-    5: _e_ProduceRequest_0,
-    6: _e_ProduceRequest_0,
-    7: _e_ProduceRequest_0,
-    8: _e_ProduceRequest_0,
-    9: _e_ProduceRequest_1,
-    10: _e_ProduceRequest_1,
-    11: _e_ProduceRequest_1,
-    12: _e_ProduceRequest_1,
-    13: _e_ProduceRequest_2,
+    0: _e_ProduceRequest_0,
+    1: _e_ProduceRequest_0,
+    2: _e_ProduceRequest_0,
+    3: _e_ProduceRequest_1,
+    4: _e_ProduceRequest_1,
+    5: _e_ProduceRequest_1,
+    6: _e_ProduceRequest_1,
+    7: _e_ProduceRequest_1,
+    8: _e_ProduceRequest_1,
+    9: _e_ProduceRequest_2,
+    10: _e_ProduceRequest_2,
+    11: _e_ProduceRequest_2,
+    12: _e_ProduceRequest_2,
+    13: _e_ProduceRequest_3,
 }

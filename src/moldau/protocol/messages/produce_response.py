@@ -27,6 +27,7 @@ from moldau.protocol.primitives import (
 )
 
 _S_i = struct.Struct(">i")
+_S_ihq = struct.Struct(">ihq")
 _S_ihqq = struct.Struct(">ihqq")
 _S_ihqqq = struct.Struct(">ihqqq")
 _S_ii = struct.Struct(">ii")
@@ -75,7 +76,7 @@ class NodeEndpoint:
 @dataclass(slots=True)
 class ProduceResponse:
     API_KEY: ClassVar[int | None] = 0
-    MIN_VERSION: ClassVar[int] = 3
+    MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 13
     FLEXIBLE_FROM: ClassVar[int] = 9  # -1: never
     responses: list[TopicProduceResponse] | None = field(default_factory=list)
@@ -104,14 +105,10 @@ def _d_PartitionProduceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
         v_index,
         v_error_code,
         v_base_offset,
-        v_log_append_time_ms,
-    ) = _S_ihqq.unpack_from(buf, pos)
-    pos += 22
+    ) = _S_ihq.unpack_from(buf, pos)
+    pos += 14
     return PartitionProduceResponse(
-        index=v_index,
-        error_code=v_error_code,
-        base_offset=v_base_offset,
-        log_append_time_ms=v_log_append_time_ms,
+        index=v_index, error_code=v_error_code, base_offset=v_base_offset
     ), pos
 
 
@@ -137,12 +134,67 @@ def _d_ProduceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
         for _ in range(_n):
             _x, pos = _d_TopicProduceResponse_0(buf, pos)
             v_responses.append(_x)
+    return ProduceResponse(responses=v_responses), pos
+
+
+def _d_ProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    _n, pos = read_array_len(buf, pos)
+    if _n < 0:
+        v_responses = None
+    else:
+        v_responses = []
+        for _ in range(_n):
+            _x, pos = _d_TopicProduceResponse_0(buf, pos)
+            v_responses.append(_x)
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     return ProduceResponse(responses=v_responses, throttle_time_ms=v_throttle_time_ms), pos
 
 
 def _d_PartitionProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    (
+        v_index,
+        v_error_code,
+        v_base_offset,
+        v_log_append_time_ms,
+    ) = _S_ihqq.unpack_from(buf, pos)
+    pos += 22
+    return PartitionProduceResponse(
+        index=v_index,
+        error_code=v_error_code,
+        base_offset=v_base_offset,
+        log_append_time_ms=v_log_append_time_ms,
+    ), pos
+
+
+def _d_TopicProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name, pos = read_string(buf, pos)
+    _n, pos = read_array_len(buf, pos)
+    if _n < 0:
+        v_partition_responses = None
+    else:
+        v_partition_responses = []
+        for _ in range(_n):
+            _x, pos = _d_PartitionProduceResponse_1(buf, pos)
+            v_partition_responses.append(_x)
+    return TopicProduceResponse(name=v_name, partition_responses=v_partition_responses), pos
+
+
+def _d_ProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    _n, pos = read_array_len(buf, pos)
+    if _n < 0:
+        v_responses = None
+    else:
+        v_responses = []
+        for _ in range(_n):
+            _x, pos = _d_TopicProduceResponse_1(buf, pos)
+            v_responses.append(_x)
+    (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    return ProduceResponse(responses=v_responses, throttle_time_ms=v_throttle_time_ms), pos
+
+
+def _d_PartitionProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
     (
         v_index,
         v_error_code,
@@ -160,7 +212,7 @@ def _d_PartitionProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
-def _d_TopicProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_TopicProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos)
     if _n < 0:
@@ -168,19 +220,19 @@ def _d_TopicProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     else:
         v_partition_responses = []
         for _ in range(_n):
-            _x, pos = _d_PartitionProduceResponse_1(buf, pos)
+            _x, pos = _d_PartitionProduceResponse_2(buf, pos)
             v_partition_responses.append(_x)
     return TopicProduceResponse(name=v_name, partition_responses=v_partition_responses), pos
 
 
-def _d_ProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_ProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
     _n, pos = read_array_len(buf, pos)
     if _n < 0:
         v_responses = None
     else:
         v_responses = []
         for _ in range(_n):
-            _x, pos = _d_TopicProduceResponse_1(buf, pos)
+            _x, pos = _d_TopicProduceResponse_2(buf, pos)
             v_responses.append(_x)
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -196,7 +248,7 @@ def _d_BatchIndexAndErrorMessage_0(buf: memoryview, pos: int) -> tuple[Any, int]
     ), pos
 
 
-def _d_PartitionProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_PartitionProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
     (
         v_index,
         v_error_code,
@@ -225,7 +277,7 @@ def _d_PartitionProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
-def _d_TopicProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos)
     if _n < 0:
@@ -233,19 +285,19 @@ def _d_TopicProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
     else:
         v_partition_responses = []
         for _ in range(_n):
-            _x, pos = _d_PartitionProduceResponse_2(buf, pos)
+            _x, pos = _d_PartitionProduceResponse_3(buf, pos)
             v_partition_responses.append(_x)
     return TopicProduceResponse(name=v_name, partition_responses=v_partition_responses), pos
 
 
-def _d_ProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_ProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
     _n, pos = read_array_len(buf, pos)
     if _n < 0:
         v_responses = None
     else:
         v_responses = []
         for _ in range(_n):
-            _x, pos = _d_TopicProduceResponse_2(buf, pos)
+            _x, pos = _d_TopicProduceResponse_3(buf, pos)
             v_responses.append(_x)
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -269,7 +321,7 @@ def _d_BatchIndexAndErrorMessage_1(buf: memoryview, pos: int) -> tuple[Any, int]
     ), pos
 
 
-def _d_PartitionProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
     (
         v_index,
         v_error_code,
@@ -306,7 +358,7 @@ def _d_PartitionProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
-def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos)
     if _n < 0:
@@ -314,7 +366,7 @@ def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
     else:
         v_partition_responses = []
         for _ in range(_n):
-            _x, pos = _d_PartitionProduceResponse_3(buf, pos)
+            _x, pos = _d_PartitionProduceResponse_4(buf, pos)
             v_partition_responses.append(_x)
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):
@@ -327,14 +379,14 @@ def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
     return TopicProduceResponse(name=v_name, partition_responses=v_partition_responses), pos
 
 
-def _d_ProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
     _n, pos = read_compact_array_len(buf, pos)
     if _n < 0:
         v_responses = None
     else:
         v_responses = []
         for _ in range(_n):
-            _x, pos = _d_TopicProduceResponse_3(buf, pos)
+            _x, pos = _d_TopicProduceResponse_4(buf, pos)
             v_responses.append(_x)
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -366,7 +418,7 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     return LeaderIdAndEpoch(leader_id=v_leader_id, leader_epoch=v_leader_epoch), pos
 
 
-def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_PartitionProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
     (
         v_index,
         v_error_code,
@@ -409,7 +461,7 @@ def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
-def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_TopicProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos)
     if _n < 0:
@@ -417,7 +469,7 @@ def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
     else:
         v_partition_responses = []
         for _ in range(_n):
-            _x, pos = _d_PartitionProduceResponse_4(buf, pos)
+            _x, pos = _d_PartitionProduceResponse_5(buf, pos)
             v_partition_responses.append(_x)
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):
@@ -448,65 +500,7 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     return NodeEndpoint(node_id=v_node_id, host=v_host, port=v_port, rack=v_rack), pos
 
 
-def _d_ProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
-    _n, pos = read_compact_array_len(buf, pos)
-    if _n < 0:
-        v_responses = None
-    else:
-        v_responses = []
-        for _ in range(_n):
-            _x, pos = _d_TopicProduceResponse_4(buf, pos)
-            v_responses.append(_x)
-    (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
-    pos += 4
-    v_node_endpoints = []
-    _tc, pos = read_uvarint(buf, pos)
-    for _ in range(_tc):
-        _tag, pos = read_uvarint(buf, pos)
-        _ts, pos = read_uvarint(buf, pos)
-        _end = pos + _ts
-        if _tag == 0:
-            _save = pos
-            _n, pos = read_compact_array_len(buf, pos)
-            if _n < 0:
-                v_node_endpoints = None
-            else:
-                v_node_endpoints = []
-                for _ in range(_n):
-                    _x, pos = _d_NodeEndpoint_0(buf, pos)
-                    v_node_endpoints.append(_x)
-            pos = _save
-        pos = _end
-        if pos > len(buf):
-            raise ProtocolDecodeError("tagged field overruns")
-    return ProduceResponse(
-        responses=v_responses, throttle_time_ms=v_throttle_time_ms, node_endpoints=v_node_endpoints
-    ), pos
-
-
-def _d_TopicProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
-    (v_topic_id,) = _S_u.unpack_from(buf, pos)
-    pos += 16
-    _n, pos = read_compact_array_len(buf, pos)
-    if _n < 0:
-        v_partition_responses = None
-    else:
-        v_partition_responses = []
-        for _ in range(_n):
-            _x, pos = _d_PartitionProduceResponse_4(buf, pos)
-            v_partition_responses.append(_x)
-    _tc, pos = read_uvarint(buf, pos)
-    for _ in range(_tc):
-        _tag, pos = read_uvarint(buf, pos)
-        _ts, pos = read_uvarint(buf, pos)
-        _end = pos + _ts
-        pos = _end
-        if pos > len(buf):
-            raise ProtocolDecodeError("tagged field overruns")
-    return TopicProduceResponse(topic_id=v_topic_id, partition_responses=v_partition_responses), pos
-
-
-def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+def _d_ProduceResponse_6(buf: memoryview, pos: int) -> tuple[Any, int]:
     _n, pos = read_compact_array_len(buf, pos)
     if _n < 0:
         v_responses = None
@@ -542,9 +536,67 @@ def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
+def _d_TopicProduceResponse_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    (v_topic_id,) = _S_u.unpack_from(buf, pos)
+    pos += 16
+    _n, pos = read_compact_array_len(buf, pos)
+    if _n < 0:
+        v_partition_responses = None
+    else:
+        v_partition_responses = []
+        for _ in range(_n):
+            _x, pos = _d_PartitionProduceResponse_5(buf, pos)
+            v_partition_responses.append(_x)
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        pos = _end
+        if pos > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+    return TopicProduceResponse(topic_id=v_topic_id, partition_responses=v_partition_responses), pos
+
+
+def _d_ProduceResponse_7(buf: memoryview, pos: int) -> tuple[Any, int]:
+    _n, pos = read_compact_array_len(buf, pos)
+    if _n < 0:
+        v_responses = None
+    else:
+        v_responses = []
+        for _ in range(_n):
+            _x, pos = _d_TopicProduceResponse_6(buf, pos)
+            v_responses.append(_x)
+    (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_node_endpoints = []
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _tag == 0:
+            _save = pos
+            _n, pos = read_compact_array_len(buf, pos)
+            if _n < 0:
+                v_node_endpoints = None
+            else:
+                v_node_endpoints = []
+                for _ in range(_n):
+                    _x, pos = _d_NodeEndpoint_0(buf, pos)
+                    v_node_endpoints.append(_x)
+            pos = _save
+        pos = _end
+        if pos > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+    return ProduceResponse(
+        responses=v_responses, throttle_time_ms=v_throttle_time_ms, node_endpoints=v_node_endpoints
+    ), pos
+
+
 def _e_PartitionProduceResponse_0(o: Any, w: Writer) -> None:
     out = w.buf
-    out += _S_ihqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
+    out += _S_ihq.pack(o.index, o.error_code, o.base_offset)
 
 
 def _e_TopicProduceResponse_0(o: Any, w: Writer) -> None:
@@ -566,14 +618,22 @@ def _e_ProduceResponse_0(o: Any, w: Writer) -> None:
         for _x in _a:
             _e_TopicProduceResponse_0(_x, w)
         out = w.buf
+
+
+def _e_ProduceResponse_1(o: Any, w: Writer) -> None:
+    out = w.buf
+    _a = o.responses
+    write_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_TopicProduceResponse_0(_x, w)
+        out = w.buf
     out += _S_i.pack(o.throttle_time_ms)
 
 
 def _e_PartitionProduceResponse_1(o: Any, w: Writer) -> None:
     out = w.buf
-    out += _S_ihqqq.pack(
-        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset
-    )
+    out += _S_ihqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms)
 
 
 def _e_TopicProduceResponse_1(o: Any, w: Writer) -> None:
@@ -587,7 +647,7 @@ def _e_TopicProduceResponse_1(o: Any, w: Writer) -> None:
         out = w.buf
 
 
-def _e_ProduceResponse_1(o: Any, w: Writer) -> None:
+def _e_ProduceResponse_2(o: Any, w: Writer) -> None:
     out = w.buf
     _a = o.responses
     write_array_len(out, _a)
@@ -598,24 +658,11 @@ def _e_ProduceResponse_1(o: Any, w: Writer) -> None:
     out += _S_i.pack(o.throttle_time_ms)
 
 
-def _e_BatchIndexAndErrorMessage_0(o: Any, w: Writer) -> None:
-    out = w.buf
-    out += _S_i.pack(o.batch_index)
-    write_string(out, o.batch_index_error_message)
-
-
 def _e_PartitionProduceResponse_2(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_ihqqq.pack(
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset
     )
-    _a = o.record_errors
-    write_array_len(out, _a)
-    if _a:
-        for _x in _a:
-            _e_BatchIndexAndErrorMessage_0(_x, w)
-        out = w.buf
-    write_string(out, o.error_message)
 
 
 def _e_TopicProduceResponse_2(o: Any, w: Writer) -> None:
@@ -629,13 +676,55 @@ def _e_TopicProduceResponse_2(o: Any, w: Writer) -> None:
         out = w.buf
 
 
-def _e_ProduceResponse_2(o: Any, w: Writer) -> None:
+def _e_ProduceResponse_3(o: Any, w: Writer) -> None:
     out = w.buf
     _a = o.responses
     write_array_len(out, _a)
     if _a:
         for _x in _a:
             _e_TopicProduceResponse_2(_x, w)
+        out = w.buf
+    out += _S_i.pack(o.throttle_time_ms)
+
+
+def _e_BatchIndexAndErrorMessage_0(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_i.pack(o.batch_index)
+    write_string(out, o.batch_index_error_message)
+
+
+def _e_PartitionProduceResponse_3(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_ihqqq.pack(
+        o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset
+    )
+    _a = o.record_errors
+    write_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_BatchIndexAndErrorMessage_0(_x, w)
+        out = w.buf
+    write_string(out, o.error_message)
+
+
+def _e_TopicProduceResponse_3(o: Any, w: Writer) -> None:
+    out = w.buf
+    write_string(out, o.name)
+    _a = o.partition_responses
+    write_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_PartitionProduceResponse_3(_x, w)
+        out = w.buf
+
+
+def _e_ProduceResponse_4(o: Any, w: Writer) -> None:
+    out = w.buf
+    _a = o.responses
+    write_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_TopicProduceResponse_3(_x, w)
         out = w.buf
     out += _S_i.pack(o.throttle_time_ms)
 
@@ -647,7 +736,7 @@ def _e_BatchIndexAndErrorMessage_1(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-def _e_PartitionProduceResponse_3(o: Any, w: Writer) -> None:
+def _e_PartitionProduceResponse_4(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_ihqqq.pack(
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset
@@ -662,25 +751,25 @@ def _e_PartitionProduceResponse_3(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-def _e_TopicProduceResponse_3(o: Any, w: Writer) -> None:
+def _e_TopicProduceResponse_4(o: Any, w: Writer) -> None:
     out = w.buf
     write_compact_string(out, o.name)
     _a = o.partition_responses
     write_compact_array_len(out, _a)
     if _a:
         for _x in _a:
-            _e_PartitionProduceResponse_3(_x, w)
+            _e_PartitionProduceResponse_4(_x, w)
         out = w.buf
     out.append(0)
 
 
-def _e_ProduceResponse_3(o: Any, w: Writer) -> None:
+def _e_ProduceResponse_5(o: Any, w: Writer) -> None:
     out = w.buf
     _a = o.responses
     write_compact_array_len(out, _a)
     if _a:
         for _x in _a:
-            _e_TopicProduceResponse_3(_x, w)
+            _e_TopicProduceResponse_4(_x, w)
         out = w.buf
     out += _S_i.pack(o.throttle_time_ms)
     out.append(0)
@@ -692,7 +781,7 @@ def _e_LeaderIdAndEpoch_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-def _e_PartitionProduceResponse_4(o: Any, w: Writer) -> None:
+def _e_PartitionProduceResponse_5(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_ihqqq.pack(
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset
@@ -712,14 +801,14 @@ def _e_PartitionProduceResponse_4(o: Any, w: Writer) -> None:
     write_tagged(out, _tagged)
 
 
-def _e_TopicProduceResponse_4(o: Any, w: Writer) -> None:
+def _e_TopicProduceResponse_5(o: Any, w: Writer) -> None:
     out = w.buf
     write_compact_string(out, o.name)
     _a = o.partition_responses
     write_compact_array_len(out, _a)
     if _a:
         for _x in _a:
-            _e_PartitionProduceResponse_4(_x, w)
+            _e_PartitionProduceResponse_5(_x, w)
         out = w.buf
     out.append(0)
 
@@ -733,41 +822,7 @@ def _e_NodeEndpoint_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-def _e_ProduceResponse_4(o: Any, w: Writer) -> None:
-    out = w.buf
-    _a = o.responses
-    write_compact_array_len(out, _a)
-    if _a:
-        for _x in _a:
-            _e_TopicProduceResponse_4(_x, w)
-        out = w.buf
-    out += _S_i.pack(o.throttle_time_ms)
-    _tagged = []
-    if o.node_endpoints:
-        _tw = Writer()
-        _a = o.node_endpoints
-        write_compact_array_len(_tw.buf, _a)
-        if _a:
-            for _x in _a:
-                _e_NodeEndpoint_0(_x, _tw)
-            _tw.buf = _tw.buf
-        _tagged.append((0, _tw.buf))
-    write_tagged(out, _tagged)
-
-
-def _e_TopicProduceResponse_5(o: Any, w: Writer) -> None:
-    out = w.buf
-    out += _S_u.pack(o.topic_id)
-    _a = o.partition_responses
-    write_compact_array_len(out, _a)
-    if _a:
-        for _x in _a:
-            _e_PartitionProduceResponse_4(_x, w)
-        out = w.buf
-    out.append(0)
-
-
-def _e_ProduceResponse_5(o: Any, w: Writer) -> None:
+def _e_ProduceResponse_6(o: Any, w: Writer) -> None:
     out = w.buf
     _a = o.responses
     write_compact_array_len(out, _a)
@@ -789,29 +844,69 @@ def _e_ProduceResponse_5(o: Any, w: Writer) -> None:
     write_tagged(out, _tagged)
 
 
+def _e_TopicProduceResponse_6(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_u.pack(o.topic_id)
+    _a = o.partition_responses
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_PartitionProduceResponse_5(_x, w)
+        out = w.buf
+    out.append(0)
+
+
+def _e_ProduceResponse_7(o: Any, w: Writer) -> None:
+    out = w.buf
+    _a = o.responses
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_TopicProduceResponse_6(_x, w)
+        out = w.buf
+    out += _S_i.pack(o.throttle_time_ms)
+    _tagged = []
+    if o.node_endpoints:
+        _tw = Writer()
+        _a = o.node_endpoints
+        write_compact_array_len(_tw.buf, _a)
+        if _a:
+            for _x in _a:
+                _e_NodeEndpoint_0(_x, _tw)
+            _tw.buf = _tw.buf
+        _tagged.append((0, _tw.buf))
+    write_tagged(out, _tagged)
+
+
 _DECODERS = {
-    3: _d_ProduceResponse_0,
-    4: _d_ProduceResponse_0,
-    5: _d_ProduceResponse_1,
-    6: _d_ProduceResponse_1,
-    7: _d_ProduceResponse_1,
-    8: _d_ProduceResponse_2,
-    9: _d_ProduceResponse_3,
-    10: _d_ProduceResponse_4,
-    11: _d_ProduceResponse_4,
-    12: _d_ProduceResponse_4,
-    13: _d_ProduceResponse_5,
+    0: _d_ProduceResponse_0,
+    1: _d_ProduceResponse_1,
+    2: _d_ProduceResponse_2,
+    3: _d_ProduceResponse_2,
+    4: _d_ProduceResponse_2,
+    5: _d_ProduceResponse_3,
+    6: _d_ProduceResponse_3,
+    7: _d_ProduceResponse_3,
+    8: _d_ProduceResponse_4,
+    9: _d_ProduceResponse_5,
+    10: _d_ProduceResponse_6,
+    11: _d_ProduceResponse_6,
+    12: _d_ProduceResponse_6,
+    13: _d_ProduceResponse_7,
 }
 _ENCODERS = {
-    3: _e_ProduceResponse_0,
-    4: _e_ProduceResponse_0,
-    5: _e_ProduceResponse_1,
-    6: _e_ProduceResponse_1,
-    7: _e_ProduceResponse_1,
-    8: _e_ProduceResponse_2,
-    9: _e_ProduceResponse_3,
-    10: _e_ProduceResponse_4,
-    11: _e_ProduceResponse_4,
-    12: _e_ProduceResponse_4,
-    13: _e_ProduceResponse_5,
+    0: _e_ProduceResponse_0,
+    1: _e_ProduceResponse_1,
+    2: _e_ProduceResponse_2,
+    3: _e_ProduceResponse_2,
+    4: _e_ProduceResponse_2,
+    5: _e_ProduceResponse_3,
+    6: _e_ProduceResponse_3,
+    7: _e_ProduceResponse_3,
+    8: _e_ProduceResponse_4,
+    9: _e_ProduceResponse_5,
+    10: _e_ProduceResponse_6,
+    11: _e_ProduceResponse_6,
+    12: _e_ProduceResponse_6,
+    13: _e_ProduceResponse_7,
 }

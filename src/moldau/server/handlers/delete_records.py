@@ -42,15 +42,18 @@ def delete(broker: Broker, topic: str, partition: int, offset: int) -> DeleteRec
 async def handle(
     broker: Broker, ctx: RequestContext, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
-    return DeleteRecordsResponse(
-        topics=[
-            DeleteRecordsTopicResult(
-                name=t.name,
-                partitions=[
-                    delete(broker, t.name or "", p.partition_index, p.offset)
-                    for p in t.partitions or []
-                ],
-            )
-            for t in request.topics or []
-        ]
-    )
+    topics = [
+        DeleteRecordsTopicResult(
+            name=t.name,
+            partitions=[
+                delete(broker, t.name or "", p.partition_index, p.offset)
+                for p in t.partitions or []
+            ],
+        )
+        for t in request.topics or []
+    ]
+    if any(p.error_code == ErrorCode.NONE for t in topics for p in t.partitions or []):
+        # Checkpoint the new log start offsets now, so a crash cannot resurrect records
+        # the client was told are gone.
+        broker.log_manager.checkpoint()
+    return DeleteRecordsResponse(topics=topics)

@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_KEY = ApiKey.PRODUCE
-MIN_VERSION = 3
+# Advertised and parsed from v0 so librdkafka keeps compression on, but only v3+ (record
+# batches v2) is served: v0-2 get UNSUPPORTED_VERSION, as Kafka 4 answers them.
+MIN_VERSION = 0
 MAX_VERSION = 10
-# Advertised from v0 so librdkafka keeps compression on; v0-2 requests are refused.
-ADVERTISED_MIN_VERSION = 0
+FIRST_SERVED_VERSION = 3
 ZSTD_MIN_VERSION = 7  # KIP-110
 
 
@@ -69,6 +70,22 @@ def append_partition(
     out.log_append_time_ms = result.log_append_time
     out.log_start_offset = result.log_start_offset
     return out
+
+
+def refuse(request: ProduceRequest, error: ErrorCode) -> ProduceResponse:
+    """The same error for every partition; nothing is appended."""
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    PartitionProduceResponse(index=p.index, error_code=error, base_offset=-1)
+                    for p in t.partition_data or []
+                ],
+            )
+            for t in request.topic_data or []
+        ]
+    )
 
 
 async def handle(
