@@ -24,9 +24,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         for b in _running:
             state = "running" if b.proc is not None and b.proc.poll() is None else "NOT RUNNING"
             lines = [line for line in b.output if not line.startswith("%")]
-            report.sections.append(
-                (f"broker {b.data_dir.name} ({state})", "\n".join(lines[-60:]))
-            )
+            report.sections.append((f"broker {b.data_dir.name} ({state})", "\n".join(lines[-60:])))
     return report
 
 

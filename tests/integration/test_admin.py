@@ -26,6 +26,7 @@ from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages import incremental_alter_configs_request as inc
 from moldau.protocol.messages.delete_records_request import (
     DeleteRecordsPartition,
     DeleteRecordsRequest,
@@ -36,28 +37,23 @@ from moldau.protocol.messages.describe_configs_request import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
-from moldau.protocol.messages.incremental_alter_configs_request import (
-    AlterableConfig as IncConfig,
-)
-from moldau.protocol.messages.incremental_alter_configs_request import (
-    AlterConfigsResource as IncResource,
-)
-from moldau.protocol.messages.incremental_alter_configs_request import (
-    IncrementalAlterConfigsRequest,
-)
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from moldau.records.record import build_batch
 from tests.broker import BrokerProcess
 from tests.integration.helpers import (
     DEADLINE_S,
     RawClient,
+    Rec,
     admin,
     assert_log_matches,
     confluent_consumer,
     consume_confluent,
     consume_kafka_python,
     make_records,
+    partition_results,
     produce_confluent,
     produce_kafka_python,
+    produce_request,
     topic_partitions,
     wait_for_topic,
     watermarks,
@@ -101,9 +97,7 @@ def kp_admin(bootstrap: str) -> KafkaAdminClient:
 # --- configs -----------------------------------------------------------------------
 
 
-def test_incremental_config_round_trip(
-    broker: BrokerProcess, client: AdminClient, topic: str
-) -> None:
+def test_incremental_config_round_trip(client: AdminClient, topic: str) -> None:
     create(client, topic, 1)
     before = describe(client, topic)["retention.ms"]
     assert (before.value, ConfigSource(before.source), before.is_default) == (
@@ -126,9 +120,7 @@ def test_incremental_config_round_trip(
     assert (entry.value, ConfigSource(entry.source)) == (WEEK_MS, ConfigSource.DEFAULT_CONFIG)
 
 
-def test_append_and_subtract_list_config(
-    broker: BrokerProcess, client: AdminClient, topic: str
-) -> None:
+def test_append_and_subtract_list_config(client: AdminClient, topic: str) -> None:
     create(client, topic, 1)
     alter(client, topic, ("cleanup.policy", AlterConfigOpType.APPEND, "compact"))
     assert describe(client, topic)["cleanup.policy"].value == "delete,compact"
@@ -156,9 +148,7 @@ def test_invalid_config_is_rejected_and_changes_nothing(
     assert configs["cleanup.policy"].value == "delete"
 
 
-def test_legacy_alter_configs_replaces_every_override(
-    broker: BrokerProcess, client: AdminClient, topic: str
-) -> None:
+def test_legacy_alter_configs_replaces_every_override(client: AdminClient, topic: str) -> None:
     create(client, topic, 1, **{"retention.ms": "1000", "segment.bytes": "100000"})
 
     def replace(validate_only: bool) -> None:
@@ -399,10 +389,14 @@ def test_incremental_alter_errors_are_per_resource(
     for name in (topic, a, b, c):
         create(client, name, 1)
 
-    def resource(name: str, *ops: tuple[str, int, str | None], kind: int = 2) -> IncResource:
-        return IncResource(kind, name, [IncConfig(n, op, v) for n, op, v in ops])
+    def resource(
+        name: str, *ops: tuple[str, int, str | None], kind: int = 2
+    ) -> inc.AlterConfigsResource:
+        return inc.AlterConfigsResource(
+            kind, name, [inc.AlterableConfig(n, op, v) for n, op, v in ops]
+        )
 
-    request = IncrementalAlterConfigsRequest(
+    request = inc.IncrementalAlterConfigsRequest(
         resources=[
             resource(a, ("segment.ms", SET, "1"), ("segment.ms", DELETE, None)),
             resource(b, ("retention.ms", SET, None)),
@@ -421,10 +415,10 @@ def test_incremental_alter_errors_are_per_resource(
             assert reason in (r.error_message or ""), (r.resource_name, r.error_message)
 
         ok = resource(topic, ("retention.ms", SET, "1234"))
-        check = IncrementalAlterConfigsRequest(resources=[ok], validate_only=True)
+        check = inc.IncrementalAlterConfigsRequest(resources=[ok], validate_only=True)
         assert raw.request(check, 0).responses[0].error_code == ErrorCode.NONE
         assert describe(client, topic)["retention.ms"].value == WEEK_MS
-        apply = IncrementalAlterConfigsRequest(resources=[ok])
+        apply = inc.IncrementalAlterConfigsRequest(resources=[ok])
         assert raw.request(apply, 1).responses[0].error_code == ErrorCode.NONE
     assert describe(client, topic)["retention.ms"].value == "1234"
 
@@ -468,3 +462,33 @@ def test_deleted_records_stay_deleted_after_a_crash(tmp_path: Path, topic: str) 
         assert_log_matches(
             records[20:], consume_confluent(b.bootstrap, topic), start_offsets={0: 20}
         )
+
+
+def test_epoch_bump_fences_the_old_epoch_and_restarts_sequences(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create(client, topic, 1)
+    records = make_records(6, seed=9)
+    with RawClient(broker.bootstrap) as raw:
+        first = raw.request(InitProducerIdRequest(transactional_id=None), 4)
+        pid = first.producer_id
+
+        def send(recs: list[Rec], epoch: int, sequence: int) -> int:
+            batch = build_batch(
+                [(r.key, r.value) for r in recs],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=sequence,
+            )
+            response = raw.request(produce_request(topic, {0: batch}), 9)
+            return partition_results(response)[0].error_code
+
+        assert send(records[:3], 0, 0) == ErrorCode.NONE
+        bumped = raw.request(
+            InitProducerIdRequest(transactional_id=None, producer_id=pid, producer_epoch=0), 4
+        )
+        assert (bumped.producer_id, bumped.producer_epoch) == (pid, 1)
+        assert send(records[3:5], 1, 0) == ErrorCode.NONE
+        assert send(records[5:], 0, 3) == ErrorCode.INVALID_PRODUCER_EPOCH
+    consumed = consume_confluent(broker.bootstrap, topic)
+    assert_log_matches(records[:5], consumed, check_headers=False)

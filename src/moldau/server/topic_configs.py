@@ -172,7 +172,7 @@ def check_unique(names: Iterable[str | None]) -> None:
         )
 
 
-def _resource_error(resource_type: int, name: str) -> KafkaError | None:
+def _resource_error(resource_type: int) -> KafkaError | None:
     if resource_type == BROKER_RESOURCE:
         return KafkaError(
             "Dynamic broker configs are not supported; set them in the broker's properties "
@@ -181,9 +181,14 @@ def _resource_error(resource_type: int, name: str) -> KafkaError | None:
         )
     if resource_type != TOPIC_RESOURCE:
         return KafkaError(f"Unsupported resource type {resource_type}.", ErrorCode.INVALID_REQUEST)
-    if (msg := topic_name_error(name)) is not None:
-        return KafkaError(msg, ErrorCode.INVALID_TOPIC_EXCEPTION)
     return None
+
+
+def missing_topic(name: str) -> tuple[ErrorCode, str]:
+    """Why ``name`` names no topic: it is illegal, or it does not exist."""
+    if (msg := topic_name_error(name)) is not None:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, msg
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
 
 
 class _Resource(Protocol):
@@ -236,11 +241,11 @@ async def _alter(
 ) -> tuple[ErrorCode, str | None]:
     """Validate one resource's changes with the controller, then commit them."""
     name = r.resource_name or ""
-    if (error := _resource_error(r.resource_type, name)) is not None:
+    if (error := _resource_error(r.resource_type)) is not None:
         return error.code, str(error)
     topic = broker.image.topics.get(name)
     if topic is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+        return missing_topic(name)
     try:
         wanted = changes(r, topic)
     except KafkaError as e:

@@ -65,14 +65,14 @@ def archive(
 def _follow(
     query: StreamingQuery, on_progress: Callable[[ArchiveProgress], None] | None
 ) -> ArchiveProgress:
-    """Wait for the query, summing its micro-batch progress reports as they appear."""
+    """Wait for the query, summing the progress reports of batches that copied records."""
     seen: set[int] = set()
     rows = 0
     while True:
         finished = query.awaitTermination(0.5)
         for progress in query.recentProgress:
             batch = progress["batchId"]
-            if batch not in seen:
+            if batch not in seen and progress["numInputRows"]:
                 seen.add(batch)
                 rows += progress["numInputRows"]
         if on_progress is not None:

@@ -102,7 +102,7 @@ def fetch_range(
     *,
     include_headers: bool,
     fail_on_data_loss: bool,
-    poll_timeout_s: float = 120.0,
+    poll_timeout_s: float = TIMEOUT_S,
 ) -> Iterator[pa.RecordBatch]:
     """Exactly the records of `r`, as Arrow batches of up to CHUNK rows.
 

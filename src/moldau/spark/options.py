@@ -96,6 +96,7 @@ class ReadOptions:
     min_partitions: int | None
     fail_on_data_loss: bool
     include_headers: bool
+    poll_timeout_s: float
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -175,6 +176,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         min_partitions=_positive_int(opts, "minpartitions"),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_headers=_bool(opts, "includeheaders", False),
+        poll_timeout_s=(_positive_int(opts, "kafkaconsumer.polltimeoutms") or 120_000) / 1000,
     )
 
 

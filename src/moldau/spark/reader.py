@@ -82,6 +82,7 @@ class _Planner:
             partition.range,
             include_headers=self.options.include_headers,
             fail_on_data_loss=self.options.fail_on_data_loss,
+            poll_timeout_s=self.options.poll_timeout_s,
         )
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -63,13 +64,17 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
         query_id = context.getLocalProperty(_QUERY_ID)
         batch_id = int(context.getLocalProperty(_BATCH_ID))
         task = context.partitionId()
+        first = next(iterator, None)
+        if first is None:  # nothing to write, so nothing to remember either
+            return Written(0, query_id)
         ledger = CommitLedger(self.options.client, query_id)
         if ledger.contains(batch_id, task):
             for _ in iterator:  # a replay: the rows are already in the topic
                 pass
             return Written(0, query_id, skipped=True)
         stamp = [(BATCH_HEADER, f"{query_id}:{batch_id}".encode())]
-        rows = produce_batches(self.options.client, iterator, self.options.topic, stamp)
+        batches = chain([first], iterator)
+        rows = produce_batches(self.options.client, batches, self.options.topic, stamp)
         ledger.record(batch_id, task)
         return Written(rows, query_id)
 

@@ -58,10 +58,6 @@ class _Index:
     def is_full(self) -> bool:
         return self.entries >= self._capacity
 
-    @property
-    def size_bytes(self) -> int:
-        return self.entries * self._entry.size
-
     def _valid_entries(self) -> int:
         """Entries before the zero-filled tail of a preallocated, untrimmed file."""
         lo, hi = 0, self.entries
@@ -126,10 +122,6 @@ class _Index:
         os.close(self._fd)
         self.path.unlink(missing_ok=True)
 
-    def rename(self, path: Path) -> None:
-        os.rename(self.path, path)
-        self.path = path
-
 
 class OffsetIndex(_Index):
     """Offset -> file position of the batch at or before it.
@@ -169,10 +161,6 @@ class OffsetIndex(_Index):
     def truncate_to(self, offset: int) -> None:
         """Remove entries for offsets >= ``offset``."""
         self._truncate_entries(self._last_le(offset - self.base_offset - 1, 0) + 1)
-
-    def truncate_to_position(self, position: int) -> None:
-        """Remove entries pointing at or past ``position`` (the log was cut there)."""
-        self._truncate_entries(self._last_le(position - 1, 1) + 1)
 
 
 class TimeIndex(_Index):

@@ -24,21 +24,20 @@ class Client:
     generation: int = -1
     leader_members: tuple[str, ...] = ()
     topic: str = "t1"
+    needs_join: bool = True
+    synced: bool = False
+    outstanding: int | None = None
 
 
-ops = st.one_of(
-    st.tuples(st.just("join"), st.integers(0, CLIENTS - 1), st.booleans()),
-    st.tuples(
-        st.sampled_from(["sync", "heartbeat", "leave", "commit", "restart"]),
-        st.integers(0, CLIENTS - 1),
-        st.just(False),
-    ),
-    st.tuples(
-        st.just("advance"),
-        st.sampled_from([0, 1_000, 3_000, 6_000, 11_000, 31_000]),
-        st.just(False),
-    ),
+# "act" is a well-behaved consumer's next step; the other ops are arbitrary client behaviour.
+CLIENT_OPS = ["act"] * 15 + ["join", "sync", "heartbeat", "leave", "commit", "restart"]
+client_op = st.tuples(st.sampled_from(CLIENT_OPS), st.integers(0, CLIENTS - 1), st.booleans())
+advance = st.tuples(
+    st.just("advance"),
+    st.sampled_from([0, 500, 1_000, 1_000, 3_000, 6_000, 11_000, 31_000]),
+    st.just(False),
 )
+ops = st.one_of(client_op, client_op, client_op, advance)
 
 
 def check_invariants(h: Harness, parked_ok: set) -> None:
@@ -68,9 +67,9 @@ def check_invariants(h: Harness, parked_ok: set) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(ops, max_size=60))
-def test_random_client_sequences_keep_invariants(make_harness, steps):
-    h: Harness = make_harness()
+@given(st.sampled_from([0, 3_000]), st.lists(ops, min_size=10, max_size=100))
+def test_random_client_sequences_keep_invariants(make_harness, initial_delay, steps):
+    h: Harness = make_harness(group_initial_rebalance_delay_ms=initial_delay)
     clients = [Client(f"i{i}" if i % 2 == 0 else None) for i in range(CLIENTS)]
     owner: dict[int, int] = {}
     seen_generation = 0
@@ -83,11 +82,15 @@ def test_random_client_sequences_keep_invariants(make_harness, steps):
             handled.add(request_id)
             client = clients[owner[request_id]]
             if not isinstance(result, JoinGroupResult):
+                client.synced = result.error is ErrorCode.NONE
+                client.needs_join = not client.synced
                 continue
             if result.error in (ErrorCode.NONE, ErrorCode.MEMBER_ID_REQUIRED):
                 client.member_id = result.member_id
                 client.generation = result.generation_id
                 client.leader_members = tuple(m.member_id for m in result.members)
+                client.needs_join = result.error is not ErrorCode.NONE
+                client.synced = False
             elif result.error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
                 client.member_id, client.generation = "", -1
 
@@ -96,6 +99,18 @@ def test_random_client_sequences_keep_invariants(make_harness, steps):
             h.advance(arg)
         else:
             c = clients[arg]
+            if op == "act":  # a real client waits for its JoinGroup/SyncGroup response
+                waiting = c.outstanding is not None and c.outstanding not in h.completed
+                op = (
+                    "wait"
+                    if waiting
+                    else "join"
+                    if c.needs_join
+                    else "heartbeat"
+                    if c.synced
+                    else "sync"
+                )
+                flag = False
             if op == "join":
                 if flag:
                     c.topic = "t2" if c.topic == "t1" else "t1"
@@ -105,25 +120,25 @@ def test_random_client_sequences_keep_invariants(make_harness, steps):
                     protocols=(("range", subscription(c.topic)),),
                     rebalance=20_000,
                 )
-                owner[rid] = arg
+                owner[rid], c.outstanding = arg, rid
             elif op == "sync":
                 assignments = {m: m.encode() for m in c.leader_members}
-                owner[h.sync(c.member_id, c.generation, assignments, instance=c.instance_id)] = arg
+                rid = h.sync(c.member_id, c.generation, assignments, instance=c.instance_id)
+                owner[rid], c.outstanding = arg, rid
             elif op == "heartbeat":
-                if h.heartbeat(c.member_id, c.generation, instance=c.instance_id) in (
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    ErrorCode.FENCED_INSTANCE_ID,
-                ):
+                error = h.heartbeat(c.member_id, c.generation, instance=c.instance_id)
+                c.needs_join = error is not ErrorCode.NONE
+                if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
                     c.member_id, c.generation = "", -1
             elif op == "leave":
                 h.leave(MemberIdentity(c.member_id, c.instance_id))
-                c.member_id, c.generation = "", -1
+                c.member_id, c.generation, c.needs_join = "", -1, True
             elif op == "commit":
                 h.commit(
                     c.member_id, c.generation, OffsetCommit("t1", 0, 1), instance=c.instance_id
                 )
-            else:  # restart: the process comes back without its member id
-                c.member_id, c.generation, c.leader_members = "", -1, ()
+            elif op == "restart":  # the process comes back without its member id
+                c.member_id, c.generation, c.needs_join = "", -1, True
         learn()
         parked = set(owner) - h.completed.keys()
         check_invariants(h, parked)

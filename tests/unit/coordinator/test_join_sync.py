@@ -222,3 +222,20 @@ def test_member_that_never_syncs_is_removed_after_rebalance_timeout(h):
     assert h.completed[parked].error is ErrorCode.REBALANCE_IN_PROGRESS
     assert leader not in h.coordinator.groups["g"].members
     assert h.heartbeat(leader, generation + 1) is ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_cooperative_back_to_back_rebalances(h):
+    """KIP-429 clients rejoin right after a sync that revoked partitions: plain generations."""
+    ids, generation = h.stable_group(3)
+    for round_ in (1, 2):
+        joins = [h.join(m, protocols=(("cooperative-sticky", SUB), ("range", SUB))) for m in ids]
+        results = [h.completed[j] for j in joins]
+        assert {r.generation_id for r in results} == {generation + round_}
+        assert {r.protocol_name for r in results} == {"cooperative-sticky"}
+        leader = results[0].leader
+        syncs = [
+            h.sync(m, generation + round_, {x: b"a" for x in ids} if m == leader else None)
+            for m in ids
+        ]
+        assert all(h.completed[s].assignment == b"a" for s in syncs)
+        assert h.state() == "Stable"

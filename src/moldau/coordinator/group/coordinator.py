@@ -180,33 +180,6 @@ class GroupCoordinator:
             group.transition(GroupState.STABLE, now_ms)
         return self._end()
 
-    def _validate_sync(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-    ) -> ErrorCode | None:
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        group = self._groups.get(group_id)
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        error = group.validate_member(member_id, group_instance_id)
-        if error is not None:
-            return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-            protocol_name is not None and protocol_name != group.protocol_name
-        ):
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        if group.state is GroupState.PREPARING_REBALANCE:
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return None
-
     def heartbeat(
         self,
         now_ms: int,
@@ -617,6 +590,33 @@ class GroupCoordinator:
         )
 
     # Sync phase
+
+    def _validate_sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> ErrorCode | None:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = group.validate_member(member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        if group.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return None
 
     def _received_sync(self, group: Group, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)

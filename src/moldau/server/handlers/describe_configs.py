@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moldau.controller.controller import topic_name_error
 from moldau.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -16,7 +15,12 @@ from moldau.protocol.messages.describe_configs_response import (
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
-from moldau.server.topic_configs import DescribeOptions, describe_broker, describe_topic
+from moldau.server.topic_configs import (
+    DescribeOptions,
+    describe_broker,
+    describe_topic,
+    missing_topic,
+)
 
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
@@ -41,11 +45,8 @@ def describe(
         topic = broker.image.topics.get(name)
         if topic is not None:
             result.configs = describe_topic(topic.configs, broker.config.log_defaults, opts)
-        elif (msg := topic_name_error(name)) is not None:
-            result.error_code, result.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, msg
         else:
-            result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            result.error_message = f"Topic '{name}' does not exist."
+            result.error_code, result.error_message = missing_topic(name)
     elif r.resource_type == BROKER_RESOURCE:
         # An empty name asks for the dynamic cluster-wide defaults, of which we have none.
         if name == str(broker.node_id):

@@ -46,7 +46,8 @@ async def handle(
         error_code=result.error,
         generation_id=result.generation_id,
         protocol_type=result.protocol_type,
-        protocol_name=result.protocol_name,
+        # Nullable only from v7: older clients get "" while no protocol is chosen.
+        protocol_name=result.protocol_name if ctx.api_version >= 7 else result.protocol_name or "",
         leader=result.leader,
         member_id=result.member_id,
         members=[

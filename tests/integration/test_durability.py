@@ -1,0 +1,339 @@
+"""What survives a crash, a damaged file, retention and a restart, checked from the data.
+
+Brokers here are the test's own (``fresh_broker``): they get killed, stopped, damaged on
+disk and restarted on the same data dir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import ConfigResource
+
+from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from moldau.records.batch import scan_batches
+from moldau.records.record import build_batch, decode_all
+from moldau.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint
+from moldau.storage.log_manager import CLEAN_SHUTDOWN_FILE
+from tests.broker import BrokerProcess
+from tests.integration.helpers import (
+    Acked,
+    RawClient,
+    Rec,
+    admin,
+    alter_topic_config,
+    assert_acked_survived,
+    assert_log_matches,
+    confluent_producer,
+    consume_confluent,
+    create_topic,
+    flatten,
+    make_records,
+    partition_results,
+    produce_confluent,
+    produce_request,
+    roundtrip_ok,
+    watermarks,
+)
+
+FreshBroker = Callable[..., BrokerProcess]
+FIRST_SEGMENT = "00000000000000000000"
+CLEAN_SHUTDOWN_LINE = "shut down cleanly"
+
+
+def segment_files(partition_dir: Path, suffix: str = ".log") -> list[Path]:
+    return sorted(p for p in partition_dir.iterdir() if p.name.endswith(suffix))
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+# --- kill -9 -------------------------------------------------------------------------------
+
+
+def test_kill_9_keeps_every_acknowledged_record(fresh_broker: FreshBroker, topic: str) -> None:
+    b = fresh_broker()
+    create_topic(b.bootstrap, topic, 3)
+    records = make_records(30_000, seed=21)
+    acked: Acked = {}
+    stop = threading.Event()
+
+    def produce_until_stopped() -> None:
+        producer = confluent_producer(
+            b.bootstrap,
+            **{
+                "acks": "all",
+                "linger.ms": 2,
+                "batch.num.messages": 100,
+                "message.timeout.ms": 3000,
+            },
+        )
+
+        def on_delivery(err: object, msg: Any) -> None:
+            if err is None:
+                acked[msg.value()] = (msg.partition(), msg.offset())
+
+        for r in records:
+            if stop.is_set():
+                break
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        key=r.key,
+                        value=r.value,
+                        headers=list(r.headers),
+                        on_delivery=on_delivery,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+        producer.flush(10)  # after the kill these fail (not acked) within message.timeout.ms
+
+    thread = threading.Thread(target=produce_until_stopped)
+    thread.start()
+    try:
+        wait_until(lambda: len(acked) >= 3000, "3000 acknowledged records")
+        b.kill()
+    finally:
+        stop.set()
+        thread.join()
+    assert len(acked) < len(records), "the producer finished before the kill: nothing tested"
+    b.start()
+    consumed = consume_confluent(b.bootstrap, topic)
+    by_value = {r.value: r for r in records}
+    assert all(g.value in by_value for g in flatten(consumed)), "records nobody produced"
+    assert_acked_survived({v: by_value[v] for v in acked}, acked, consumed)
+    roundtrip_ok(b.bootstrap, topic, seed=22)
+
+
+# --- damaged segment tails -------------------------------------------------------------------
+
+
+def produce_batches(
+    bootstrap: str, topic: str, partition: int, batches: list[list[Rec]]
+) -> list[bytes]:
+    """One raw produce per batch, so batch boundaries in the file are known; returns the
+    batches as built (the bytes the broker stores, bar its offset stamp)."""
+    built = []
+    with RawClient(bootstrap) as raw:
+        offset = 0
+        for recs in batches:
+            batch = build_batch([(r.key, r.value, list(r.headers)) for r in recs])
+            response = raw.request(produce_request(topic, {partition: batch}), 9)
+            result = partition_results(response)[partition]
+            assert (result.error_code, result.base_offset) == (0, offset)
+            offset += len(recs)
+            built.append(batch)
+    return built
+
+
+def damage_garbage_then_partial_batch(log_file: Path, batches: list[bytes]) -> int:
+    with log_file.open("ab") as f:
+        f.write(random.Random(5).randbytes(333))
+        f.write(batches[0][: len(batches[0]) // 2])
+    return len(batches)
+
+
+def damage_half_last_batch(log_file: Path, batches: list[bytes]) -> int:
+    size = log_file.stat().st_size
+    with log_file.open("r+b") as f:
+        f.truncate(size - len(batches[-1]) // 2)
+    return len(batches) - 1
+
+
+def damage_partial_header(log_file: Path, batches: list[bytes]) -> int:
+    with log_file.open("ab") as f:
+        f.write(batches[1][:20])  # shorter than a batch header
+    return len(batches)
+
+
+#: damage(log file, batches in it) -> how many whole batches must survive
+DAMAGES = [damage_garbage_then_partial_batch, damage_half_last_batch, damage_partial_header]
+
+
+def test_recovery_cuts_a_damaged_tail(fresh_broker: FreshBroker, topic: str) -> None:
+    """One damage per partition: recovery keeps the whole batches before it, drops
+    everything from it on, and new records continue at the next offset."""
+    b = fresh_broker()
+    create_topic(b.bootstrap, topic, len(DAMAGES))
+    batches = [make_records(25, seed=30 + i) for i in range(5)]
+    built = {p: produce_batches(b.bootstrap, topic, p, batches) for p in range(len(DAMAGES))}
+    assert b.stop() == 0
+    kept = {}
+    for p, damage in enumerate(DAMAGES):
+        (log_file,) = segment_files(b.data_dir / f"{topic}-{p}")
+        kept[p] = [r for recs in batches[: damage(log_file, built[p])] for r in recs]
+    (b.data_dir / CLEAN_SHUTDOWN_FILE).unlink()
+    (b.data_dir / RECOVERY_POINT_CHECKPOINT).unlink()
+
+    b.start()
+    assert watermarks(b.bootstrap, topic) == {p: (0, len(kept[p])) for p in kept}
+    consumed = consume_confluent(b.bootstrap, topic)
+    for p, damage in enumerate(DAMAGES):
+        more = [dataclasses.replace(r, partition=p) for r in make_records(40, seed=40 + p)]
+        acked = produce_confluent(b.bootstrap, topic, more)
+        assert sorted(offset for _, offset in acked.values()) == list(
+            range(len(kept[p]), len(kept[p]) + len(more))
+        ), damage.__name__
+        assert_log_matches(kept[p], {p: consumed[p]})
+    after = consume_confluent(b.bootstrap, topic)
+    for p in kept:
+        more = [dataclasses.replace(r, partition=p) for r in make_records(40, seed=40 + p)]
+        assert_log_matches(kept[p] + more, {p: after[p]})
+
+
+# --- retention -------------------------------------------------------------------------------
+
+RETENTION_BROKER = {"log.retention.check.interval.ms": "200"}
+SMALL_BATCHES = {"batch.num.messages": 10}  # many batches: segments of ~10 kB can roll
+
+
+def assert_retained_suffix(bootstrap: str, topic: str, records: list[Rec], acked: Acked) -> int:
+    """Consuming from the (moved) log start returns exactly the produced records from
+    there on; returns the log start offset."""
+    ((start, end),) = watermarks(bootstrap, topic).values()
+    assert end == len(records)
+    suffix = [r for r in records if acked[r.value][1] >= start]
+    assert_log_matches(suffix, consume_confluent(bootstrap, topic), start_offsets={0: start})
+    return start
+
+
+def test_retention_by_time(fresh_broker: FreshBroker, topic: str) -> None:
+    """Records stamped an hour ago fill the first segments; once retention.ms is set to
+    ten minutes those segments go at the next check, the recent ones stay."""
+    b = fresh_broker(RETENTION_BROKER)
+    create_topic(b.bootstrap, topic, 1, {"segment.bytes": "10000", "retention.ms": "-1"})
+    now_ms = int(time.time() * 1000)
+    old = make_records(150, seed=50, timestamp=now_ms - 3_600_000)
+    recent = make_records(150, seed=51, timestamp=now_ms)
+    acked = produce_confluent(b.bootstrap, topic, old, **SMALL_BATCHES)
+    acked |= produce_confluent(b.bootstrap, topic, recent, **SMALL_BATCHES)
+    partition_dir = b.data_dir / f"{topic}-0"
+    before = segment_files(partition_dir)
+    assert len(before) >= 4, "segment.bytes=10000 should have rolled several segments"
+
+    alter_topic_config(b.bootstrap, topic, {"retention.ms": "600000"})
+    wait_until(lambda: watermarks(b.bootstrap, topic)[0][0] > 0, "the log start to move")
+    start = assert_retained_suffix(b.bootstrap, topic, old + recent, acked)
+    assert start <= len(old), "recent records were deleted"
+    after = segment_files(partition_dir)
+    assert before[0] not in after, "the first segment's .log is still there"
+    assert before[-1] in after, "the active segment was deleted"
+    assert int(after[0].stem) == start, "log start is not the first remaining segment's base"
+    roundtrip_ok(b.bootstrap, topic, seed=52)
+
+
+def test_retention_by_size(fresh_broker: FreshBroker, topic: str) -> None:
+    b = fresh_broker(RETENTION_BROKER)
+    segment_bytes, retention_bytes = 10_000, 20_000
+    create_topic(b.bootstrap, topic, 1, {"segment.bytes": str(segment_bytes)})
+    records = make_records(400, seed=53)
+    acked = produce_confluent(b.bootstrap, topic, records, **SMALL_BATCHES)
+    partition_dir = b.data_dir / f"{topic}-0"
+    before = segment_files(partition_dir)
+    assert sum(p.stat().st_size for p in before) > 2 * retention_bytes
+
+    alter_topic_config(b.bootstrap, topic, {"retention.bytes": str(retention_bytes)})
+    wait_until(lambda: watermarks(b.bootstrap, topic)[0][0] > 0, "the log start to move")
+    wait_until(
+        lambda: (
+            sum(p.stat().st_size for p in segment_files(partition_dir))
+            <= retention_bytes + segment_bytes
+        ),
+        "the log to shrink to retention.bytes",
+    )
+    after = segment_files(partition_dir)
+    assert before[0] not in after, "the first segment's .log is still there"
+    assert before[-1] in after, "the active segment was deleted"
+    assert int(after[0].stem) == assert_retained_suffix(b.bootstrap, topic, records, acked)
+    roundtrip_ok(b.bootstrap, topic, seed=54)
+
+
+# --- clean restart ---------------------------------------------------------------------------
+
+
+def producer_ids(bootstrap: str, n: int) -> list[int]:
+    with RawClient(bootstrap) as raw:
+        ids = []
+        for _ in range(n):
+            response = raw.request(InitProducerIdRequest(transactional_id=None), 4)
+            assert response.error_code == 0
+            ids.append(response.producer_id)
+    return ids
+
+
+def describe_topic_config(bootstrap: str, topic: str) -> dict[str, str]:
+    client = admin(bootstrap)
+    futures = client.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+    (entries,) = (f.result(timeout=30) for f in futures.values())
+    return {name: entry.value for name, entry in entries.items()}
+
+
+def test_clean_restart_keeps_everything(fresh_broker: FreshBroker, topic: str) -> None:
+    b = fresh_broker()
+    create_topic(b.bootstrap, topic, 4, {"retention.ms": "123456789", "segment.bytes": "50000"})
+    records = make_records(1000, seed=60)
+    acked = produce_confluent(b.bootstrap, topic, records, "zstd")
+    ids_before = producer_ids(b.bootstrap, 3)
+    assert len(set(ids_before)) == 3
+
+    ends = watermarks(b.bootstrap, topic)
+    assert b.stop() == 0
+    assert any(CLEAN_SHUTDOWN_LINE in line for line in b.output), list(b.output)[-20:]
+    # Nothing left to recover: the marker is there and every recovery point is the log end.
+    assert (b.data_dir / CLEAN_SHUTDOWN_FILE).exists()
+    points = read_checkpoint(b.data_dir / RECOVERY_POINT_CHECKPOINT)
+    assert {p: points.get((topic, p)) for p in ends} == {p: hi for p, (_, hi) in ends.items()}
+    b.start()
+    assert not (b.data_dir / CLEAN_SHUTDOWN_FILE).exists(), "a crash now must run recovery"
+
+    assert describe_topic_config(b.bootstrap, topic)["retention.ms"] == "123456789"
+    assert watermarks(b.bootstrap, topic).keys() == {0, 1, 2, 3}
+    assert_log_matches(records, consume_confluent(b.bootstrap, topic), acked=acked)
+    ids_after = producer_ids(b.bootstrap, 3)
+    assert not set(ids_after) & set(ids_before), "producer ids reused after a restart"
+    roundtrip_ok(b.bootstrap, topic, seed=61)
+
+
+# --- on-disk layout --------------------------------------------------------------------------
+
+
+def test_on_disk_layout_is_kafkas(fresh_broker: FreshBroker, topic: str) -> None:
+    """``<log.dir>/<topic>-<p>/00000000000000000000.log|.index|.timeindex``, and the .log
+    holds the produced records as plain v2 batches (the wire format is the storage format)."""
+    b = fresh_broker()
+    create_topic(b.bootstrap, topic, 2)
+    records = make_records(300, seed=70)
+    acked = produce_confluent(b.bootstrap, topic, records, "gzip")
+    for p in range(2):
+        partition_dir = b.data_dir / f"{topic}-{p}"
+        for suffix in (".log", ".index", ".timeindex"):
+            assert (partition_dir / f"{FIRST_SEGMENT}{suffix}").is_file(), (p, suffix)
+    assert b.stop() == 0
+    on_disk = {}
+    for p in range(2):
+        data = (b.data_dir / f"{topic}-{p}" / f"{FIRST_SEGMENT}.log").read_bytes()
+        assert sum(info.size for info in scan_batches(data)) == len(data)
+        on_disk[p] = [
+            (p, rec.offset, rec.key, rec.value, tuple(rec.headers))
+            for _, recs in decode_all(data)
+            for rec in recs
+        ]
+    by_value = {r.value: r for r in records}
+    for p, rows in on_disk.items():
+        for _, offset, key, value, headers in rows:
+            want = by_value[value]
+            assert (acked[value], key, headers) == ((p, offset), want.key, want.headers)
+    assert sum(len(rows) for rows in on_disk.values()) == len(records)
