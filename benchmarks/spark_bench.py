@@ -4,6 +4,8 @@ Produces 2M records of 100 bytes (with a plain idempotent producer), then times 
 reading them all, Spark writing them back to another topic in batch, and a streaming copy.
 Starts its own broker unless --bootstrap-server is given. Writes
 `benchmarks/results/spark_bench.json`; never asserts on times.
+
+    python -m benchmarks.spark_bench [--records N] [--master local[4]]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.spark.session import local_session
+from tests.broker import BrokerProcess
 
 RESULTS = Path(__file__).parent / "results" / "spark_bench.json"
 
@@ -70,8 +73,6 @@ def main() -> None:
     broker = None
     bootstrap = args.bootstrap_server
     if bootstrap is None:
-        from tests.broker import BrokerProcess
-
         broker = BrokerProcess(workdir / "broker").start()
         bootstrap = broker.bootstrap
     try:

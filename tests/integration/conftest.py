@@ -9,15 +9,18 @@ from pathlib import Path
 import pytest
 
 from tests.broker import BrokerProcess
+from tests.integration.helpers import RUNNING_BROKERS
 
 _topic_numbers = itertools.count()
 
 
-_running: list[BrokerProcess] = []
+# The list lives in helpers: pytest imports this file as `conftest`, test modules that
+# import it get a second copy, and both must see the same brokers.
+_running = RUNNING_BROKERS
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # noqa: ARG001
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Attach the brokers' recent output (and whether they died) to a failing test."""
     report = yield
     if report.failed:

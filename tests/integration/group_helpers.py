@@ -29,7 +29,6 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
 DEADLINE_S = 60.0
-Partition = int
 Processed = tuple[int, int, str]  # (partition, offset, value as latin-1)
 
 # Fast but legal (group.min.session.timeout.ms is 6000): what the brief asks for.
@@ -192,7 +191,8 @@ class MemberProcess:
         )
         self._lock = threading.Lock()
         self._events: list[dict[str, Any]] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -226,8 +226,10 @@ class MemberProcess:
         self.proc.stdin.flush()
 
     def kill(self) -> None:
+        """SIGKILL; returns once everything the member reported before dying is read."""
         self.proc.kill()
         self.proc.wait()
+        self._reader.join(10)
 
     def close(self, timeout: float = 30.0) -> None:
         """Ask for a clean close (LeaveGroup); kill if it does not exit."""
@@ -236,7 +238,9 @@ class MemberProcess:
                 self.send("close")
                 self.proc.wait(timeout)
             except (BrokenPipeError, subprocess.TimeoutExpired):
-                self.kill()
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(10)
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:

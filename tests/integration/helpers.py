@@ -19,7 +19,7 @@ import struct
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from kafka import TopicPartition as KpTopicPartition
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages import RESPONSES
+from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from moldau.protocol.messages.produce_request import (
     PartitionProduceData,
@@ -46,9 +47,19 @@ from moldau.protocol.messages.produce_request import (
 )
 from moldau.protocol.messages.request_header import RequestHeader
 from moldau.protocol.messages.response_header import ResponseHeader
+from moldau.records.record import build_batch
+from moldau.server.dispatch import is_flexible
+from tests.broker import BrokerProcess
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 DEADLINE_S = 60.0  # generous: a slow CI box must not turn a correct broker red
+# Versions our raw requests use (the broker implements more).
+PRODUCE_VERSION = 9
+METADATA_VERSION = 12
+INIT_PRODUCER_ID_VERSION = 4
+
+FreshBroker = Callable[..., BrokerProcess]  # the `fresh_broker` fixture
+RUNNING_BROKERS: list[BrokerProcess] = []  # their output is attached to failing tests
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,11 @@ def make_records(
             )
         )
     return records
+
+
+def batch_of(records: Sequence[Rec], **kwargs: Any) -> bytes:
+    """A v2 record batch of ``records`` (build_batch options pass through)."""
+    return build_batch([(r.key, r.value, list(r.headers)) for r in records], **kwargs)
 
 
 def chunks(seq: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
@@ -264,11 +280,19 @@ def topic_partitions(bootstrap: str, name: str) -> int | None:
     return len(topic.partitions)
 
 
-def wait_for_topic(bootstrap: str, name: str, partitions: int) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while topic_partitions(bootstrap, name) != partitions:
-        assert time.monotonic() < deadline, f"topic {name} never showed {partitions} partitions"
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
+    """Poll ``condition``; fail naming ``what`` if it is still false after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def wait_for_topic(bootstrap: str, name: str, partitions: int) -> None:
+    wait_until(
+        lambda: topic_partitions(bootstrap, name) == partitions,
+        f"topic {name} with {partitions} partitions",
+    )
 
 
 def watermarks(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
@@ -626,11 +650,8 @@ def roundtrip_ok(bootstrap: str, topic: str, n: int = 50, *, seed: int = 0) -> N
 _SIZE = struct.Struct(">i")
 
 
-def _flexible(cls: Any, version: int) -> bool:
-    return 0 <= cls.FLEXIBLE_FROM <= version
-
-
-def _join(parts: list[Any]) -> bytes:
+def joined(parts: list[Any]) -> bytes:
+    """The bytes of a generated codec's ``encode()`` parts."""
     return b"".join(bytes(p) for p in parts)
 
 
@@ -638,8 +659,8 @@ def encode_request(message: Any, version: int, correlation_id: int = 1) -> bytes
     """Header (v1, or v2 for flexible versions) + body, without the size prefix."""
     api_key = message.API_KEY
     header = RequestHeader(api_key, version, correlation_id, "moldau-raw")
-    header_version = 2 if _flexible(type(message), version) else 1
-    return _join(header.encode(header_version)) + _join(message.encode(version))
+    header_version = 2 if is_flexible(type(message), version) else 1
+    return joined(header.encode(header_version)) + joined(message.encode(version))
 
 
 def framed(payload: bytes) -> bytes:
@@ -708,7 +729,7 @@ class RawClient:
 
 def decode_response(api_key: int, version: int, frame: bytes, correlation_id: int) -> Any:
     cls = RESPONSES[api_key]
-    flexible = _flexible(cls, version) and api_key != ApiKey.API_VERSIONS
+    flexible = is_flexible(cls, version) and api_key != ApiKey.API_VERSIONS
     buf = memoryview(frame)
     header, pos = ResponseHeader.decode(buf, 1 if flexible else 0)
     assert header.correlation_id == correlation_id
@@ -721,6 +742,17 @@ def metadata_request(topics: list[str] | None = None) -> MetadataRequest:
         topics=None if topics is None else [MetadataRequestTopic(name=t) for t in topics],
         allow_auto_topic_creation=False,
     )
+
+
+def init_producer_id(raw: RawClient) -> tuple[int, int]:
+    """A new idempotent producer id and epoch."""
+    response = raw.request(
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+        INIT_PRODUCER_ID_VERSION,
+    )
+    assert response.error_code == 0, f"InitProducerId failed: error {response.error_code}"
+    assert response.producer_id >= 0
+    return response.producer_id, response.producer_epoch
 
 
 def produce_request(topic: str, batches: dict[int, bytes], acks: int = -1) -> ProduceRequest:

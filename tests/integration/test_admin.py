@@ -16,7 +16,6 @@ from confluent_kafka.admin import (
     ConfigResource,
     ConfigSource,
     NewPartitions,
-    NewTopic,
     ResourceType,
 )
 from kafka import TopicPartition as KpTopicPartition
@@ -49,6 +48,7 @@ from tests.integration.helpers import (
     confluent_consumer,
     consume_confluent,
     consume_kafka_python,
+    create_topic,
     make_records,
     partition_results,
     produce_confluent,
@@ -67,10 +67,6 @@ TOPIC = ResourceType.TOPIC
 def client(broker: BrokerProcess) -> AdminClient:
     """One AdminClient per module; it must outlive the futures it hands out."""
     return admin(broker.bootstrap)
-
-
-def create(client: AdminClient, topic: str, partitions: int, **config: str) -> None:
-    client.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(DEADLINE_S)
 
 
 def describe(client: AdminClient, topic: str) -> dict[str, ConfigEntry]:
@@ -97,8 +93,10 @@ def kp_admin(bootstrap: str) -> KafkaAdminClient:
 # --- configs -----------------------------------------------------------------------
 
 
-def test_incremental_config_round_trip(client: AdminClient, topic: str) -> None:
-    create(client, topic, 1)
+def test_incremental_config_round_trip(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 1)
     before = describe(client, topic)["retention.ms"]
     assert (before.value, ConfigSource(before.source), before.is_default) == (
         WEEK_MS,
@@ -120,8 +118,10 @@ def test_incremental_config_round_trip(client: AdminClient, topic: str) -> None:
     assert (entry.value, ConfigSource(entry.source)) == (WEEK_MS, ConfigSource.DEFAULT_CONFIG)
 
 
-def test_append_and_subtract_list_config(client: AdminClient, topic: str) -> None:
-    create(client, topic, 1)
+def test_append_and_subtract_list_config(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 1)
     alter(client, topic, ("cleanup.policy", AlterConfigOpType.APPEND, "compact"))
     assert describe(client, topic)["cleanup.policy"].value == "delete,compact"
     alter(client, topic, ("cleanup.policy", AlterConfigOpType.SUBTRACT, "delete"))
@@ -139,17 +139,19 @@ def test_append_and_subtract_list_config(client: AdminClient, topic: str) -> Non
     ],
 )
 def test_invalid_config_is_rejected_and_changes_nothing(
-    client: AdminClient, topic: str, op: tuple[str, AlterConfigOpType, str]
+    broker: BrokerProcess, client: AdminClient, topic: str, op: tuple[str, AlterConfigOpType, str]
 ) -> None:
-    create(client, topic, 1, **{"retention.ms": "1000"})
+    create_topic(broker.bootstrap, topic, 1, {"retention.ms": "1000"})
     assert error_code(lambda: alter(client, topic, op)) == KafkaError.INVALID_CONFIG
     configs = describe(client, topic)
     assert configs["retention.ms"].value == "1000"
     assert configs["cleanup.policy"].value == "delete"
 
 
-def test_legacy_alter_configs_replaces_every_override(client: AdminClient, topic: str) -> None:
-    create(client, topic, 1, **{"retention.ms": "1000", "segment.bytes": "100000"})
+def test_legacy_alter_configs_replaces_every_override(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    create_topic(broker.bootstrap, topic, 1, {"retention.ms": "1000", "segment.bytes": "100000"})
 
     def replace(validate_only: bool) -> None:
         resource = ConfigResource(TOPIC, topic, set_config={"max.message.bytes": "2000"})
@@ -200,7 +202,7 @@ def test_broker_configs_are_static_and_read_only(client: AdminClient) -> None:
 
 def test_broker_defaults_show_as_static_with_synonyms(tmp_path: Path, topic: str) -> None:
     with BrokerProcess(tmp_path, {"log.retention.hours": "24"}) as b:
-        create(admin(b.bootstrap), topic, 1)
+        create_topic(b.bootstrap, topic, 1)
         with kp_admin(b.bootstrap) as kp:
             configs = kp.describe_configs(
                 [KpConfigResource("TOPIC", topic, ["retention.ms"])],
@@ -230,10 +232,8 @@ def test_kafka_python_configs_round_trip(broker: BrokerProcess, topic: str) -> N
         assert "InvalidConfiguration" in str(bad["topic"][topic])
 
 
-def test_documentation_and_types_from_v4(
-    broker: BrokerProcess, client: AdminClient, topic: str
-) -> None:
-    create(client, topic, 1)
+def test_documentation_and_types_from_v4(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
     request = DescribeConfigsRequest(
         resources=[DescribeConfigsResource(2, topic, ["retention.ms", "cleanup.policy"])],
         include_documentation=True,
@@ -265,8 +265,7 @@ def test_describe_cluster(broker: BrokerProcess, client: AdminClient) -> None:
 def test_create_grow_and_delete_topics(
     broker: BrokerProcess, client: AdminClient, topic: str
 ) -> None:
-    create(client, topic, 2)
-    wait_for_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap, topic, 2)
     client.create_partitions([NewPartitions(topic, 4)])[topic].result(DEADLINE_S)
     wait_for_topic(broker.bootstrap, topic, 4)
     with kp_admin(broker.bootstrap) as kp:
@@ -282,7 +281,7 @@ def test_create_grow_and_delete_topics(
 def test_delete_records_moves_the_low_watermark(
     broker: BrokerProcess, client: AdminClient, topic: str
 ) -> None:
-    create(client, topic, 2)
+    create_topic(broker.bootstrap, topic, 2)
     records = [
         dataclasses.replace(r, partition=0 if i < 100 else 1)
         for i, r in enumerate(make_records(130, seed=21))
@@ -311,8 +310,8 @@ def test_delete_records_moves_the_low_watermark(
         consumer.close()
 
 
-def test_delete_records_errors(broker: BrokerProcess, client: AdminClient, topic: str) -> None:
-    create(client, topic, 1)
+def test_delete_records_errors(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
     produce_confluent(broker.bootstrap, topic, make_records(10, seed=3))
     request = DeleteRecordsRequest(
         topics=[
@@ -343,9 +342,9 @@ def test_delete_records_errors(broker: BrokerProcess, client: AdminClient, topic
 
 
 def test_idempotent_producers_get_ids_and_their_records_come_back(
-    broker: BrokerProcess, client: AdminClient, topic: str
+    broker: BrokerProcess, topic: str
 ) -> None:
-    create(client, topic, 3)
+    create_topic(broker.bootstrap, topic, 3)
     first, second = make_records(300, seed=7), make_records(200, seed=8)
     second = [dataclasses.replace(r, value=b"kp-" + r.value) for r in second]
     acked = produce_confluent(broker.bootstrap, topic, first, **{"enable.idempotence": True})
@@ -354,7 +353,7 @@ def test_idempotent_producers_get_ids_and_their_records_come_back(
     assert_log_matches(first + second, consume_kafka_python(broker.bootstrap, topic), acked=acked)
 
 
-def test_init_producer_id_epoch_bump_and_errors(broker: BrokerProcess) -> None:
+def test_init_producer_id_hands_out_fresh_ids_and_errors(broker: BrokerProcess) -> None:
     def init(version: int = 4, **fields: object) -> tuple[int, int, int]:
         request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000)
         for name, value in fields.items():
@@ -367,8 +366,8 @@ def test_init_producer_id_epoch_bump_and_errors(broker: BrokerProcess) -> None:
         assert (code, epoch) == (ErrorCode.NONE, 0) and pid >= 0
         _, other, _ = init()
         assert other != pid
-        assert init(producer_id=pid, producer_epoch=0) == (ErrorCode.NONE, pid, 1)
-        code, fresh, epoch = init(producer_id=pid, producer_epoch=32767)
+        # A recovering idempotent producer (KIP-360) gets a new id, as in Kafka.
+        code, fresh, epoch = init(producer_id=pid, producer_epoch=0)
         assert (code, epoch) == (ErrorCode.NONE, 0) and fresh not in (pid, other)
         code, unissued, _ = init(producer_id=10**12, producer_epoch=3)
         assert code == ErrorCode.NONE and unissued != 10**12
@@ -387,7 +386,7 @@ def test_incremental_alter_errors_are_per_resource(
 ) -> None:
     a, b, c = (f"{topic}-{x}" for x in "abc")
     for name in (topic, a, b, c):
-        create(client, name, 1)
+        create_topic(broker.bootstrap, name, 1)
 
     def resource(
         name: str, *ops: tuple[str, int, str | None], kind: int = 2
@@ -451,7 +450,7 @@ def test_describe_cluster_controllers_endpoint_is_unsupported(broker: BrokerProc
 def test_deleted_records_stay_deleted_after_a_crash(tmp_path: Path, topic: str) -> None:
     with BrokerProcess(tmp_path) as b:
         client = admin(b.bootstrap)
-        create(client, topic, 1)
+        create_topic(b.bootstrap, topic, 1)
         records = make_records(50, seed=5)
         produce_confluent(b.bootstrap, topic, records)
         (future,) = client.delete_records([TopicPartition(topic, 0, 20)]).values()
@@ -464,10 +463,10 @@ def test_deleted_records_stay_deleted_after_a_crash(tmp_path: Path, topic: str) 
         )
 
 
-def test_epoch_bump_fences_the_old_epoch_and_restarts_sequences(
-    broker: BrokerProcess, client: AdminClient, topic: str
+def test_a_newer_epoch_fences_the_old_one_and_restarts_sequences(
+    broker: BrokerProcess, topic: str
 ) -> None:
-    create(client, topic, 1)
+    create_topic(broker.bootstrap, topic, 1)
     records = make_records(6, seed=9)
     with RawClient(broker.bootstrap) as raw:
         first = raw.request(InitProducerIdRequest(transactional_id=None), 4)
@@ -484,10 +483,7 @@ def test_epoch_bump_fences_the_old_epoch_and_restarts_sequences(
             return partition_results(response)[0].error_code
 
         assert send(records[:3], 0, 0) == ErrorCode.NONE
-        bumped = raw.request(
-            InitProducerIdRequest(transactional_id=None, producer_id=pid, producer_epoch=0), 4
-        )
-        assert (bumped.producer_id, bumped.producer_epoch) == (pid, 1)
+        assert send(records[3:5], 1, 1) == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert send(records[3:5], 1, 0) == ErrorCode.NONE
         assert send(records[5:], 0, 3) == ErrorCode.INVALID_PRODUCER_EPOCH
     consumed = consume_confluent(broker.bootstrap, topic)

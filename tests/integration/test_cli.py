@@ -63,9 +63,10 @@ def produce_lines(broker: BrokerProcess, topic: str, lines: list[str], options: 
     assert f"Produced {len(lines)} records" in result.stderr
 
 
-def consume_all(broker: BrokerProcess, topic: str, options: str = "") -> list[str]:
-    """Every record from the beginning, stopping after 5 s without new data."""
-    result = moldau(broker, f"consume {topic} --from-beginning --timeout-ms 5000 {options}")
+def consume_all(broker: BrokerProcess, topic: str, expected: int, options: str = "") -> list[str]:
+    """Records from the beginning: up to one more than expected, or until 3 s without data."""
+    command = f"consume {topic} --from-beginning -n {expected + 1} --timeout-ms 3000 {options}"
+    result = moldau(broker, command)
     return result.stdout.splitlines()
 
 
@@ -148,7 +149,8 @@ def test_produce_consume_keys_headers_exactly(broker: BrokerProcess):
     sent = [(f"key-{i % 7}", f"value {i} ünïcode [x]") for i in range(300)] + [("empty", "")]
     lines = [f"{key}\t{value}" for key, value in sent]
     produce_lines(broker, "cli-roundtrip", lines, r"--key-separator '\t' -H origin=cli -H n=1")
-    printed = consume_all(broker, "cli-roundtrip", "--print-key --print-headers --print-offset")
+    options = "--print-key --print-headers --print-offset"
+    printed = consume_all(broker, "cli-roundtrip", len(sent), options)
     by_partition: dict[int, list[tuple[int, str, str]]] = defaultdict(list)
     for line in printed:
         partition, offset, headers, key, value = line.split("\t")
@@ -178,8 +180,8 @@ def test_produce_compressed_file_to_partition(
     options = f"--partition 1 --compression {compression} --acks all --idempotent"
     result = moldau(broker, f"produce {topic} --file {source} {options}")
     assert "Produced 500 records" in result.stderr
-    assert consume_all(broker, topic, "--partition 1") == values
-    assert consume_all(broker, topic, "--partition 0") == []
+    printed = consume_all(broker, topic, len(values), "--print-offset")
+    assert printed == [f"Partition:1\tOffset:{i}\t{v}" for i, v in enumerate(values)]
     tail = moldau(broker, f"consume {topic} -p 1 --offset 495 -n 5").stdout
     assert tail.splitlines() == values[495:]
 
@@ -187,7 +189,7 @@ def test_produce_compressed_file_to_partition(
 def test_produce_without_separator_gives_null_key(broker: BrokerProcess):
     moldau(broker, "topics create cli-nullkey --partitions 1")
     produce_lines(broker, "cli-nullkey", ["a=1", "plain"], "--key-separator =")
-    assert consume_all(broker, "cli-nullkey", "--print-key") == ["a\t1", "null\tplain"]
+    assert consume_all(broker, "cli-nullkey", 2, "--print-key") == ["a\t1", "null\tplain"]
 
 
 # --- groups ---------------------------------------------------------------------------------
@@ -276,5 +278,5 @@ def test_cli_group_consumer_commits(broker: BrokerProcess):
     first = moldau(broker, f"consume {topic} -g {group} --from-beginning -n 12").stdout
     assert first.splitlines() == [str(i) for i in range(12)]
     assert lag_rows(broker, group) == {0: (12, 20, 8)}
-    rest = moldau(broker, f"consume {topic} -g {group} --timeout-ms 5000").stdout
+    rest = moldau(broker, f"consume {topic} -g {group} -n 9 --timeout-ms 3000").stdout
     assert rest.splitlines() == [str(i) for i in range(12, 20)]

@@ -8,6 +8,7 @@ produce order per partition, nothing extra, offsets contiguous from 0.
 from __future__ import annotations
 
 import dataclasses
+import random
 import shutil
 import threading
 import time
@@ -19,35 +20,35 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
-from moldau.records.record import build_batch
 from tests.broker import BrokerProcess
 from tests.integration.helpers import (
     CODECS,
     CONSUMERS,
     KCAT_HEADER,
+    PRODUCE_VERSION,
     PRODUCERS,
     RawClient,
     Rec,
     assert_log_matches,
+    batch_of,
     confluent_consumer,
     confluent_producer,
     consume_confluent,
     create_topic,
     delete_topic,
+    init_producer_id,
     make_records,
     partition_results,
     produce_confluent,
     produce_request,
     topic_partitions,
+    wait_until,
     watermarks,
 )
 
 CLIENTS = list(PRODUCERS)
 PARTITIONS = 6
 N_RECORDS = 2000
-PRODUCE_VERSION = 9
-INIT_PRODUCER_ID_VERSION = 4
 
 needs_kcat = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 
@@ -110,6 +111,20 @@ def test_cross_client(
     assert_log_matches(records, consumed, acked=acked)
 
 
+def test_records_larger_than_the_fetch_limits(broker: BrokerProcess, topic: str) -> None:
+    """KIP-74: a batch bigger than max.partition.fetch.bytes (1 MiB by default in every
+    client) is still returned whole, so consumers make progress."""
+    create_topic(broker.bootstrap, topic, 1, {"max.message.bytes": str(8 << 20)})
+    rnd = random.Random(9)
+    records = [
+        Rec(b"big-%d" % i, b"v%07d-" % i + rnd.randbytes(size), partition=0)
+        for i, size in enumerate([3 << 20, 10, 1 << 20, 2 << 20])
+    ]
+    acked = produce_confluent(broker.bootstrap, topic, records, **{"message.max.bytes": 8 << 20})
+    for consumer in ("confluent", "kafka-python", "aiokafka"):
+        assert_log_matches(records, CONSUMERS[consumer](broker.bootstrap, topic), acked=acked)
+
+
 # --- ListOffsets -----------------------------------------------------------------------------
 
 
@@ -162,16 +177,6 @@ def test_offsets_for_times(broker: BrokerProcess, topic: str) -> None:
 # --- idempotence -----------------------------------------------------------------------------
 
 
-def init_producer_id(raw: RawClient) -> tuple[int, int]:
-    response = raw.request(
-        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-        INIT_PRODUCER_ID_VERSION,
-    )
-    assert response.error_code == 0, ErrorCode(response.error_code).name
-    assert response.producer_id >= 0
-    return response.producer_id, response.producer_epoch
-
-
 def test_replayed_idempotent_batch_is_written_once(broker: BrokerProcess, topic: str) -> None:
     create_topic(broker.bootstrap, topic, 1)
     records = make_records(7, seed=11)
@@ -180,8 +185,8 @@ def test_replayed_idempotent_batch_is_written_once(broker: BrokerProcess, topic:
         pid, epoch = init_producer_id(raw)
 
         def send(recs: list[Rec], sequence: int) -> tuple[int, int]:
-            batch = build_batch(
-                [(r.key, r.value, list(r.headers)) for r in recs],
+            batch = batch_of(
+                recs,
                 producer_id=pid,
                 producer_epoch=epoch,
                 base_sequence=sequence,
@@ -231,13 +236,8 @@ def test_delete_and_recreate_topic(broker: BrokerProcess, topic: str) -> None:
     ]
 
     delete_topic(broker.bootstrap, topic)
-    deadline = time.monotonic() + 30
-    while topic_partitions(broker.bootstrap, topic) is not None:
-        assert time.monotonic() < deadline, "deleted topic still in metadata"
-        time.sleep(0.05)
-    while partition_dirs(broker.data_dir, topic):
-        assert time.monotonic() < deadline, f"left behind: {partition_dirs(broker.data_dir, topic)}"
-        time.sleep(0.05)
+    wait_until(lambda: topic_partitions(broker.bootstrap, topic) is None, "topic to go")
+    wait_until(lambda: not partition_dirs(broker.data_dir, topic), "partition dirs to go")
 
     create_topic(broker.bootstrap, topic, 2)
     assert watermarks(broker.bootstrap, topic) == {0: (0, 0), 1: (0, 0)}

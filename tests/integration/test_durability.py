@@ -10,52 +10,48 @@ import dataclasses
 import random
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import ConfigResource
 
-from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.records.batch import scan_batches
-from moldau.records.record import build_batch, decode_all
+from moldau.records.record import decode_all
 from moldau.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint
 from moldau.storage.log_manager import CLEAN_SHUTDOWN_FILE
 from tests.broker import BrokerProcess
 from tests.integration.helpers import (
+    DEADLINE_S,
+    PRODUCE_VERSION,
     Acked,
+    FreshBroker,
     RawClient,
     Rec,
     admin,
     alter_topic_config,
     assert_acked_survived,
     assert_log_matches,
+    batch_of,
     confluent_producer,
     consume_confluent,
     create_topic,
     flatten,
+    init_producer_id,
     make_records,
     partition_results,
     produce_confluent,
     produce_request,
     roundtrip_ok,
+    wait_until,
     watermarks,
 )
 
-FreshBroker = Callable[..., BrokerProcess]
 FIRST_SEGMENT = "00000000000000000000"
 CLEAN_SHUTDOWN_LINE = "shut down cleanly"
 
 
 def segment_files(partition_dir: Path, suffix: str = ".log") -> list[Path]:
     return sorted(p for p in partition_dir.iterdir() if p.name.endswith(suffix))
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 # --- kill -9 -------------------------------------------------------------------------------
@@ -118,6 +114,72 @@ def test_kill_9_keeps_every_acknowledged_record(fresh_broker: FreshBroker, topic
     roundtrip_ok(b.bootstrap, topic, seed=22)
 
 
+def restart_on_same_port(b: BrokerProcess, *, kill: bool) -> None:
+    """Stop (or kill -9) and start again where running clients can reconnect."""
+    b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{b.port}"
+    if kill:
+        b.kill()
+    else:
+        b.stop()
+    b.start()
+
+
+def test_idempotent_producer_retries_across_a_crash(fresh_broker: FreshBroker, topic: str) -> None:
+    """librdkafka's idempotent producer keeps going through a kill -9 and restart: the
+    batches it retries (some already in the log) must be written exactly once, so the log
+    holds every record once, in produce order, at its acknowledged offset."""
+    b = fresh_broker()
+    create_topic(b.bootstrap, topic, 3)
+    records = make_records(20_000, seed=23)
+    acked: Acked = {}
+    errors: list[str] = []
+    producer = confluent_producer(
+        b.bootstrap,
+        **{
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "batch.num.messages": 100,
+            "message.timeout.ms": 60000,
+        },
+    )
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[msg.value()] = (msg.partition(), msg.offset())
+        else:
+            errors.append(str(err))
+
+    def produce_all() -> None:
+        for r in records:
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        key=r.key,
+                        value=r.value,
+                        headers=list(r.headers),
+                        on_delivery=on_delivery,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            producer.poll(0)
+        producer.flush(DEADLINE_S)
+
+    thread = threading.Thread(target=produce_all)
+    thread.start()
+    try:
+        wait_until(lambda: len(acked) >= 2000, "2000 acknowledged records")
+        restart_on_same_port(b, kill=True)
+        acked_at_crash = len(acked)
+    finally:
+        thread.join()
+    assert acked_at_crash < len(records), "the producer finished before the crash"
+    assert not errors, f"{len(errors)} delivery errors, e.g. {errors[:3]}"
+    assert len(acked) == len(records), "records left undelivered"
+    assert_log_matches(records, consume_confluent(b.bootstrap, topic), acked=acked)
+
+
 # --- damaged segment tails -------------------------------------------------------------------
 
 
@@ -130,8 +192,8 @@ def produce_batches(
     with RawClient(bootstrap) as raw:
         offset = 0
         for recs in batches:
-            batch = build_batch([(r.key, r.value, list(r.headers)) for r in recs])
-            response = raw.request(produce_request(topic, {partition: batch}), 9)
+            batch = batch_of(recs)
+            response = raw.request(produce_request(topic, {partition: batch}), PRODUCE_VERSION)
             result = partition_results(response)[partition]
             assert (result.error_code, result.base_offset) == (0, offset)
             offset += len(recs)
@@ -266,12 +328,7 @@ def test_retention_by_size(fresh_broker: FreshBroker, topic: str) -> None:
 
 def producer_ids(bootstrap: str, n: int) -> list[int]:
     with RawClient(bootstrap) as raw:
-        ids = []
-        for _ in range(n):
-            response = raw.request(InitProducerIdRequest(transactional_id=None), 4)
-            assert response.error_code == 0
-            ids.append(response.producer_id)
-    return ids
+        return [init_producer_id(raw)[0] for _ in range(n)]
 
 
 def describe_topic_config(bootstrap: str, topic: str) -> dict[str, str]:

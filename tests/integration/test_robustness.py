@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,12 +30,18 @@ from moldau.records.compression import Compression
 from moldau.records.record import build_batch
 from tests.broker import BrokerProcess
 from tests.integration.helpers import (
+    METADATA_VERSION,
+    PRODUCE_VERSION,
+    FreshBroker,
     RawClient,
     assert_log_matches,
+    batch_of,
     consume_confluent,
     create_topic,
+    decode_response,
     encode_request,
     framed,
+    joined,
     make_records,
     metadata_request,
     partition_results,
@@ -43,15 +49,13 @@ from tests.integration.helpers import (
     roundtrip_ok,
 )
 
-FreshBroker = Callable[..., BrokerProcess]
-PRODUCE_VERSION = 9
 FUZZ_TOPIC = "fuzz-target"
 
 
 def metadata_answers(bootstrap: str, topic: str, partitions: int) -> None:
     """A normal Metadata request on a new connection gets a correct answer."""
     with RawClient(bootstrap) as raw:
-        response = raw.request(metadata_request([topic]), 12)
+        response = raw.request(metadata_request([topic]), METADATA_VERSION)
     (t,) = response.topics
     assert (t.name, t.error_code, len(t.partitions)) == (topic, 0, partitions)
 
@@ -171,12 +175,52 @@ def test_oversized_frame_closes_only_that_connection(fresh_broker: FreshBroker, 
     b = fresh_broker({"socket.request.max.bytes": str(1 << 20)})
     create_topic(b.bootstrap, topic, 1)
     with RawClient(b.bootstrap) as bystander, RawClient(b.bootstrap) as abuser:
-        bystander.request(metadata_request([topic]), 12)
+        bystander.request(metadata_request([topic]), METADATA_VERSION)
         abuser.send_bytes((2 << 20).to_bytes(4, "big") + b"\x00" * 1000)
         assert abuser.is_closed_by_peer(), "a 2 MiB frame over a 1 MiB limit was accepted"
-        response = bystander.request(metadata_request([topic]), 12)
+        response = bystander.request(metadata_request([topic]), METADATA_VERSION)
         assert [t.name for t in response.topics] == [topic]
     roundtrip_ok(b.bootstrap, topic, seed=2)
+
+
+def test_stalled_partial_frame_does_not_block_others(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 1)
+    with RawClient(broker.bootstrap) as stalled:
+        stalled.send_bytes((1000).to_bytes(4, "big") + b"\x00\x03")  # and then nothing
+        metadata_answers(broker.bootstrap, topic, 1)
+        roundtrip_ok(broker.bootstrap, topic, seed=6)
+
+
+def test_request_trickled_byte_by_byte(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic, 3)
+    payload = framed(encode_request(metadata_request([topic]), METADATA_VERSION, 77))
+    with RawClient(broker.bootstrap) as raw:
+        raw.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(len(payload)):
+            raw.send_bytes(payload[i : i + 1])
+        frame = raw.recv_frame()
+    assert frame is not None
+    (t,) = decode_response(ApiKey.METADATA, METADATA_VERSION, frame, 77).topics
+    assert (t.name, len(t.partitions)) == (topic, 3)
+
+
+def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess, topic: str) -> None:
+    """300 requests in one write (more than the broker queues before it stops reading):
+    300 answers, in request order."""
+    create_topic(broker.bootstrap, topic, 2)
+    n = 300
+    requests = b"".join(
+        framed(encode_request(metadata_request([topic]), METADATA_VERSION, cid))
+        for cid in range(1, n + 1)
+    )
+    with RawClient(broker.bootstrap) as raw:
+        raw.send_bytes(requests)
+        frames = [raw.recv_frame() for _ in range(n)]
+    assert all(f is not None for f in frames), "connection closed mid-pipeline"
+    for cid, frame in enumerate(frames, 1):
+        assert frame is not None
+        (t,) = decode_response(ApiKey.METADATA, METADATA_VERSION, frame, cid).topics
+        assert (t.name, len(t.partitions)) == (topic, 2)
 
 
 def test_negative_frame_size_closes_connection(broker: BrokerProcess, topic: str) -> None:
@@ -191,7 +235,7 @@ def test_unknown_api_key(broker: BrokerProcess, topic: str) -> None:
     create_topic(broker.bootstrap, topic, 1)
     with RawClient(broker.bootstrap) as raw:
         header = RequestHeader(9999, 0, 5, "x")
-        raw.send_bytes(framed(b"".join(bytes(p) for p in header.encode(1)) + b"\x00" * 8))
+        raw.send_bytes(framed(joined(header.encode(1)) + b"\x00" * 8))
         frame = raw.recv_frame()
         # Either closed, or an answer for correlation id 5 (an error): never a hang or crash.
         if frame is not None:
@@ -204,8 +248,8 @@ def test_api_versions_from_the_future(broker: BrokerProcess) -> None:
     UNSUPPORTED_VERSION and our version table, so the client can downgrade."""
     with RawClient(broker.bootstrap) as raw:
         header = RequestHeader(ApiKey.API_VERSIONS, 99, 42, "future-client")
-        body = b"".join(bytes(p) for p in ApiVersionsRequest("future", "9.9").encode(3))
-        raw.send_bytes(framed(b"".join(bytes(p) for p in header.encode(2)) + body))
+        body = joined(ApiVersionsRequest("future", "9.9").encode(3))
+        raw.send_bytes(framed(joined(header.encode(2)) + body))
         frame = raw.recv_frame()
     assert frame is not None, "connection closed instead of an UNSUPPORTED_VERSION answer"
     buf = memoryview(frame)
@@ -223,7 +267,7 @@ def test_api_versions_from_the_future(broker: BrokerProcess) -> None:
 def test_bad_batches_fail_only_their_partition(broker: BrokerProcess, topic: str) -> None:
     create_topic(broker.bootstrap, topic, 3, {"max.message.bytes": "10000"})
     good_records = make_records(20, seed=80)
-    good = build_batch([(r.key, r.value, list(r.headers)) for r in good_records])
+    good = batch_of(good_records)
     corrupt = bytearray(build_batch([(b"key", b"value" * 20)]))
     corrupt[RECORDS_OFFSET + 5] ^= 0x40  # inside the CRC-covered records
     huge = build_batch([(b"key", random.Random(8).randbytes(20_000))])
@@ -241,12 +285,43 @@ def test_bad_batches_fail_only_their_partition(broker: BrokerProcess, topic: str
     roundtrip_ok(broker.bootstrap, topic, seed=5)
 
 
+def test_zstd_needs_produce_v7(broker: BrokerProcess, topic: str) -> None:
+    """KIP-110: zstd batches in a produce older than v7 get UNSUPPORTED_COMPRESSION_TYPE."""
+    create_topic(broker.bootstrap, topic, 1)
+    batch = build_batch([(b"k", b"zstd" * 10)], compression=Compression.ZSTD)
+    with RawClient(broker.bootstrap) as raw:
+        response = raw.request(produce_request(topic, {0: batch}), 3)
+        assert partition_results(response)[0].error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        response = raw.request(produce_request(topic, {0: batch}), 7)
+        result = partition_results(response)[0]
+        assert (result.error_code, result.base_offset) == (0, 0)
+    gots = consume_confluent(broker.bootstrap, topic)[0]
+    assert [(g.offset, g.key, g.value) for g in gots] == [(0, b"k", b"zstd" * 10)]
+
+
+def test_acks_0_produce_gets_no_response(broker: BrokerProcess, topic: str) -> None:
+    """acks=0 sends nothing back: the next response on the connection answers the next
+    request (RawClient checks correlation ids)."""
+    create_topic(broker.bootstrap, topic, 1)
+    records = make_records(5, seed=82)
+    batch = batch_of(records)
+    with RawClient(broker.bootstrap) as raw:
+        raw.send_bytes(
+            framed(encode_request(produce_request(topic, {0: batch}, acks=0), PRODUCE_VERSION, 999))
+        )
+        response = raw.request(metadata_request([topic]), METADATA_VERSION)
+        assert [t.name for t in response.topics] == [topic]
+    assert_log_matches(records, consume_confluent(broker.bootstrap, topic))
+
+
 def test_trailing_bytes_after_a_request_are_ignored(broker: BrokerProcess, topic: str) -> None:
     create_topic(broker.bootstrap, topic, 2)
     records = make_records(10, seed=81)
-    batch = build_batch([(r.key, r.value, list(r.headers)) for r in records])
+    batch = batch_of(records)
     with RawClient(broker.bootstrap) as raw:
-        response = raw.request(metadata_request([topic]), 12, trailing=b"\x00\x01junk" * 3)
+        response = raw.request(
+            metadata_request([topic]), METADATA_VERSION, trailing=b"\x00\x01junk" * 3
+        )
         (t,) = response.topics
         assert (t.name, t.error_code, len(t.partitions)) == (topic, 0, 2)
         response = raw.request(

@@ -8,9 +8,8 @@ into one line on stderr with exit code 1.
 
 from __future__ import annotations
 
-import codecs
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -131,8 +130,8 @@ def parse_pairs(pairs: list[str] | None, option: str) -> dict[str, str]:
 
 
 def unescape(separator: str) -> str:
-    r"""Let shells pass separators such as `\t` literally."""
-    return codecs.decode(separator, "unicode_escape")
+    r"""Let shells pass separators such as `\t` literally (non-ASCII text survives)."""
+    return separator.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
 def client_config(bootstrap: str, properties: list[str] | None = None, **extra: Any) -> dict:
@@ -172,12 +171,20 @@ def cluster_metadata(
         return client.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
 
 
-def topic_metadata(client: AdminClient | Consumer | Producer, topic: str) -> TopicMetadata:
-    """Metadata of one existing topic; fails with UNKNOWN_TOPIC_OR_PART if absent."""
+def topic_metadata(
+    client: AdminClient | Consumer | Producer, topic: str, partitions: Iterable[int | None] = ()
+) -> TopicMetadata:
+    """Metadata of an existing topic that has `partitions` (None: any partition).
+
+    Fails with UNKNOWN_TOPIC_OR_PART, up front, rather than letting a client wait for it.
+    """
     meta = cluster_metadata(client, topic).topics.get(topic)
     if meta is None:
         fail(f"UNKNOWN_TOPIC_OR_PART: topic {topic!r} does not exist")
     check(meta.error, f"topic {topic!r}: ")
+    for partition in partitions:
+        if partition is not None and partition not in meta.partitions:
+            fail(f"UNKNOWN_TOPIC_OR_PART: topic {topic!r} has no partition {partition}")
     return meta
 
 
@@ -187,8 +194,9 @@ def watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]
         return consumer.get_watermark_offsets(partition, timeout=REQUEST_TIMEOUT_S)
 
 
-def table(*columns: str, title: str | None = None) -> Table:
-    return Table(*columns, title=title, title_justify="left", box=None, header_style="bold")
+def table(*columns: str) -> Table:
+    """A borderless table: readable on a terminal, splittable on whitespace in scripts."""
+    return Table(*columns, box=None, header_style="bold")
 
 
 def print_kv(title: str, values: Mapping[str, Any]) -> None:

@@ -111,9 +111,7 @@ def consume(
     )
     fmt = _Format(unescape(key_separator).encode(), print_offset, print_headers, print_key)
     try:
-        meta = topic_metadata(consumer, topic)
-        if partition is not None and partition not in meta.partitions:
-            fail(f"UNKNOWN_TOPIC_OR_PART: topic {topic!r} has no partition {partition}")
+        meta = topic_metadata(consumer, topic, [partition])
         with kafka_errors():
             if group is None:
                 chosen = [partition] if partition is not None else sorted(meta.partitions)

@@ -176,31 +176,28 @@ def reset_offsets(
     consumer = consumer_client(bootstrap, properties)
     try:
         bounds = {(tp.topic, tp.partition): watermarks(consumer, tp) for tp in partitions}
-        by_time = (
-            _offsets_at(consumer, partitions, timestamp_ms) if timestamp_ms is not None else {}
-        )
+        if timestamp_ms is not None:
+            by_time = _offsets_at(consumer, partitions, timestamp_ms)
     finally:
         consumer.close()
-    plan = []
-    for tp in partitions:
-        key = (tp.topic, tp.partition)
-        low, high = bounds[key]
-        current = committed.get(key)
+
+    def target(key: Partition, current: int | None, low: int, high: int) -> int:
         if to_earliest:
-            target = low
-        elif to_latest:
-            target = high
-        elif to_offset is not None:
-            target = to_offset
-        elif shift_by is not None:
+            return low
+        if to_latest:
+            return high
+        if to_offset is not None:
+            return to_offset
+        if shift_by is not None:
             if current is None:
-                fail(
-                    f"cannot shift {tp.topic}-{tp.partition}: the group has no committed offset there"
-                )
-            target = current + shift_by
-        else:
-            target = by_time[key] if by_time[key] >= 0 else high
-        plan.append(TopicPartition(tp.topic, tp.partition, min(max(target, low), high)))
+                fail(f"cannot shift {key[0]}-{key[1]}: the group has no committed offset there")
+            return current + shift_by
+        return by_time[key] if by_time[key] >= 0 else high
+
+    plan = []
+    for key, (low, high) in bounds.items():
+        offset = target(key, committed.get(key), low, high)
+        plan.append(TopicPartition(*key, min(max(offset, low), high)))
     grid = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
     for tp in plan:
         grid.add_row(
@@ -262,19 +259,14 @@ def _committed(admin: AdminClient, group: str) -> dict[Partition, int]:
 def _resolve(admin: AdminClient, spec: str) -> list[TopicPartition]:
     """`topic` (all its partitions) or `topic:0,2` (those) as TopicPartitions."""
     name, _, numbers = spec.partition(":")
-    existing = topic_metadata(admin, name).partitions
-    if not numbers:
-        return [TopicPartition(name, p) for p in sorted(existing)]
     try:
-        wanted = [int(n) for n in numbers.split(",")]
+        wanted = [int(n) for n in numbers.split(",")] if numbers else []
     except ValueError:
         raise typer.BadParameter(
             f"expected TOPIC[:P,P...], got {spec!r}", param_hint="--topic"
         ) from None
-    missing = [p for p in wanted if p not in existing]
-    if missing:
-        fail(f"UNKNOWN_TOPIC_OR_PART: topic {name!r} has no partition {missing[0]}")
-    return [TopicPartition(name, p) for p in wanted]
+    existing = topic_metadata(admin, name, wanted).partitions
+    return [TopicPartition(name, p) for p in wanted or sorted(existing)]
 
 
 def _offsets_at(

@@ -125,9 +125,7 @@ def produce(
             },
         )
     )
-    meta = topic_metadata(producer, topic)
-    if partition is not None and partition not in meta.partitions:
-        fail(f"UNKNOWN_TOPIC_OR_PART: topic {topic!r} has no partition {partition}")
+    topic_metadata(producer, topic, [partition])
     deliveries = _Deliveries()
     kwargs = {"on_delivery": deliveries, "headers": headers}
     if partition is not None:

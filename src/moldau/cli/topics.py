@@ -190,10 +190,12 @@ def _config_overrides(admin: AdminClient, names: list[str]) -> dict[str, dict[st
 
 
 def _is_override(entry: ConfigEntry) -> bool:
+    # confluent-kafka hands the source over as a plain int.
+    source = ConfigSource(entry.source)
     # Brokers answering without config sources (DescribeConfigs v0) only flag defaults.
-    if entry.source == ConfigSource.UNKNOWN_CONFIG:
+    if source == ConfigSource.UNKNOWN_CONFIG:
         return not entry.is_default
-    return entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    return source == ConfigSource.DYNAMIC_TOPIC_CONFIG
 
 
 def _print_topic(topic: TopicMetadata, overrides: dict[str, str]) -> None:

@@ -1,4 +1,16 @@
-"""The `moldau` Python data source: Spark's Kafka source and sink, over a real Kafka client."""
+"""The `moldau` Python data source: Spark's Kafka source and sink, over a real Kafka client.
+
+Same columns and options as `format("kafka")`, so jobs port by changing the format:
+
+    spark.dataSource.register(MoldauDataSource)   # or moldau.spark.session.local_session()
+    df = (spark.readStream.format("moldau")
+          .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "events").option("maxOffsetsPerTrigger", 100_000).load())
+    df.writeStream.format("moldau").option("kafka.bootstrap.servers", "127.0.0.1:9092")
+      .option("topic", "copy").option("checkpointLocation", "/tmp/ck").start()
+
+Batch writes need `.mode("append")`: Spark only lets Python data sources append/overwrite.
+"""
 
 from __future__ import annotations
 

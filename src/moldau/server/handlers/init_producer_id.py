@@ -19,7 +19,6 @@ MAX_VERSION = 4
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-MAX_EPOCH = 2**15 - 1
 
 
 def _error(code: ErrorCode) -> InitProducerIdResponse:
@@ -40,9 +39,6 @@ async def handle(
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _error(ErrorCode.INVALID_REQUEST)
-    # KIP-360: a producer that lost track of its sequences bumps its epoch and keeps its
-    # id. An id beyond every reserved block is not kept: a later allocation would hand
-    # it out again.
-    if 0 <= pid < broker.image.next_producer_id and epoch < MAX_EPOCH:
-        return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch + 1)
+    # As Kafka does for idempotent producers, a recovering producer (KIP-360 sends its
+    # old id and epoch) gets a fresh id: ids are only ever handed out once.
     return InitProducerIdResponse(producer_id=await broker.next_producer_id(), producer_epoch=0)

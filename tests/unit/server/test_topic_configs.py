@@ -1,0 +1,83 @@
+"""How topic and broker configs are reported to DescribeConfigs: values, sources, synonyms."""
+
+from __future__ import annotations
+
+from moldau.server.topic_configs import ConfigType, DescribeOptions, describe_broker, describe_topic
+from moldau.storage.config import TOPIC_CONFIGS, ConfigSource
+
+ALL = DescribeOptions(keys=None, synonyms=True, documentation=True)
+
+
+def by_name(entries: list) -> dict:
+    return {e.name: e for e in entries}
+
+
+def test_topic_override_beats_broker_setting_beats_default() -> None:
+    broker = {
+        "log.retention.minutes": "10",
+        "log.retention.hours": "1",
+        "log.segment.bytes": "2048",
+    }
+    configs = by_name(describe_topic({"segment.bytes": "4096"}, broker, ALL))
+    assert sorted(configs) == sorted(TOPIC_CONFIGS)
+
+    segment = configs["segment.bytes"]
+    assert (segment.value, segment.config_source, segment.is_default) == (
+        "4096",
+        ConfigSource.DYNAMIC_TOPIC_CONFIG,
+        False,
+    )
+    assert [(s.name, s.value, s.source) for s in segment.synonyms] == [
+        ("segment.bytes", "4096", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+        ("log.segment.bytes", "2048", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.segment.bytes", str(1 << 30), ConfigSource.DEFAULT_CONFIG),
+    ]
+
+    retention = configs["retention.ms"]
+    assert (retention.value, retention.config_source) == (
+        "600000",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+    assert [(s.name, s.source) for s in retention.synonyms] == [
+        ("log.retention.minutes", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.ms", ConfigSource.DEFAULT_CONFIG),
+    ]
+
+    policy = configs["cleanup.policy"]
+    assert (policy.value, policy.config_source, policy.is_default, policy.read_only) == (
+        "delete",
+        ConfigSource.DEFAULT_CONFIG,
+        True,
+        False,
+    )
+    assert policy.config_type == ConfigType.LIST and policy.documentation
+
+
+def test_keys_filter_and_optional_parts() -> None:
+    opts = DescribeOptions(
+        keys=frozenset({"retention.ms", "no.such"}), synonyms=False, documentation=False
+    )
+    (entry,) = describe_topic({}, {}, opts)
+    assert (entry.name, entry.synonyms, entry.documentation) == ("retention.ms", [], None)
+    assert entry.config_type == ConfigType.LONG
+    assert describe_topic({}, {}, DescribeOptions(frozenset(), True, True)) == []
+
+
+def test_broker_configs_are_read_only_with_their_source() -> None:
+    configs = by_name(describe_broker({"num.partitions": "3", "log.retention.hours": "24"}, ALL))
+    assert all(e.read_only for e in configs.values())
+    assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == (
+        "3",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+    assert configs["num.partitions"].config_type == ConfigType.INT
+    assert configs["delete.topic.enable"].config_type == ConfigType.BOOLEAN
+    assert (configs["log.retention.hours"].value, configs["log.retention.hours"].is_default) == (
+        "24",
+        False,
+    )
+    # Unset broker synonyms: the first (same-unit) key carries the topic default.
+    assert configs["log.retention.ms"].value == "604800000"
+    assert configs["log.retention.minutes"].value is None
+    assert configs["log.retention.minutes"].config_source == ConfigSource.DEFAULT_CONFIG
