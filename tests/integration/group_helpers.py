@@ -26,9 +26,10 @@ from typing import Any
 
 from confluent_kafka import Consumer as _Consumer
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
+from confluent_kafka.admin import ConsumerGroupDescription
 
-DEADLINE_S = 60.0
+from tests.integration.helpers import DEADLINE_S, admin
+
 Processed = tuple[int, int, str]  # (partition, offset, value as latin-1)
 
 # Fast but legal (group.min.session.timeout.ms is 6000): what the brief asks for.
@@ -137,7 +138,7 @@ def _text(value: bytes | None) -> str:
 
 
 def describe_group(bootstrap: str, group: str) -> ConsumerGroupDescription:
-    client = AdminClient({"bootstrap.servers": bootstrap})
+    client = admin(bootstrap)  # must outlive its futures
     return client.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
 
 
@@ -154,7 +155,7 @@ def described_assignment(bootstrap: str, group: str, topic: str) -> dict[str, fr
 
 def group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     """(topic, partition) -> committed offset, via AdminClient (OffsetFetch)."""
-    client = AdminClient({"bootstrap.servers": bootstrap})
+    client = admin(bootstrap)  # must outlive its futures
     request = [ConsumerGroupTopicPartitions(group)]
     result = client.list_consumer_group_offsets(request, request_timeout=30)[group].result(30)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
@@ -241,13 +242,6 @@ class MemberProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(10)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _member_main(bootstrap: str, topic: str, group: str, config_json: str) -> None:

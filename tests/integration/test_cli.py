@@ -1,4 +1,5 @@
-"""The `moldau` command as a user runs it: subprocesses against a real broker subprocess."""
+"""The `moldau` command as a user runs it: subprocesses against a real broker subprocess
+(the module-scoped `broker` fixture from conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,6 @@ import pytest
 from confluent_kafka import Consumer
 
 from tests.broker import BrokerProcess
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory):
-    with BrokerProcess(tmp_path_factory.mktemp("cli-broker")) as b:
-        yield b
 
 
 def moldau(

@@ -10,6 +10,7 @@ import dataclasses
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,31 +58,34 @@ def segment_files(partition_dir: Path, suffix: str = ".log") -> list[Path]:
 # --- kill -9 -------------------------------------------------------------------------------
 
 
-def test_kill_9_keeps_every_acknowledged_record(fresh_broker: FreshBroker, topic: str) -> None:
-    b = fresh_broker()
-    create_topic(b.bootstrap, topic, 3)
-    records = make_records(30_000, seed=21)
+def produce_through_crash(
+    bootstrap: str,
+    topic: str,
+    records: list[Rec],
+    crash: Callable[[], None],
+    crash_after_acks: int,
+    **config: Any,
+) -> tuple[Acked, list[str]]:
+    """Produce ``records`` with confluent-kafka from a thread and call ``crash()`` once
+    ``crash_after_acks`` are acknowledged. The second half is only produced after the
+    crash, so the crash always lands mid-stream. Returns the acks and delivery errors."""
+    producer = confluent_producer(
+        bootstrap, **{"linger.ms": 2, "batch.num.messages": 100, **config}
+    )
     acked: Acked = {}
-    stop = threading.Event()
+    errors: list[str] = []
+    crashed = threading.Event()
 
-    def produce_until_stopped() -> None:
-        producer = confluent_producer(
-            b.bootstrap,
-            **{
-                "acks": "all",
-                "linger.ms": 2,
-                "batch.num.messages": 100,
-                "message.timeout.ms": 3000,
-            },
-        )
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[msg.value()] = (msg.partition(), msg.offset())
+        else:
+            errors.append(str(err))
 
-        def on_delivery(err: object, msg: Any) -> None:
-            if err is None:
-                acked[msg.value()] = (msg.partition(), msg.offset())
-
-        for r in records:
-            if stop.is_set():
-                break
+    def produce_all() -> None:
+        for i, r in enumerate(records):
+            if i == len(records) // 2:
+                crashed.wait(DEADLINE_S)
             while True:
                 try:
                     producer.produce(
@@ -95,17 +99,28 @@ def test_kill_9_keeps_every_acknowledged_record(fresh_broker: FreshBroker, topic
                 except BufferError:
                     producer.poll(0.05)
             producer.poll(0)
-        producer.flush(10)  # after the kill these fail (not acked) within message.timeout.ms
+        producer.flush(DEADLINE_S)
 
-    thread = threading.Thread(target=produce_until_stopped)
+    thread = threading.Thread(target=produce_all)
     thread.start()
     try:
-        wait_until(lambda: len(acked) >= 3000, "3000 acknowledged records")
-        b.kill()
+        wait_until(lambda: len(acked) >= crash_after_acks, f"{crash_after_acks} acks")
+        crash()
     finally:
-        stop.set()
+        crashed.set()
         thread.join()
-    assert len(acked) < len(records), "the producer finished before the kill: nothing tested"
+    return acked, errors
+
+
+def test_kill_9_keeps_every_acknowledged_record(fresh_broker: FreshBroker, topic: str) -> None:
+    b = fresh_broker()
+    create_topic(b.bootstrap, topic, 3)
+    records = make_records(20_000, seed=21)
+    # After the kill nothing gets through: those records fail after message.timeout.ms.
+    acked, _ = produce_through_crash(
+        b.bootstrap, topic, records, b.kill, 3000, **{"acks": "all", "message.timeout.ms": 2000}
+    )
+    assert len(acked) < len(records)
     b.start()
     consumed = consume_confluent(b.bootstrap, topic)
     by_value = {r.value: r for r in records}
@@ -131,50 +146,14 @@ def test_idempotent_producer_retries_across_a_crash(fresh_broker: FreshBroker, t
     b = fresh_broker()
     create_topic(b.bootstrap, topic, 3)
     records = make_records(20_000, seed=23)
-    acked: Acked = {}
-    errors: list[str] = []
-    producer = confluent_producer(
+    acked, errors = produce_through_crash(
         b.bootstrap,
-        **{
-            "enable.idempotence": True,
-            "linger.ms": 2,
-            "batch.num.messages": 100,
-            "message.timeout.ms": 60000,
-        },
+        topic,
+        records,
+        lambda: restart_on_same_port(b, kill=True),
+        2000,
+        **{"enable.idempotence": True, "message.timeout.ms": 60000},
     )
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is None:
-            acked[msg.value()] = (msg.partition(), msg.offset())
-        else:
-            errors.append(str(err))
-
-    def produce_all() -> None:
-        for r in records:
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        key=r.key,
-                        value=r.value,
-                        headers=list(r.headers),
-                        on_delivery=on_delivery,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            producer.poll(0)
-        producer.flush(DEADLINE_S)
-
-    thread = threading.Thread(target=produce_all)
-    thread.start()
-    try:
-        wait_until(lambda: len(acked) >= 2000, "2000 acknowledged records")
-        restart_on_same_port(b, kill=True)
-        acked_at_crash = len(acked)
-    finally:
-        thread.join()
-    assert acked_at_crash < len(records), "the producer finished before the crash"
     assert not errors, f"{len(errors)} delivery errors, e.g. {errors[:3]}"
     assert len(acked) == len(records), "records left undelivered"
     assert_log_matches(records, consume_confluent(b.bootstrap, topic), acked=acked)

@@ -29,9 +29,7 @@ from moldau.protocol.messages.join_group_request import (
     JoinGroupRequestProtocol,
 )
 from tests.broker import BrokerProcess
-from tests.integration.conftest import _running
 from tests.integration.group_helpers import (
-    DEADLINE_S,
     Member,
     MemberProcess,
     Processed,
@@ -41,9 +39,10 @@ from tests.integration.group_helpers import (
     group_offsets,
     poll_all,
     settled,
-    wait_for,
 )
 from tests.integration.helpers import (
+    DEADLINE_S,
+    RUNNING_BROKERS,
     RawClient,
     admin,
     confluent_consumer,
@@ -51,6 +50,7 @@ from tests.integration.helpers import (
     make_records,
     produce_confluent,
     roundtrip_ok,
+    wait_until,
     watermarks,
 )
 
@@ -63,9 +63,9 @@ Position = tuple[int, int]
 def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for the module, without the initial rebalance delay."""
     with BrokerProcess(tmp_path_factory.mktemp("groups"), FAST) as running:
-        _running.append(running)
+        RUNNING_BROKERS.append(running)
         yield running
-        _running.remove(running)
+        RUNNING_BROKERS.remove(running)
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_three_members_split_and_take_over_a_killed_member(
     victim = MemberProcess(bootstrap, topic, group, "victim")
     members = [victim]
     try:
-        wait_for(
+        wait_until(
             lambda: victim.assignment() == frozenset(range(6)), "the first member's assignment"
         )
         survivors = [MemberProcess(bootstrap, topic, group, f"survivor{i}") for i in range(2)]
@@ -159,15 +159,15 @@ def test_three_members_split_and_take_over_a_killed_member(
             want = {p: o for p, o in ends(bootstrap, topic).items() if p not in skip}
             return all(done.get(p) == o for p, o in want.items())
 
-        wait_for(lambda: split(members, 2), "three members with two partitions each")
-        wait_for(lambda: all_committed(members), "the first 600 records committed")
+        wait_until(lambda: split(members, 2), "three members with two partitions each")
+        wait_until(lambda: all_committed(members), "the first 600 records committed")
         described = described_assignment(bootstrap, group, topic)
         assert described == {m.name: m.assignment() for m in members}
         assert describe_group(bootstrap, group).state == ConsumerGroupState.STABLE
 
         # The victim keeps processing but stops committing; the others commit all they see.
         victim.send("nocommit")
-        wait_for(lambda: bool(victim.events("mode")), "the victim to stop committing")
+        wait_until(lambda: bool(victim.events("mode")), "the victim to stop committing")
         victim_parts = victim.assignment() or frozenset()
         expected |= produce(bootstrap, topic, 600, 6, seed=2)
         end = ends(bootstrap, topic)
@@ -176,8 +176,8 @@ def test_three_members_split_and_take_over_a_killed_member(
             seen = {(p, o) for p, o, _ in victim.processed()}
             return all((p, end[p] - 1) in seen for p in victim_parts)
 
-        wait_for(victim_caught_up, "the victim to process its partitions' new records")
-        wait_for(
+        wait_until(victim_caught_up, "the victim to process its partitions' new records")
+        wait_until(
             lambda: all_committed(survivors, skip=victim_parts),
             "the survivors to commit their records",
         )
@@ -188,9 +188,11 @@ def test_three_members_split_and_take_over_a_killed_member(
         assert uncommitted, "test bug: the victim should hold uncommitted work"
 
         # After the session timeout the survivors own everything, from the victim's commits.
-        wait_for(lambda: split(survivors, 3), "the survivors to take over the victim's partitions")
+        wait_until(
+            lambda: split(survivors, 3), "the survivors to take over the victim's partitions"
+        )
         expected |= produce(bootstrap, topic, 300, 6, seed=3)
-        wait_for(lambda: all_committed(members), "every record committed by the survivors")
+        wait_until(lambda: all_committed(members), "every record committed by the survivors")
         assert described_assignment(bootstrap, group, topic) == {
             m.name: m.assignment() for m in survivors
         }
@@ -593,6 +595,11 @@ def test_group_admin_list_delete_and_offset_delete(
         assert states[active] == ConsumerGroupState.STABLE
         assert states[empty] == ConsumerGroupState.EMPTY
         assert states[trimmed] == ConsumerGroupState.EMPTY
+        only_empty = client.list_consumer_groups(
+            states={ConsumerGroupState.EMPTY}, request_timeout=30
+        ).result(30)
+        assert {g.group_id for g in only_empty.valid} >= {empty, trimmed}
+        assert active not in {g.group_id for g in only_empty.valid}
 
         futures = client.delete_consumer_groups([active, empty], request_timeout=30)
         with pytest.raises(KafkaException) as refused:

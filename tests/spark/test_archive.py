@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pyarrow.dataset
 import pytest
+from typer.testing import CliRunner
 
+from moldau.cli.main import app
 from moldau.spark.archive import archive
 from tests.spark.clients import create_topic, produce
 
@@ -48,4 +51,19 @@ def test_archive_twice_copies_each_record_once(spark, broker, tmp_path):
     assert all(
         d[0].startswith("topic=") and d[1].startswith("partition=") and d[2].startswith("date=")
         for d in dirs
+    )
+
+
+def test_cli_archive_by_pattern(spark, broker, tmp_path):
+    """Runs last in this module: the command stops the (shared) Spark session when done."""
+    create_topic(broker.bootstrap, "cli-arch-1", 1)
+    produce(broker.bootstrap, "cli-arch-1", [(0, None, b"x%d" % i) for i in range(25)])
+    args = ["spark", "archive", "-b", broker.bootstrap, "--pattern", "cli-arch-.*"]
+    args += ["--output", str(tmp_path / "out"), "--checkpoint", str(tmp_path / "ck")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "archived 25 records" in result.output
+    files = pyarrow.dataset.dataset(tmp_path / "out", format="parquet", partitioning="hive")
+    assert sorted(files.to_table().column("value").to_pylist()) == sorted(
+        b"x%d" % i for i in range(25)
     )

@@ -206,3 +206,25 @@ def test_deleted_records_fail_the_query_unless_fail_on_data_loss_is_false(spark,
         _reader(spark, broker, "read-lost", startingOffsets=start).load().collect()
     df = _reader(spark, broker, "read-lost", startingOffsets=start, failOnDataLoss="false").load()
     assert sorted(r["offset"] for r in df.collect()) == [r.offset for r in produced[40:]]
+
+
+def test_stream_resuming_into_deleted_records_fails_clearly_or_skips_ahead(spark, broker, tmp_path):
+    create_topic(broker.bootstrap, "stream-lost", 1)
+    produce(broker.bootstrap, "stream-lost", _rows(30, 1))
+    _stream(spark, broker, tmp_path / "ck", tmp_path / "out", subscribe="stream-lost")
+    later = produce(broker.bootstrap, "stream-lost", _rows(70, 1))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_records([TopicPartition("stream-lost", 0, 60)]).values():
+        future.result(30)
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        _stream(spark, broker, tmp_path / "ck", tmp_path / "out", subscribe="stream-lost")
+    _stream(
+        spark,
+        broker,
+        tmp_path / "ck",
+        tmp_path / "out",
+        subscribe="stream-lost",
+        failOnDataLoss="false",
+    )
+    offsets = [o for _, _, o in _parquet_keys(spark, tmp_path / "out")]
+    assert offsets == list(range(30)) + [r.offset for r in later if r.offset >= 60]
