@@ -89,7 +89,7 @@ def write_result(name: str, args: argparse.Namespace, results: object) -> Path:
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "confluent_kafka": confluent_kafka.version()[0],
+            "confluent_kafka": confluent_kafka.__version__,
             "librdkafka": confluent_kafka.libversion()[0],
         },
         "results": results,

@@ -11,6 +11,7 @@ Results go to benchmarks/results/latency-*.json; nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import struct
 import threading
@@ -148,7 +149,7 @@ def main() -> None:
     with broker(args) as bootstrap:
         topic = create_topic(bootstrap, "latency", args.partitions)
         result = measure(bootstrap, topic, args)
-    print(result)
+    print(json.dumps(result, indent=2))
     print(f"wrote {write_result('latency', args, result)}")
 
 

@@ -228,3 +228,28 @@ def test_stream_resuming_into_deleted_records_fails_clearly_or_skips_ahead(spark
     )
     offsets = [o for _, _, o in _parquet_keys(spark, tmp_path / "out")]
     assert offsets == list(range(30)) + [r.offset for r in later if r.offset >= 60]
+
+
+def test_running_stream_to_memory_sink_sees_new_records_once(spark, broker):
+    create_topic(broker.bootstrap, "stream-live", 2)
+    query = (
+        spark.readStream.format("moldau")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", "stream-live")
+        .option("maxOffsetsPerTrigger", "40")
+        .load()  # startingOffsets defaults to latest for streams, as in Spark's Kafka source
+        .writeStream.format("memory")
+        .queryName("live")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        first = produce(broker.bootstrap, "stream-live", _rows(100, 2))
+        query.processAllAvailable()
+        second = produce(broker.bootstrap, "stream-live", _rows(50, 2))
+        query.processAllAvailable()
+        got = sorted((r["partition"], r["offset"]) for r in spark.table("live").collect())
+        assert got == sorted((r.partition, r.offset) for r in first + second)
+        assert max(p["numInputRows"] for p in query.recentProgress) <= 40
+    finally:
+        query.stop()

@@ -149,10 +149,14 @@ def _start_offset(
 def _print_records(
     consumer: Consumer, fmt: _Format, max_messages: int | None, timeout_ms: int | None
 ) -> int:
-    """Write records to stdout until the limit, the idle timeout or Ctrl-C; return the count."""
+    """Write records to stdout until the limit, the idle timeout or Ctrl-C; return the count.
+
+    The idle clock only runs while partitions are assigned: joining a group (and its
+    rebalance delay) is not "no new data".
+    """
     out = sys.stdout.buffer
     idle_limit = None if timeout_ms is None else timeout_ms / 1000
-    last_record = time.monotonic()
+    idle_since = time.monotonic()
     count = 0
     try:
         while max_messages is None or count < max_messages:
@@ -164,8 +168,10 @@ def _print_records(
                 out.write(b"".join(map(fmt.render, records)))
                 out.flush()
                 count += len(records)
-                last_record = time.monotonic()
-            elif idle_limit is not None and time.monotonic() - last_record >= idle_limit:
+                idle_since = time.monotonic()
+            elif not consumer.assignment():
+                idle_since = time.monotonic()
+            elif idle_limit is not None and time.monotonic() - idle_since >= idle_limit:
                 break
     except KeyboardInterrupt:
         pass

@@ -110,10 +110,15 @@ class MoldauStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
     def __init__(self, options: ReadOptions) -> None:
         super().__init__(options)
         self._target: OffsetMap | None = None
+        self._initial: dict | None = None
 
     def initialOffset(self) -> dict:
-        partitions, low, high = self.snapshot()
-        return to_json_dict(self.starting_offsets(partitions, low, high))
+        """Resolved once per run: until a first batch is journaled Spark may ask again, and
+        a "latest" that moved meanwhile would silently skip the records in between."""
+        if self._initial is None:
+            partitions, low, high = self.snapshot()
+            self._initial = to_json_dict(self.starting_offsets(partitions, low, high))
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
