@@ -125,6 +125,44 @@ def test_records_larger_than_the_fetch_limits(broker: BrokerProcess, topic: str)
         assert_log_matches(records, CONSUMERS[consumer](broker.bootstrap, topic), acked=acked)
 
 
+def test_seek_into_the_middle_of_batches(broker: BrokerProcess, topic: str) -> None:
+    """A fetch from any offset (inside a compressed batch, at a batch or segment boundary)
+    starts the consumer exactly there."""
+    create_topic(broker.bootstrap, topic, 1, {"segment.bytes": "60000"})
+    records = [dataclasses.replace(r, partition=0) for r in make_records(1500, seed=16)]
+    acked = produce_confluent(broker.bootstrap, topic, records, "lz4")
+    by_offset = {offset: value for value, (_, offset) in acked.items()}
+    segment_bases = sorted(
+        int(p.stem) for p in (broker.data_dir / f"{topic}-0").iterdir() if p.suffix == ".log"
+    )
+    assert len(segment_bases) > 2, "expected several segments"
+    targets = sorted(
+        {0, 1, 249, 250, 251, 777, 1498, 1499, *segment_bases, *(b - 1 for b in segment_bases[1:])}
+    )
+    # A re-assign waits for the fetch parked at the log end: keep that wait short.
+    consumer = confluent_consumer(broker.bootstrap, **{"fetch.wait.max.ms": 10})
+    try:
+        for offset in targets:
+            consumer.assign([TopicPartition(topic, 0, offset)])
+            (msg,) = consumer.consume(1, timeout=10)
+            assert (msg.error(), msg.offset(), msg.value()) == (None, offset, by_offset[offset])
+    finally:
+        consumer.close()
+    kp = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    try:
+        tp = KpTopicPartition(topic, 0)
+        kp.assign([tp])
+        for offset in targets:
+            kp.seek(tp, offset)
+            msgs = []
+            deadline = time.monotonic() + 10
+            while not msgs and time.monotonic() < deadline:
+                msgs = kp.poll(timeout_ms=500, max_records=1).get(tp, [])
+            assert [(m.offset, m.value) for m in msgs] == [(offset, by_offset[offset])]
+    finally:
+        kp.close()
+
+
 # --- ListOffsets -----------------------------------------------------------------------------
 
 

@@ -49,6 +49,7 @@ from tests.integration.helpers import (
 
 FIRST_SEGMENT = "00000000000000000000"
 CLEAN_SHUTDOWN_LINE = "shut down cleanly"
+ROLLING = {"segment.bytes": "200000"}  # a crash then finds many segments and indexes
 
 
 def segment_files(partition_dir: Path, suffix: str = ".log") -> list[Path]:
@@ -116,7 +117,7 @@ def produce_through_crash(
 
 def test_kill_9_keeps_every_acknowledged_record(fresh_broker: FreshBroker, topic: str) -> None:
     b = fresh_broker()
-    create_topic(b.bootstrap, topic, 3)
+    create_topic(b.bootstrap, topic, 3, ROLLING)
     records = make_records(20_000, seed=21)
     # After the kill nothing gets through: those records fail after message.timeout.ms.
     acked, _ = produce_through_crash(
@@ -146,7 +147,7 @@ def test_idempotent_producer_retries_across_a_crash(fresh_broker: FreshBroker, t
     batches it retries (some already in the log) must be written exactly once, so the log
     holds every record once, in produce order, at its acknowledged offset."""
     b = fresh_broker()
-    create_topic(b.bootstrap, topic, 3)
+    create_topic(b.bootstrap, topic, 3, ROLLING)
     records = make_records(20_000, seed=23)
     acked, errors = produce_through_crash(
         b.bootstrap,

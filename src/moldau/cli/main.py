@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from moldau.cli import groups, topics
-from moldau.cli.common import fail, show_client_logs
+from moldau.cli import groups, spark, topics
+from moldau.cli.common import show_client_logs
 from moldau.cli.consume import consume
 from moldau.cli.produce import produce
 from moldau.cli.server import server
@@ -30,24 +30,9 @@ def main(
         show_client_logs()
 
 
-def _spark_app() -> typer.Typer:
-    """The Spark commands; pyspark is an optional extra, so without it only they fail."""
-    try:
-        from moldau.cli.spark import app as spark
-    except ImportError as exc:
-        reason = str(exc)
-        spark = typer.Typer(help=f"Spark jobs (unavailable: {reason}).")
-
-        @spark.callback(invoke_without_command=True)
-        def unavailable() -> None:
-            fail(f"spark commands unavailable: {reason}; install with: pip install 'moldau[spark]'")
-
-    return spark
-
-
 app.command("server")(server)
 app.add_typer(topics.app, name="topics")
 app.command("produce")(produce)
 app.command("consume")(consume)
 app.add_typer(groups.app, name="groups")
-app.add_typer(_spark_app(), name="spark")
+app.add_typer(spark.app, name="spark")

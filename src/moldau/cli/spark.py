@@ -9,8 +9,6 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from moldau.cli.common import DEFAULT_BOOTSTRAP, BootstrapOption, err, fail, out
-from moldau.spark import archive as archive_job
-from moldau.spark.session import local_session
 
 app = typer.Typer(help="Spark jobs over topics.", no_args_is_help=True)
 
@@ -37,6 +35,11 @@ def archive(
     names = [t.strip() for t in (topics or "").split(",") if t.strip()]
     if bool(names) == bool(pattern):
         fail("give --topics or --pattern (one of them)")
+    try:  # pyspark is heavy and optional: load it only for Spark commands
+        from moldau.spark import archive as archive_job
+        from moldau.spark.session import local_session
+    except ImportError as exc:
+        fail(f"spark commands unavailable: {exc}; install with: pip install 'moldau[spark]'")
     spark = local_session("moldau-archive", master=master)
     spark.sparkContext.setLogLevel("ERROR")
     columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
