@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from moldau.coordinator.group.results import PartitionOffset
 from moldau.protocol.api_keys import ApiKey
@@ -29,66 +29,67 @@ MULTI_GROUP_VERSION = 8
 
 
 def fetch(
-    broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None
-) -> dict[str, list[PartitionOffset]]:
+    broker: Broker,
+    group_id: str,
+    topics: list[tuple[str, list[int]]] | None,
+    topic_cls: type[Any],
+    partition_cls: type[Any],
+) -> list[Any]:
+    """One group's committed offsets as response topics (v8+ and older use twin classes)."""
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
     by_topic: dict[str, list[PartitionOffset]] = defaultdict(list)
     for o in broker.groups.coordinator.fetch_offsets(group_id, wanted):
         by_topic[o.topic].append(o)
-    return by_topic
+    return [
+        topic_cls(
+            name=name,
+            partitions=[
+                partition_cls(
+                    partition_index=o.partition,
+                    committed_offset=o.offset,
+                    committed_leader_epoch=o.leader_epoch,
+                    metadata=o.metadata,
+                )
+                for o in offsets
+            ],
+        )
+        for name, offsets in by_topic.items()
+    ]
+
+
+def _wanted(topics: list[Any] | None) -> list[tuple[str, list[int]]] | None:
+    return (
+        None
+        if topics is None
+        else [(t.name or "", list(t.partition_indexes or [])) for t in topics]
+    )
 
 
 async def handle(
     broker: Broker, ctx: RequestContext, request: OffsetFetchRequest
 ) -> OffsetFetchResponse:
     if ctx.api_version >= MULTI_GROUP_VERSION:
-        groups = []
-        for g in request.groups or []:
-            topics = (
-                None
-                if g.topics is None
-                else [(t.name or "", list(t.partition_indexes or [])) for t in g.topics]
-            )
-            groups.append(
+        return OffsetFetchResponse(
+            groups=[
                 OffsetFetchResponseGroup(
                     group_id=g.group_id,
-                    topics=[
-                        OffsetFetchResponseTopics(
-                            name=name,
-                            partitions=[
-                                OffsetFetchResponsePartitions(
-                                    partition_index=o.partition,
-                                    committed_offset=o.offset,
-                                    committed_leader_epoch=o.leader_epoch,
-                                    metadata=o.metadata,
-                                )
-                                for o in offsets
-                            ],
-                        )
-                        for name, offsets in fetch(broker, g.group_id or "", topics).items()
-                    ],
+                    topics=fetch(
+                        broker,
+                        g.group_id or "",
+                        _wanted(g.topics),
+                        OffsetFetchResponseTopics,
+                        OffsetFetchResponsePartitions,
+                    ),
                 )
-            )
-        return OffsetFetchResponse(groups=groups)
-    topics = (
-        None
-        if request.topics is None
-        else [(t.name or "", list(t.partition_indexes or [])) for t in request.topics]
-    )
+                for g in request.groups or []
+            ]
+        )
     return OffsetFetchResponse(
-        topics=[
-            OffsetFetchResponseTopic(
-                name=name,
-                partitions=[
-                    OffsetFetchResponsePartition(
-                        partition_index=o.partition,
-                        committed_offset=o.offset,
-                        committed_leader_epoch=o.leader_epoch,
-                        metadata=o.metadata,
-                    )
-                    for o in offsets
-                ],
-            )
-            for name, offsets in fetch(broker, request.group_id or "", topics).items()
-        ]
+        topics=fetch(
+            broker,
+            request.group_id or "",
+            _wanted(request.topics),
+            OffsetFetchResponseTopic,
+            OffsetFetchResponsePartition,
+        )
     )
