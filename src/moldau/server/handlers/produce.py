@@ -91,21 +91,11 @@ def refuse(request: ProduceRequest, error: ErrorCode) -> ProduceResponse:
 async def handle(
     broker: Broker, ctx: RequestContext, request: ProduceRequest
 ) -> ProduceResponse | None:
-    responses = []
+    if ctx.api_version < FIRST_SERVED_VERSION:
+        return refuse(request, ErrorCode.UNSUPPORTED_VERSION)
     if request.acks not in (-1, 0, 1):
-        responses = [
-            TopicProduceResponse(
-                name=t.name,
-                partition_responses=[
-                    PartitionProduceResponse(
-                        index=p.index, error_code=ErrorCode.INVALID_REQUIRED_ACKS
-                    )
-                    for p in t.partition_data or []
-                ],
-            )
-            for t in request.topic_data or []
-        ]
-        return ProduceResponse(responses=responses)
+        return refuse(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    responses = []
     topic_data = request.topic_data or []
     missing = [t.name for t in topic_data if t.name not in broker.image.topics]
     if missing and broker.config.bool("auto.create.topics.enable"):
