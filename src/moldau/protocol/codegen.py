@@ -449,6 +449,8 @@ class Emitter:
                 body.append("write_tagged(out, _tagged)")
             else:
                 body.append("out.append(0)")
+        if not any("out" in ln for ln in body[1:]):
+            body = ["pass"]  # a struct with no fields in this version writes nothing
         code = "\n".join("    " + ln for ln in body)
         name = self._intern(f"_e_{struct_name}", "(o: Any, w: Writer) -> None", code)
         self.encoders[key] = name

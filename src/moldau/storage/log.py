@@ -8,6 +8,7 @@ ranges of whole batches for sendfile. Only batch headers are ever parsed here.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -27,6 +28,8 @@ from moldau.storage.producer_state import (
     list_snapshots,
 )
 from moldau.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, Segment
+
+logger = logging.getLogger(__name__)
 
 CLEANUP_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
 SNAPSHOTS_TO_KEEP = 2
@@ -112,6 +115,11 @@ class Log:
             if i < first_recovered and segment.load_tail():
                 continue
             infos, truncated = segment.recover()
+            if truncated:
+                logger.warning(
+                    "%s: recovery cut %d invalid byte(s) from the segment at offset %d",
+                    directory.name, truncated, segment.base_offset,
+                )
             recovered[segment.base_offset] = infos
             if truncated and i + 1 < len(segments):
                 for later in segments[i + 1 :]:

@@ -75,7 +75,7 @@ def _d_ApiVersionsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _e_ApiVersionsRequest_0(o: Any, w: Writer) -> None:
-    out = w.buf
+    pass
 
 
 def _e_ApiVersionsRequest_1(o: Any, w: Writer) -> None:

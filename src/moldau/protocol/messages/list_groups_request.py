@@ -118,7 +118,7 @@ def _d_ListGroupsRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _e_ListGroupsRequest_0(o: Any, w: Writer) -> None:
-    out = w.buf
+    pass
 
 
 def _e_ListGroupsRequest_1(o: Any, w: Writer) -> None:

@@ -40,16 +40,8 @@ _MODULES = [
 
 
 def _load() -> dict[int, ModuleType]:
-    handlers = {}
-    for name in _MODULES:
-        try:
-            module = importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
-            continue
-        handlers[int(module.API_KEY)] = module
-    return handlers
+    modules = (importlib.import_module(f"{__name__}.{name}") for name in _MODULES)
+    return {int(m.API_KEY): m for m in modules}
 
 
 HANDLERS: dict[int, ModuleType] = _load()
