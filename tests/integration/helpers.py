@@ -460,20 +460,15 @@ def consume_kafka_python(
         while not _reached(out, ends):
             assert time.monotonic() < deadline, f"kafka-python: stuck at {_positions(out)}"
             for tp, msgs in consumer.poll(timeout_ms=500).items():
-                out[tp.partition] += [
-                    Got(
-                        m.partition,
-                        m.offset,
-                        m.key,
-                        m.value,
-                        tuple(m.headers or ()),
-                        m.timestamp,
-                    )
-                    for m in msgs
-                ]
+                out[tp.partition] += [_got_python_client(m) for m in msgs]
     finally:
         consumer.close()
     return out
+
+
+def _got_python_client(m: Any) -> Got:
+    """kafka-python's and aiokafka's ConsumerRecord share these attribute names."""
+    return Got(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()), m.timestamp)
 
 
 # --- aiokafka ------------------------------------------------------------------------------
@@ -539,17 +534,7 @@ def consume_aiokafka(
                 assert time.monotonic() < deadline, f"aiokafka: stuck at {_positions(out)}"
                 batches = await consumer.getmany(timeout_ms=500)
                 for tp, msgs in batches.items():
-                    out[tp.partition] += [
-                        Got(
-                            m.partition,
-                            m.offset,
-                            m.key,
-                            m.value,
-                            tuple(m.headers or ()),
-                            m.timestamp,
-                        )
-                        for m in msgs
-                    ]
+                    out[tp.partition] += [_got_python_client(m) for m in msgs]
         finally:
             await consumer.stop()
         return out
