@@ -191,16 +191,10 @@ class GroupCoordinator:
     ) -> ErrorCode:
         """Heartbeat; REBALANCE_IN_PROGRESS tells the member to rejoin. Never has effects."""
         self._now = now_ms
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID
-        group = self._groups.get(group_id)
-        if group is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        error = group.validate_member(member_id, group_instance_id)
+        error = self._validate_generation(group_id, member_id, generation_id, group_instance_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
+        group = self._groups[group_id]
         self._schedule_heartbeat(group, group.members[member_id])
         if group.state is GroupState.PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
@@ -591,15 +585,10 @@ class GroupCoordinator:
 
     # Sync phase
 
-    def _validate_sync(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
+    def _validate_generation(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None
     ) -> ErrorCode | None:
+        """The checks SyncGroup and Heartbeat share: a known member of this generation."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
         group = self._groups.get(group_id)
@@ -610,6 +599,21 @@ class GroupCoordinator:
             return error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def _validate_sync(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> ErrorCode | None:
+        error = self._validate_generation(group_id, member_id, generation_id, group_instance_id)
+        if error is not None:
+            return error
+        group = self._groups[group_id]
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
             protocol_name is not None and protocol_name != group.protocol_name
         ):
