@@ -143,7 +143,13 @@ class Segment:
     def append(self, data: Buffer, infos: Sequence[BatchInfo]) -> None:
         """Write stamped batches (``infos`` positions relative to ``data``) in one write."""
         position = self.size
-        write_all(self.fd, data)
+        try:
+            write_all(self.fd, data)
+        except OSError:
+            # A full disk may have taken part of the data: cut it so the file ends at the
+            # last whole batch again, and let the caller answer KAFKA_STORAGE_ERROR.
+            os.ftruncate(self.fd, position)
+            raise
         self._track(infos, position)
         if position == 0:
             self.first_timestamp = infos[0].max_timestamp

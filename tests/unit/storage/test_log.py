@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from moldau.protocol.errors import (
     OutOfOrderSequenceError,
 )
 from moldau.records.batch import scan_batches
-from moldau.records.record import decode_all, decode_records
+from moldau.records.record import build_batch, decode_all, decode_records
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 
@@ -381,3 +382,33 @@ def test_delete_removes_directory(tmp_path: Path) -> None:
     fill(log, 30)
     log.delete()
     assert not (tmp_path / "t-0").exists()
+
+
+def test_failed_write_leaves_the_log_as_it_was(tmp_path, monkeypatch):
+    """A full disk mid-append: nothing half-written stays, later appends line up."""
+    import errno
+
+    from moldau.storage import segment as segment_module
+
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    first = bytearray(build_batch([(b"k", b"v1")]))
+    log.append(first, scan_batches(first))
+    real_write = os.write
+
+    def short_then_fail(fd, data):
+        real_write(fd, bytes(data)[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(segment_module.os, "write", short_then_fail)
+    second = bytearray(build_batch([(b"k", b"v2")]))
+    with pytest.raises(OSError):
+        log.append(second, scan_batches(second))
+    monkeypatch.setattr(segment_module.os, "write", real_write)
+    assert log.log_end_offset == 1
+    third = bytearray(build_batch([(b"k", b"v3")]))
+    assert log.append(third, scan_batches(third)).base_offset == 1
+    values = [r.value for _, recs in decode_all(log.read_bytes(0, 1 << 20)) for r in recs]
+    assert values == [b"v1", b"v3"]
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", LogConfig())
+    assert reopened.log_end_offset == 2
