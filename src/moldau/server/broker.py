@@ -18,7 +18,7 @@ from moldau.controller.controller import Controller
 from moldau.controller.image import MetadataImage, TopicImage
 from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.records import ClusterIdRecord, MetadataRecord, RegisterBrokerRecord
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.config import BrokerConfig, Listener
 from moldau.server.groups import GroupService
 from moldau.server.purgatory import Purgatory
@@ -168,8 +168,9 @@ class Broker:
         topic = self.image.topics.get(name)
         if topic is None:
             outcome = self.controller.create_topic(self.image, name, partitions, 1, configs)
-            if not outcome.error:
-                await self.commit(outcome.records)
+            if outcome.error:
+                raise KafkaError(f"cannot create {name}: {outcome.message}", outcome.error)
+            await self.commit(outcome.records)
             topic = self.image.topics[name]
         return topic
 
