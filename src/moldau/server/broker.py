@@ -74,6 +74,8 @@ class Broker:
         self._every(c.int("log.retention.check.interval.ms"), self._retention)
         self._every(c.int("log.flush.scheduler.interval.ms"), self._flush)
         self._every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        if c.bool("log.cleaner.enable"):
+            self._every(c.int("log.cleaner.backoff.ms"), self._clean)
 
     def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
         async def loop() -> None:
@@ -88,6 +90,9 @@ class Broker:
 
     def _retention(self) -> None:
         self.log_manager.run_retention(self.now_ms())
+
+    def _clean(self) -> None:
+        self.log_manager.run_cleaner(self.now_ms())
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.now_ms())

@@ -43,6 +43,8 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("log.retention.check.interval.ms", int, "300000", "Retention check period."),
         BrokerKey("log.flush.scheduler.interval.ms", int, "1000", "How often flush.ms is checked."),
         BrokerKey("log.flush.offset.checkpoint.interval.ms", int, "60000", "Checkpoint period."),
+        BrokerKey("log.cleaner.enable", bool, "true", "Run the log cleaner (compaction)."),
+        BrokerKey("log.cleaner.backoff.ms", int, "15000", "Sleep between log cleaner runs."),
         BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         BrokerKey("offsets.topic.replication.factor", int, "1", "Replication of offsets topic."),
         BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),

@@ -50,6 +50,7 @@ class ConfigType(IntEnum):
 _TOPIC_TYPES = {
     "int": ConfigType.INT,
     "long": ConfigType.LONG,
+    "double": ConfigType.DOUBLE,
     "string": ConfigType.STRING,
     "list": ConfigType.LIST,
 }

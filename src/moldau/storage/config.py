@@ -41,7 +41,7 @@ class ConfigDef:
 
     name: str
     field: str
-    type: str  # "long" | "int" | "string" | "list"
+    type: str  # "long" | "int" | "double" | "string" | "list"
     default: str
     synonyms: tuple[tuple[str, int], ...]
     doc: str
@@ -49,11 +49,13 @@ class ConfigDef:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
 
-    def parse(self, raw: str, source: str) -> int | str | tuple[str, ...]:
+    def parse(self, raw: str, source: str) -> int | float | str | tuple[str, ...]:
         """Parse and validate ``raw``; ``source`` names the key in error messages."""
         text = str(raw).strip()
         if self.type in ("long", "int"):
             return self._parse_number(text, source)
+        if self.type == "double":
+            return self._parse_double(text, source)
         if self.type == "list":
             items = tuple(item.strip() for item in text.split(",") if item.strip())
             if not items or any(item not in self.choices for item in items):
@@ -86,6 +88,27 @@ class ConfigDef:
             raise InvalidConfigError(
                 f"Invalid value {value} for configuration {source}: "
                 f"Value must be at least {self.minimum}"
+            )
+        return value
+
+    def _parse_double(self, text: str, source: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidConfigError(
+                f"Invalid value {text!r} for configuration {source}: Not a number of type DOUBLE"
+            )
+        if self.minimum is not None and value < self.minimum:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {source}: "
+                f"Value must be at least {self.minimum}"
+            )
+        if self.maximum is not None and value > self.maximum:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {source}: "
+                f"Value must be no more than {self.maximum}"
             )
         return value
 
@@ -222,6 +245,44 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "Final compression codec; producer keeps whatever the producer used.",
             choices=COMPRESSION_TYPES,
         ),
+        ConfigDef(
+            "min.cleanable.dirty.ratio",
+            "min_cleanable_dirty_ratio",
+            "double",
+            "0.5",
+            (("log.cleaner.min.cleanable.ratio", 1),),
+            "Dirty share of the cleanable bytes at which the log cleaner compacts a log.",
+            minimum=0,
+            maximum=1,
+        ),
+        ConfigDef(
+            "delete.retention.ms",
+            "delete_retention_ms",
+            "long",
+            str(24 * HOUR_MS),
+            (("log.cleaner.delete.retention.ms", 1),),
+            "How long compaction keeps tombstones, so consumers can see the deletion.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "min.compaction.lag.ms",
+            "min_compaction_lag_ms",
+            "long",
+            "0",
+            (("log.cleaner.min.compaction.lag.ms", 1),),
+            "Minimum age of a record before compaction may remove it.",
+            minimum=0,
+        ),
+        ConfigDef(
+            "max.compaction.lag.ms",
+            "max_compaction_lag_ms",
+            "long",
+            str(LONG_MAX),
+            (("log.cleaner.max.compaction.lag.ms", 1),),
+            "Maximum age of an uncompacted record: older dirty data is cleaned regardless of "
+            "the dirty ratio.",
+            minimum=1,
+        ),
     )
 }
 
@@ -271,7 +332,7 @@ def resolve_configs(
     return resolved
 
 
-def _to_str(value: int | str | tuple[str, ...]) -> str:
+def _to_str(value: int | float | str | tuple[str, ...]) -> str:
     return ",".join(value) if isinstance(value, tuple) else str(value)
 
 
@@ -293,6 +354,10 @@ class LogConfig:
     file_delete_delay_ms: int = 60_000
     min_insync_replicas: int = 1
     compression_type: str = "producer"
+    min_cleanable_dirty_ratio: float = 0.5
+    delete_retention_ms: int = 24 * HOUR_MS
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     @classmethod
     def from_props(
@@ -320,3 +385,7 @@ class LogConfig:
     @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy

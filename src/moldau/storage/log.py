@@ -13,13 +13,20 @@ import os
 import shutil
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from moldau.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
-from moldau.records.batch import INT32_MAX, BatchInfo, set_log_append_time, stamp_base_offset
+from moldau.records.batch import (
+    BATCH_HEADER_SIZE,
+    INT32_MAX,
+    BatchInfo,
+    read_batch_header,
+    set_log_append_time,
+    stamp_base_offset,
+)
 from moldau.records.record import decode_records
 from moldau.storage.config import LogConfig
 from moldau.storage.producer_state import (
@@ -27,11 +34,20 @@ from moldau.storage.producer_state import (
     ProducerStateManager,
     list_snapshots,
 )
-from moldau.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, Segment
+from moldau.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    Segment,
+    file_stem,
+)
 
 logger = logging.getLogger(__name__)
 
-CLEANUP_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+CLEANED_SUFFIX = ".cleaned"  # a segment the cleaner is still writing: discarded on open
+SWAP_SUFFIX = ".swap"  # a complete cleaned segment replacing older ones: finished on open
+CLEANUP_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)
 SNAPSHOTS_TO_KEEP = 2
 
 
@@ -142,7 +158,10 @@ class Log:
         return log
 
     def _remove_stray_files(self) -> list[int]:
-        """Delete leftovers of interrupted deletions/renames; return segment base offsets."""
+        """Finish interrupted segment swaps, delete leftovers of interrupted deletions,
+        renames and cleanings; return segment base offsets."""
+        for swap in sorted(self.dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+            self._complete_swap(swap)
         bases: set[int] = set()
         for path in self.dir.iterdir():
             if path.name.endswith(CLEANUP_SUFFIXES):
@@ -153,6 +172,20 @@ class Log:
             if path.stem.isdigit() and int(path.stem) not in bases:
                 path.unlink(missing_ok=True)  # index without its log
         return sorted(bases)
+
+    def _complete_swap(self, swap: Path) -> None:
+        """A ``.swap`` file is a whole, fsynced cleaned segment (it is renamed from
+        ``.cleaned`` only once written), so the swap is finished rather than rolled back:
+        the old segments it covers (base offsets in its offset range) go, then it takes
+        its final name. Indexes are rebuilt by the recovery that follows."""
+        base = int(swap.name.split(".", 1)[0])
+        end = _swap_next_offset(swap, base)
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for path in self.dir.glob(f"*{suffix}"):
+                if path.stem.isdigit() and base <= int(path.stem) < max(end, base + 1):
+                    path.unlink()
+        os.rename(swap, self.dir / (file_stem(base) + LOG_SUFFIX))
+        _fsync_dir(self.dir)
 
     def _load_producer_state(self, recovered: dict[int, list[BatchInfo]]) -> None:
         """Latest usable snapshot, then replay the batch headers written after it."""
@@ -493,6 +526,33 @@ class Log:
         for segment in due:
             segment.purge()
 
+    # -- compaction ----------------------------------------------------------------
+    def replace_segments(self, old: Sequence[Segment], cleaned: Path) -> Segment:
+        """Swap consecutive sealed segments ``old`` for the fsynced segment file
+        ``cleaned`` (``<old[0] base>.log.cleaned``), crash-safely like Kafka's cleaner.
+
+        ``.cleaned`` -> ``.swap`` marks the new file complete; the old segments are then
+        renamed ``.deleted`` (readers holding their files keep reading until
+        file.delete.delay.ms), the swap takes its final name, its indexes are rebuilt and
+        a new segment tuple replaces the old one. ``Log.open`` finishes a swap cut short.
+        """
+        base = old[0].base_offset
+        final = self.dir / (file_stem(base) + LOG_SUFFIX)
+        swap = final.with_name(final.name + SWAP_SUFFIX)
+        os.rename(cleaned, swap)
+        _fsync_dir(self.dir)
+        now = _now_ms(self.clock)
+        for segment in old:
+            self._schedule_delete(segment, now)
+        os.rename(swap, final)
+        _fsync_dir(self.dir)
+        segment = self._segment(base, now)
+        segment.recover()
+        segment.seal()
+        i = self.segments.index(old[0])
+        self.segments = (*self.segments[:i], segment, *self.segments[i + len(old) :])
+        return segment
+
     # -- durability ----------------------------------------------------------------
     def flush(self, up_to: int | None = None) -> None:
         """fsync segments holding offsets in [recovery point, up_to) and advance it."""
@@ -574,6 +634,22 @@ class Log:
 
 def _base_offset(segment: Segment) -> int:
     return segment.base_offset
+
+
+def _swap_next_offset(path: Path, base: int) -> int:
+    """Offset after the last whole batch of a swap file (its base if it has none)."""
+    end = base
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, position = os.fstat(fd).st_size, 0
+        while position + BATCH_HEADER_SIZE <= size:
+            info = read_batch_header(os.pread(fd, BATCH_HEADER_SIZE, position))
+            if info.size < BATCH_HEADER_SIZE or position + info.size > size:
+                break
+            end, position = info.next_offset, position + info.size
+    finally:
+        os.close(fd)
+    return end
 
 
 def _fsync_dir(directory: Path) -> None:

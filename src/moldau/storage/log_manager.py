@@ -1,29 +1,35 @@
 """All partition logs of a broker across its ``log.dirs``.
 
 Synchronous and pure of timers: the broker's asyncio code calls ``run_retention``,
-``flush_due`` and ``checkpoint`` periodically. Per log dir it keeps Kafka's recovery-point
-and log-start-offset checkpoints and a clean-shutdown marker, so a clean restart skips
-recovery and a crash recovers only what was not flushed.
+``run_cleaner``, ``flush_due`` and ``checkpoint`` periodically. Per log dir it keeps
+Kafka's recovery-point, log-start-offset and cleaner-offset checkpoints and a
+clean-shutdown marker, so a clean restart skips recovery, a crash recovers only what was
+not flushed and compaction does not redo work.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from moldau.protocol.errors import StorageError
+from moldau.protocol.errors import KafkaError, StorageError
 from moldau.storage.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     TopicPartition,
     read_checkpoint,
     write_checkpoint,
 )
+from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
+
+logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
@@ -58,6 +64,8 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._pending_deletes: list[tuple[int, Log]] = []
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -78,6 +86,7 @@ class LogManager:
             clean = marker.exists()
             recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
             start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+            cleaner_offsets = read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
             for path in sorted(p for p in log_dir.iterdir() if p.is_dir()):
                 if path.name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)  # deletion cut short by a restart
@@ -96,6 +105,8 @@ class LogManager:
                     clock=self.clock,
                 )
                 self._dir_of[tp] = log_dir
+                if tp in cleaner_offsets:
+                    self._cleaner_offsets[tp] = cleaner_offsets[tp]
             # From now on a crash must trigger recovery.
             marker.unlink(missing_ok=True)
 
@@ -134,6 +145,7 @@ class LogManager:
         if log is None:
             return
         del self._dir_of[tp]
+        self._cleaner_offsets.pop(tp, None)
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         log.dir.rename(target)
         log.dir = target
@@ -149,6 +161,41 @@ class LogManager:
         if deleted:
             self.checkpoint()
         return deleted
+
+    def run_cleaner(self, now_ms: int | None = None) -> int:
+        """Compact every ``compact`` log that is dirty enough; returns how many were
+        cleaned and, if any, rewrites the cleaner-offset checkpoints. A log whose cleaning
+        fails is left as it is and skipped until the next restart."""
+        now = self._now_ms() if now_ms is None else now_ms
+        cleaned = 0
+        for tp, log in list(self._logs.items()):
+            if not log.config.compact_enabled or tp in self._uncleanable:
+                continue
+            try:
+                checkpoint = clean_log(log, self._cleaner_offsets.get(tp, 0), now)
+            except (KafkaError, OSError):
+                # Like Kafka: a corrupt batch or an IO error makes the partition
+                # uncleanable instead of stopping the cleaner for every other log.
+                logger.exception("%s-%d: log cleaning failed; marked uncleanable", *tp)
+                self._uncleanable.add(tp)
+                continue
+            if checkpoint is not None:
+                self._cleaner_offsets[tp] = checkpoint
+                cleaned += 1
+        if cleaned:
+            self._write_cleaner_checkpoints()
+        return cleaned
+
+    def _write_cleaner_checkpoints(self) -> None:
+        for log_dir in self.log_dirs:
+            write_checkpoint(
+                log_dir / CLEANER_OFFSET_CHECKPOINT,
+                {
+                    tp: offset
+                    for tp, offset in self._cleaner_offsets.items()
+                    if self._dir_of.get(tp) == log_dir
+                },
+            )
 
     def flush_due(self, now_ms: int | None = None) -> None:
         """flush.ms and post-roll flushes for every log."""

@@ -30,6 +30,10 @@ def test_defaults_are_kafkas() -> None:
     assert config.file_delete_delay_ms == 60000
     assert config.min_insync_replicas == 1
     assert config.compression_type == "producer"
+    assert config.min_cleanable_dirty_ratio == 0.5
+    assert config.delete_retention_ms == 86400000
+    assert config.min_compaction_lag_ms == 0
+    assert config.max_compaction_lag_ms == 2**63 - 1
 
 
 def test_table_defaults_match_dataclass_defaults() -> None:
@@ -97,3 +101,22 @@ def test_resolve_reports_sources_for_describe_configs() -> None:
 def test_invalid_values_are_rejected_with_the_key(overrides, defaults, needle) -> None:
     with pytest.raises(InvalidConfigError, match=needle.replace(".", r"\.")):
         LogConfig.from_props(overrides, defaults)
+
+
+def test_compaction_configs() -> None:
+    config = LogConfig.from_props(
+        {"cleanup.policy": "compact,delete", "min.cleanable.dirty.ratio": "0.25"},
+        {"log.cleaner.delete.retention.ms": "1000", "log.cleaner.min.cleanable.ratio": "0.9"},
+    )
+    assert config.compact_enabled and config.delete_enabled
+    assert config.min_cleanable_dirty_ratio == 0.25
+    assert config.delete_retention_ms == 1000
+    from_broker = LogConfig.from_props({}, {"log.cleaner.min.cleanable.ratio": "0.9"})
+    assert from_broker.to_props()["min.cleanable.dirty.ratio"] == "0.9"
+    assert not LogConfig().compact_enabled
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "-0.1", "nan", "inf"])
+def test_dirty_ratio_must_be_a_double_between_0_and_1(value: str) -> None:
+    with pytest.raises(InvalidConfigError, match="min.cleanable.dirty.ratio"):
+        LogConfig.from_props({"min.cleanable.dirty.ratio": value})

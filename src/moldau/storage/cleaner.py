@@ -1,0 +1,221 @@
+"""Kafka's log cleaner: compaction of ``cleanup.policy=compact`` logs.
+
+One pass over a log: the *cleanable* range is the sealed segments below the first
+uncleanable offset (the active segment, the high watermark and ``min.compaction.lag.ms``
+bound it); its *dirty* part starts at the cleaner checkpoint. An offset map (key -> latest
+offset) is built over the dirty part, then every cleanable segment is rewritten in groups
+whose cleaned size stays under ``segment.bytes``, keeping each key's latest record. Offsets and
+timestamps never change: a rewritten batch keeps its base offset, offset range, codec,
+producer fields and leader epoch; batches that lose nothing are copied byte for byte.
+
+This is the one storage component that decodes records; it is not on the produce/fetch
+path. The offset map is a plain dict of the dirty part's keys (bounded by the number of
+distinct keys, unlike Kafka's fixed-size ``log.cleaner.dedupe.buffer.size`` map).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from moldau.records.batch import INT32_MAX, BatchInfo, scan_batches, set_log_append_time
+from moldau.records.record import Record, build_batch, iter_batches
+from moldau.storage.log import CLEANED_SUFFIX, Log
+from moldau.storage.segment import LOG_SUFFIX, Segment, file_stem, write_all
+
+READ_CHUNK = 8 * 1024 * 1024  # bytes of whole batches decoded per pread
+
+
+@dataclass(frozen=True, slots=True)
+class CleanableRange:
+    """What one cleaning pass over a log would cover."""
+
+    segments: tuple[Segment, ...]  # sealed segments wholly below ``end``
+    first_dirty: int  # the cleaner checkpoint, clamped into the log
+    end: int  # first uncleanable offset
+    dirty_bytes: int
+    total_bytes: int
+
+    @property
+    def dirty_ratio(self) -> float:
+        return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def first_uncleanable_offset(log: Log, now_ms: int) -> int:
+    """The active segment's base, bounded by the high watermark and by the first segment
+    holding a batch younger than ``min.compaction.lag.ms``."""
+    end = min(log.active.base_offset, log.high_watermark)
+    lag = log.config.min_compaction_lag_ms
+    if lag > 0:
+        young = next((s for s in log.segments if s.max_timestamp > now_ms - lag), None)
+        if young is not None:
+            end = min(end, young.base_offset)
+    return end
+
+
+def cleanable_range(log: Log, checkpoint: int, now_ms: int) -> CleanableRange:
+    """The sealed segments below the first uncleanable offset and how dirty they are.
+
+    A checkpoint outside the log (truncation, deleted segments) restarts from its start.
+    """
+    end = first_uncleanable_offset(log, now_ms)
+    segments = tuple(s for s in log.segments[:-1] if s.next_offset <= end)
+    start = log.segments[0].base_offset
+    outside = checkpoint < start or checkpoint > log.log_end_offset
+    first_dirty = start if outside else min(checkpoint, end)
+    dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
+    return CleanableRange(segments, first_dirty, end, dirty, sum(s.size for s in segments))
+
+
+def needs_cleaning(rng: CleanableRange, log: Log, now_ms: int) -> bool:
+    """Kafka's choice: dirty ratio >= min.cleanable.dirty.ratio, or dirty data older than
+    max.compaction.lag.ms."""
+    if not rng.dirty_bytes:
+        return False
+    if rng.dirty_ratio >= log.config.min_cleanable_dirty_ratio:
+        return True
+    deadline = now_ms - log.config.max_compaction_lag_ms
+    return any(
+        0 <= s.first_timestamp < deadline for s in rng.segments if s.next_offset > rng.first_dirty
+    )
+
+
+def clean_log(log: Log, checkpoint: int, now_ms: int, *, force: bool = False) -> int | None:
+    """Compact ``log`` if it is dirty enough (or ``force``); returns the new cleaner
+    checkpoint (the first uncleanable offset), None if nothing was cleaned."""
+    rng = cleanable_range(log, checkpoint, now_ms)
+    if not rng.segments or not (force or needs_cleaning(rng, log, now_ms)):
+        return None
+    offset_map = build_offset_map(rng.segments, rng.first_dirty)
+    deadline = now_ms - log.config.delete_retention_ms
+    max_bytes = log.config.segment_bytes
+    group: list[Segment] = []
+    out: _CleanedFile | None = None
+    try:
+        for segment in rng.segments:
+            if out and segment.next_offset - 1 - group[0].base_offset > INT32_MAX:
+                out.swap(group)
+                group, out = [], None
+            out = out or _CleanedFile(log, segment.base_offset)
+            mark = out.size
+            out.write_segment(segment, offset_map, deadline)
+            if group and out.size > max_bytes:
+                # The group is full: cut this segment off and start the next group with it.
+                out.truncate(mark)
+                out.swap(group)
+                group, out = [], _CleanedFile(log, segment.base_offset)
+                out.write_segment(segment, offset_map, deadline)
+            group.append(segment)
+        if out:
+            out.swap(group)
+    finally:
+        if out:
+            out.abort()
+    return rng.end
+
+
+class _CleanedFile:
+    """``<base>.log.cleaned``: the rewritten batches of one group of segments."""
+
+    def __init__(self, log: Log, base_offset: int) -> None:
+        self.log = log
+        self.path = log.dir / (file_stem(base_offset) + LOG_SUFFIX + CLEANED_SUFFIX)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.size = 0
+
+    def write_segment(self, segment: Segment, offset_map: dict[bytes, int], deadline: int) -> None:
+        for info, records, raw in _decoded_batches(segment):
+            data = _clean_batch(info, records, raw, offset_map, deadline)
+            write_all(self.fd, data)
+            self.size += len(data)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self.fd, size)
+        os.lseek(self.fd, size, os.SEEK_SET)
+        self.size = size
+
+    def swap(self, group: Sequence[Segment]) -> None:
+        """Make the file durable and swap it in for ``group``."""
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        self.log.replace_segments(group, self.path)
+
+    def abort(self) -> None:
+        """Drop the file unless it was swapped in (an error cut the pass short)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            self.path.unlink(missing_ok=True)
+
+
+def build_offset_map(segments: Sequence[Segment], first_dirty: int) -> dict[bytes, int]:
+    """Key -> offset of its latest record at or after ``first_dirty``."""
+    offset_map: dict[bytes, int] = {}
+    for segment in segments:
+        if segment.next_offset <= first_dirty:
+            continue
+        for info, records, _ in _decoded_batches(segment):
+            if info.is_control or info.last_offset < first_dirty:
+                continue
+            for record in records:
+                if record.key is not None and record.offset >= first_dirty:
+                    offset_map[record.key] = record.offset
+    return offset_map
+
+
+def _clean_batch(
+    info: BatchInfo,
+    records: list[Record],
+    raw: memoryview,
+    offset_map: dict[bytes, int],
+    tombstone_deadline: int,
+) -> bytes | memoryview:
+    """The batch without superseded records, null keys and expired tombstones: the
+    original bytes if nothing goes, empty if everything does."""
+    if info.is_control:
+        return raw  # transaction markers are kept (no transactions to resolve yet)
+    expired = info.max_timestamp <= tombstone_deadline
+    kept = [
+        r
+        for r in records
+        if r.key is not None
+        and r.offset >= offset_map.get(r.key, -1)
+        and not (r.value is None and expired)
+    ]
+    if len(kept) == len(records):
+        return raw
+    if not kept:
+        return b""
+    data = bytearray(
+        build_batch(
+            kept,
+            base_offset=info.base_offset,
+            compression=info.compression,
+            producer_id=info.producer_id,
+            producer_epoch=info.producer_epoch,
+            base_sequence=info.base_sequence,
+            is_transactional=info.is_transactional,
+            partition_leader_epoch=info.partition_leader_epoch,
+            last_offset_delta=info.last_offset_delta,
+        )
+    )
+    if info.timestamp_type:  # decoded records carry the batch's LogAppendTime
+        set_log_append_time(data, scan_batches(data, strict=False)[0], info.max_timestamp)
+    return data
+
+
+def _decoded_batches(segment: Segment) -> Iterator[tuple[BatchInfo, list[Record], memoryview]]:
+    """Every batch of a segment decoded, with its raw bytes; reads chunks of whole
+    batches so memory stays bounded by READ_CHUNK (or one larger batch)."""
+    infos = list(segment.batches_from(0))
+    i = 0
+    while i < len(infos):
+        j, start = i + 1, infos[i].position
+        while j < len(infos) and infos[j].end_position - start <= READ_CHUNK:
+            j += 1
+        buf = memoryview(segment.read(start, infos[j - 1].end_position - start))
+        for info, records in iter_batches(buf):
+            yield info, records, buf[info.position : info.end_position]
+        i = j
