@@ -22,6 +22,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.config import BrokerConfig, Listener
 from moldau.server.groups import GroupService
 from moldau.server.purgatory import Purgatory
+from moldau.storage.checkpoint import write_properties
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 from moldau.storage.log_manager import LogManager
@@ -89,7 +90,9 @@ class Broker:
         self._tasks.append(asyncio.get_running_loop().create_task(loop()))
 
     def _retention(self) -> None:
-        self.log_manager.run_retention(self.now_ms())
+        now = self.now_ms()
+        self.log_manager.run_retention(now)
+        self.log_manager.expire_producers(now, self.config.int("producer.id.expiration.ms"))
 
     def _clean(self) -> None:
         self.log_manager.run_cleaner(self.now_ms())
@@ -195,11 +198,11 @@ class Broker:
         return self.log_manager.get_log(topic, partition)
 
     def _write_meta_properties(self) -> None:
-        text = f"version=1\nnode.id={self.node_id}\ncluster.id={self.image.cluster_id}\n"
+        props = {"version": "1", "node.id": str(self.node_id), "cluster.id": self.image.cluster_id}
         for d in self.config.log_dirs:
             path = Path(d) / "meta.properties"
             if not path.exists():
-                path.write_text(text)
+                write_properties(path, props)
 
 
 def _new_cluster_id() -> str:

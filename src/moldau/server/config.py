@@ -55,6 +55,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
         BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
         BrokerKey("group.max.size", int, "2147483647", "Members per group."),
+        BrokerKey("producer.id.expiration.ms", int, "86400000", "Forget idle producers."),
         BrokerKey("cluster.id", str, "", "Cluster id (generated on first start)."),
         BrokerKey("process.roles", str, "broker,controller", "KRaft roles of this node."),
         BrokerKey("controller.quorum.voters", str, "", "KRaft voters (single node: self)."),

@@ -25,10 +25,6 @@ FrameHandler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
 _MAX_QUEUED_FRAMES = 64
 
 
-class FrameTooLarge(Exception):
-    pass
-
-
 class Connection(asyncio.BufferedProtocol):
     """One client connection: framing, in-order processing and writing."""
 

@@ -69,13 +69,3 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
 def write_properties(path: Path, props: Mapping[str, str]) -> None:
     """Java-properties style ``key=value`` lines (``meta.properties``)."""
     atomic_write(path, "".join(f"{key}={value}\n" for key, value in props.items()))
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    props: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")) and "=" in line:
-            key, value = line.split("=", 1)
-            props[key.strip()] = value.strip()
-    return props

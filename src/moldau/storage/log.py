@@ -134,7 +134,9 @@ class Log:
             if truncated:
                 logger.warning(
                     "%s: recovery cut %d invalid byte(s) from the segment at offset %d",
-                    directory.name, truncated, segment.base_offset,
+                    directory.name,
+                    truncated,
+                    segment.base_offset,
                 )
             recovered[segment.base_offset] = infos
             if truncated and i + 1 < len(segments):

@@ -162,6 +162,11 @@ class LogManager:
             self.checkpoint()
         return deleted
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> None:
+        """Forget idempotent producers idle for ``producer.id.expiration.ms`` (Kafka's rule)."""
+        for log in list(self._logs.values()):
+            log.producer_state.remove_expired(now_ms, expiration_ms)
+
     def run_cleaner(self, now_ms: int | None = None) -> int:
         """Compact every ``compact`` log that is dirty enough; returns how many were
         cleaned and, if any, rewrites the cleaner-offset checkpoints. A log whose cleaning

@@ -9,7 +9,6 @@ import pytest
 from moldau.protocol.errors import StorageError
 from moldau.storage.checkpoint import (
     read_checkpoint,
-    read_properties,
     write_checkpoint,
     write_properties,
 )
@@ -38,8 +37,7 @@ def test_malformed_checkpoint_raises(tmp_path: Path, text: str) -> None:
         read_checkpoint(path)
 
 
-def test_properties_round_trip(tmp_path: Path) -> None:
+def test_properties_are_written_as_key_value_lines(tmp_path: Path) -> None:
     path = tmp_path / "meta.properties"
     write_properties(path, {"version": "1", "cluster.id": "abc=def", "node.id": "1"})
-    path.write_text(path.read_text() + "# comment\n\n")
-    assert read_properties(path) == {"version": "1", "cluster.id": "abc=def", "node.id": "1"}
+    assert path.read_text() == "version=1\ncluster.id=abc=def\nnode.id=1\n"
