@@ -46,27 +46,20 @@ class Writer:
 
     def records(self, value: Any, compact: bool) -> None:
         if value is None:
-            if compact:
-                self.buf.append(0)
-            else:
-                self.buf += b"\xff\xff\xff\xff"
+            self.buf += b"\x00" if compact else b"\xff\xff\xff\xff"
             return
-        if isinstance(value, bytes | bytearray | memoryview):
-            size = len(value) if not isinstance(value, memoryview) else value.nbytes
-            if compact:
-                write_uvarint(self.buf, size + 1)
-            else:
-                self.buf += INT32.pack(size)
-            self.buf += value
-            return
-        size = value.size
+        inline = isinstance(value, bytes | bytearray | memoryview)
+        size = len(value) if inline else value.size
         if compact:
             write_uvarint(self.buf, size + 1)
         else:
             self.buf += INT32.pack(size)
-        self.parts.append(self.buf)
-        self.parts.append(value)
-        self.buf = bytearray()
+        if inline:
+            self.buf += value
+        else:  # spilled: the network layer sends it (sendfile) between the byte parts
+            self.parts.append(self.buf)
+            self.parts.append(value)
+            self.buf = bytearray()
 
     def finish(self) -> list[Any]:
         """Return the parts: bytearrays interleaved with spilled records objects."""
