@@ -139,8 +139,8 @@ class Connection(asyncio.BufferedProtocol):
                 if part:
                     transport.write(part)
             else:
-                for file, position, size in part.ranges():
-                    await self._sendfile(file, position, size)
+                for r in part.ranges:
+                    await self._sendfile(r.file, r.position, r.size)
         if not self._can_write.is_set():
             await self._can_write.wait()
 

@@ -23,7 +23,7 @@ from moldau.protocol.primitives import RecordsSpill
 if TYPE_CHECKING:
     from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
-    from moldau.storage.log import FileRange
+    from moldau.storage.log import LogReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
@@ -31,20 +31,17 @@ MAX_VERSION = 12
 
 
 class FileRecords(RecordsSpill):
-    """Records sent straight from segment files."""
+    """Records sent straight from segment files (``ranges`` of ``FileRange``)."""
 
-    __slots__ = ("_ranges", "_size")
+    __slots__ = ("ranges", "_size")
 
-    def __init__(self, ranges: list[FileRange], size: int) -> None:
-        self._ranges = ranges
-        self._size = size
+    def __init__(self, result: LogReadResult) -> None:
+        self.ranges = result.ranges
+        self._size = result.size
 
     @property
     def size(self) -> int:
         return self._size
-
-    def ranges(self) -> list[tuple[object, int, int]]:
-        return [(r.file, r.position, r.size) for r in self._ranges]
 
 
 def read_partition(
@@ -70,7 +67,7 @@ def read_partition(
     except KafkaError as e:
         out.error_code = e.code
         return out
-    out.records = FileRecords(result.ranges, result.size) if result.size else b""
+    out.records = FileRecords(result) if result.size else b""
     return out
 
 
