@@ -18,6 +18,7 @@ from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.offsets_records import decode_key
 from moldau.coordinator.group.partitioning import partition_for_group
 from moldau.coordinator.group.results import Effects, JoinGroupResult, SyncGroupResult
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all
 
@@ -122,11 +123,10 @@ class GroupService:
             by_partition[self.partition_for(decode_key(key).group)].append((key, value))
         for p, items in by_partition.items():
             partition_log = self.broker.get_log(OFFSETS_TOPIC, p)
-            if partition_log is None:
-                log.error(
-                    "%s-%d is missing; %d record(s) not written", OFFSETS_TOPIC, p, len(items)
+            if partition_log is None:  # never acknowledge what could not be written
+                raise KafkaError(
+                    f"{OFFSETS_TOPIC}-{p} is missing", ErrorCode.COORDINATOR_NOT_AVAILABLE
                 )
-                continue
             batch = bytearray(build_batch(items))
             partition_log.append(batch, scan_batches(batch, strict=False))
             partition_log.high_watermark = partition_log.log_end_offset
