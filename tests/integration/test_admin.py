@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -41,6 +41,7 @@ from moldau.records.record import build_batch
 from tests.broker import BrokerProcess
 from tests.integration.helpers import (
     DEADLINE_S,
+    FreshBroker,
     RawClient,
     Rec,
     admin,
@@ -177,7 +178,7 @@ def test_unknown_topic(client: AdminClient) -> None:
     assert code == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
-def test_broker_configs_are_static_and_read_only(client: AdminClient) -> None:
+def test_static_broker_configs_are_read_only(client: AdminClient) -> None:
     resource = ConfigResource(ResourceType.BROKER, "1")
     configs = client.describe_configs([resource])[resource].result(DEADLINE_S)
     partitions = configs["num.partitions"]
@@ -187,7 +188,9 @@ def test_broker_configs_are_static_and_read_only(client: AdminClient) -> None:
         True,
     )
     assert ConfigSource(configs["delete.topic.enable"].source) == ConfigSource.DEFAULT_CONFIG
-    assert all(c.is_read_only for c in configs.values())
+    # Kafka's dynamic broker configs (topic defaults, cleaner) are the only writable ones.
+    assert not configs["log.retention.ms"].is_read_only
+    assert configs["log.dirs"].is_read_only and configs["listeners"].is_read_only
 
     change = ConfigResource(
         ResourceType.BROKER,
@@ -198,6 +201,72 @@ def test_broker_configs_are_static_and_read_only(client: AdminClient) -> None:
     )
     futures = client.incremental_alter_configs([change])
     assert error_code(lambda: futures[change].result(DEADLINE_S)) == KafkaError.INVALID_REQUEST
+
+
+def test_dynamic_broker_configs_apply_without_restart(
+    fresh_broker: FreshBroker, topic: str
+) -> None:
+    """Tried as a user would: librdkafka's admin API sets a cluster-wide default and a
+    per-broker value; topics without overrides follow at once, and a restart keeps them."""
+    b = fresh_broker()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    create_topic(b.bootstrap, topic, 1)
+
+    def alter(name: str, key: str, value: str) -> None:
+        if not name:  # confluent-kafka's Python wrapper refuses the "" (cluster) resource
+            request = inc.IncrementalAlterConfigsRequest(
+                resources=[
+                    inc.AlterConfigsResource(4, "", [inc.AlterableConfig(key, SET, value)])
+                ]
+            )
+            with RawClient(b.bootstrap) as raw:
+                assert raw.request(request, 1).responses[0].error_code == ErrorCode.NONE
+            return
+        change = ConfigResource(
+            ResourceType.BROKER,
+            name,
+            incremental_configs=[
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([change])[change].result(DEADLINE_S)
+
+    def topic_config(key: str) -> tuple[str, ConfigSource]:
+        resource = ConfigResource(ResourceType.TOPIC, topic)
+        entry = admin.describe_configs([resource])[resource].result(DEADLINE_S)[key]
+        return entry.value, ConfigSource(entry.source)
+
+    alter("", "log.retention.ms", "3600000")
+    alter("1", "message.max.bytes", "2000")
+    assert topic_config("retention.ms") == ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    broker = ConfigResource(ResourceType.BROKER, "1")
+    configs = admin.describe_configs([broker])[broker].result(DEADLINE_S)
+    assert (
+        configs["message.max.bytes"].value,
+        ConfigSource(configs["message.max.bytes"].source),
+    ) == (
+        "2000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    # The new limit applies to produce at once: a 3 KB record is refused.
+    producer = Producer({"bootstrap.servers": b.bootstrap, "message.max.bytes": 100_000})
+    errors: list[KafkaError] = []
+    producer.produce(topic, b"x" * 3000, on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(DEADLINE_S)
+    assert errors and errors[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    b.restart()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    assert topic_config("retention.ms") == ("3600000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    # Read-only keys are refused with INVALID_REQUEST naming the config.
+    change = ConfigResource(
+        ResourceType.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry("log.dirs", "/elsewhere", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(KafkaException, match="log.dirs"):
+        admin.incremental_alter_configs([change])[change].result(DEADLINE_S)
 
 
 def test_broker_defaults_show_as_static_with_synonyms(tmp_path: Path, topic: str) -> None:
@@ -409,7 +478,7 @@ def test_incremental_alter_errors_are_per_resource(
         responses = raw.request(request, 1).responses
         assert [r.error_code for r in responses] == [ErrorCode.INVALID_REQUEST] * 6
         reasons = ["duplicate config keys", "Null value", "Unknown config operation"]
-        reasons += ["Duplicate resource"] * 2 + ["Dynamic broker configs are not supported"]
+        reasons += ["Duplicate resource"] * 2 + ["Cannot update these configs dynamically"]
         for r, reason in zip(responses, reasons, strict=True):
             assert reason in (r.error_message or ""), (r.resource_name, r.error_message)
 

@@ -53,8 +53,8 @@ async def _serve(config: BrokerConfig) -> None:
     from moldau.server.network import start_listener
 
     broker = Broker(config)
-    broker.load()
-    dispatcher = Dispatcher(broker)
+    await broker.start()
+    dispatcher = Dispatcher(broker.services)
     max_frame = config.int("socket.request.max.bytes")
     servers = []
     bound: list[Listener] = []
@@ -64,7 +64,7 @@ async def _serve(config: BrokerConfig) -> None:
         host, port = srv.sockets[0].getsockname()[:2]
         bound.append(Listener(listener.name, listener.host or host, port))
     advertised = config.advertised or bound
-    broker.register(
+    await broker.register(
         [
             Listener(a.name, a.host or "127.0.0.1", a.port or b.port)
             for a, b in zip(advertised, bound, strict=False)

@@ -7,13 +7,13 @@ and applies them; a Raft quorum can later replicate the same records unchanged.
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from moldau.controller.image import TOPIC_RESOURCE, MetadataImage
-from moldau.controller.records import (
+from moldau.controller.configs import Changes, apply_changes
+from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from moldau.metadata.records import (
     ConfigRecord,
     MetadataRecord,
     PartitionRecord,
@@ -21,11 +21,10 @@ from moldau.controller.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from moldau.metadata.topics import topic_name_error
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.config import LogConfig
 
-MAX_TOPIC_NAME = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 PRODUCER_ID_BLOCK = 1000
 
 
@@ -38,28 +37,28 @@ class Outcome:
     records: list[MetadataRecord] = field(default_factory=list)
 
 
-def topic_name_error(name: str) -> str | None:
-    if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return 'Topic name cannot be "." or ".."'
-    if len(name) > MAX_TOPIC_NAME:
-        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
-    if not _LEGAL_TOPIC.match(name):
-        return (
-            f'Topic name "{name}" is illegal, it contains a character other than '
-            "ASCII alphanumerics, '.', '_' and '-'"
-        )
-    return None
+BrokerConfigCheck = Callable[[str, str | None], str | None]
+"""Why a dynamic broker config cannot be set to a value (None: it can)."""
+
+
+def _no_dynamic_broker_configs(key: str, value: str | None) -> str | None:
+    return f"Cannot update these configs dynamically: {key}"
 
 
 class Controller:
     """Single-node controller logic; ``broker_props`` supplies topic config defaults."""
 
-    def __init__(self, node_id: int, broker_props: Mapping[str, str], default_partitions: int):
+    def __init__(
+        self,
+        node_id: int,
+        broker_props: Mapping[str, str],
+        default_partitions: int,
+        check_broker_config: BrokerConfigCheck = _no_dynamic_broker_configs,
+    ):
         self.node_id = node_id
         self.broker_props = broker_props
         self.default_partitions = default_partitions
+        self.check_broker_config = check_broker_config
 
     def validate_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_props(configs, self.broker_props)
@@ -144,34 +143,52 @@ class Controller:
         return Outcome(records=self._partitions(topic.topic_id, range(current, count)))
 
     def alter_topic_configs(
-        self, image: MetadataImage, name: str, changes: Mapping[str, str | None], *, replace: bool
+        self, image: MetadataImage, name: str, changes: Changes, *, replace: bool
     ) -> Outcome:
         """Set (value) or delete (None) topic configs; ``replace`` drops keys not named."""
         topic = image.topics.get(name)
         if topic is None:
             return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-        new = {} if replace else dict(topic.configs)
-        for key, value in changes.items():
-            if value is None:
-                new.pop(key, None)
-            else:
-                new[key] = value
+        new = apply_changes(topic.configs, changes, replace=replace)
         try:
             self.validate_topic_configs(new)
         except KafkaError as e:
             return Outcome(ErrorCode.INVALID_CONFIG, str(e))
-        records: list[MetadataRecord] = [
-            ConfigRecord(TOPIC_RESOURCE, name, k, None) for k in topic.configs if k not in new
+        return Outcome(records=_config_records(TOPIC_RESOURCE, name, topic.configs, new))
+
+    def alter_broker_configs(
+        self, image: MetadataImage, name: str, changes: Changes, *, replace: bool
+    ) -> Outcome:
+        """Dynamic broker configs for broker ``name`` or, with "", the cluster default.
+        Only the keys Kafka treats as dynamic can be set; the message names the others."""
+        if name and not (name.isdigit() and int(name) >= 0):
+            return Outcome(ErrorCode.INVALID_REQUEST, f"Invalid broker id: {name}")
+        current = image.broker_configs.get(name, {})
+        new = apply_changes(current, changes, replace=replace)
+        refused = [
+            msg
+            for key in sorted(changes)
+            if (msg := self.check_broker_config(key, changes[key])) is not None
         ]
-        records += [
-            ConfigRecord(TOPIC_RESOURCE, name, k, v)
-            for k, v in new.items()
-            if topic.configs.get(k) != v
-        ]
-        return Outcome(records=records)
+        if refused:
+            return Outcome(ErrorCode.INVALID_REQUEST, "; ".join(refused))
+        return Outcome(records=_config_records(BROKER_RESOURCE, name, current, new))
+
+    def alter_configs_refused(self, resource_type: int) -> Outcome:
+        return Outcome(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
 
     def allocate_producer_ids(self, image: MetadataImage) -> tuple[range, Outcome]:
         """Reserve a block of producer ids; the record makes the reservation durable."""
         start = image.next_producer_id
         block = range(start, start + PRODUCER_ID_BLOCK)
         return block, Outcome(records=[ProducerIdsRecord(self.node_id, block.stop)])
+
+
+def _config_records(
+    resource_type: int, name: str, old: Mapping[str, str], new: Mapping[str, str]
+) -> list[MetadataRecord]:
+    records: list[MetadataRecord] = [
+        ConfigRecord(resource_type, name, k, None) for k in old if k not in new
+    ]
+    records += [ConfigRecord(resource_type, name, k, v) for k, v in new.items() if old.get(k) != v]
+    return records

@@ -1,52 +1,62 @@
-"""The ``__cluster_metadata`` log: metadata records made durable before they take effect.
+"""The ``__cluster_metadata`` log of a quorum of one: committed once appended and fsynced.
 
-A single-node server is a quorum of one, so "committed" means "appended and fsynced
-locally". Startup replays the whole log into a fresh image.
+A single node with no quorum configured is its own controller quorum: there is nobody to
+replicate to, so a batch is committed when it is durable locally and the commit callback
+(the controller, then the metadata loader) runs right away, in log order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from moldau.controller.image import MetadataImage
-from moldau.controller.records import MetadataRecord, decode_record
+from moldau.metadata.records import MetadataRecord, decode_record
+from moldau.metadata.topics import METADATA_TOPIC
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 
-METADATA_TOPIC = "__cluster_metadata"
 METADATA_DIR = f"{METADATA_TOPIC}-0"
 _CONFIG = LogConfig(segment_bytes=64 << 20, retention_ms=-1, retention_bytes=-1)
 _READ_CHUNK = 8 << 20
+
+CommitCallback = Callable[[Sequence[MetadataRecord], int], None]
 
 
 class MetadataLog:
     def __init__(self, log: Log) -> None:
         self.log = log
+        self._on_commit: CommitCallback = lambda records, offset: None
 
     @classmethod
-    def open(cls, log_dir: Path) -> tuple[MetadataLog, MetadataImage]:
-        """Open (recovering from the start) and replay into an image."""
-        log = Log.open(log_dir / METADATA_DIR, _CONFIG, recovery_point=0)
-        image = MetadataImage()
-        offset = log.log_start_offset
-        while offset < log.log_end_offset:
-            data = log.read_bytes(offset, _READ_CHUNK)
-            for info, records in decode_all(data):
-                image = image.apply(
-                    [decode_record(r.key, r.value) for r in records], info.last_offset
-                )
-                offset = info.next_offset
-        return cls(log), image
+    def open(cls, log_dir: Path) -> MetadataLog:
+        """Open the log, recovering it from the start (it is small and must be exact)."""
+        return cls(Log.open(log_dir / METADATA_DIR, _CONFIG, recovery_point=0))
 
-    def append(self, records: list[MetadataRecord]) -> int:
-        """Append one batch holding ``records`` and fsync it; returns its last offset."""
+    def batches(self) -> Iterator[tuple[list[MetadataRecord], int]]:
+        """Every committed batch, oldest first: (records, last offset)."""
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            data = self.log.read_bytes(offset, _READ_CHUNK)
+            for info, records in decode_all(data):
+                yield [decode_record(r.key or b"", r.value or b"") for r in records], info.last_offset
+                offset = info.next_offset
+
+    def set_commit_callback(self, callback: CommitCallback) -> None:
+        self._on_commit = callback
+
+    def append(self, records: Sequence[MetadataRecord]) -> int:
+        """Append one batch holding ``records``, fsync it, announce the commit."""
         batch = bytearray(build_batch([r.encode() for r in records]))
         result = self.log.append(batch, scan_batches(batch, strict=False))
         self.log.flush()
         self.log.high_watermark = self.log.log_end_offset
+        self._on_commit(records, result.last_offset)
         return result.last_offset
+
+    async def wait_committed(self, offset: int) -> None:
+        """A quorum of one has committed what it appended."""
 
     def close(self) -> None:
         self.log.close()

@@ -1,208 +1,204 @@
-"""The broker: ties the metadata image, the logs and the coordinators to the network.
+"""A broker node: wires storage, replication, metadata, the controller and coordinators.
 
-Handlers receive the :class:`Broker` and use its small API: the current metadata image,
-``commit()`` for metadata changes, ``get_log()`` for data, and the purgatory for waits.
+It owns the parts and their lifecycle and nothing else: request handlers get a narrow
+:class:`~moldau.server.services.Services` view, metadata changes reach the parts through
+the publisher, and every timer runs on the node's scheduler. A node with no quorum
+configured is a controller quorum of one: its metadata log commits locally.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
-import time
 import uuid
-from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from moldau.clock import AsyncioScheduler
+from moldau.controller.apis import ControllerApis
 from moldau.controller.controller import Controller
-from moldau.controller.image import MetadataImage, TopicImage
 from moldau.controller.metadata_log import MetadataLog
-from moldau.controller.records import ClusterIdRecord, MetadataRecord, RegisterBrokerRecord
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.controller.quorum_controller import QuorumController
+from moldau.coordinator.group.config import GroupConfig
+from moldau.coordinator.group.service import GroupCoordinatorService
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.loader import MetadataLoader, replay
+from moldau.metadata.publisher import MetadataPublisher
+from moldau.metadata.records import ClusterIdRecord, RegisterBrokerRecord
+from moldau.metadata.topics import OFFSETS_TOPIC
+from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
 from moldau.server.config import BrokerConfig, Listener
-from moldau.server.groups import GroupService
-from moldau.server.purgatory import Purgatory
+from moldau.server.controller_channel import LocalControllerChannel
+from moldau.server.dynamic_config import DynamicBrokerConfig
+from moldau.server.fetch_session import FetchSessionCache
+from moldau.server.producer_ids import ProducerIdManager
+from moldau.server.services import Services
 from moldau.storage.checkpoint import write_properties
 from moldau.storage.config import LogConfig
-from moldau.storage.log import Log
 from moldau.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: BrokerConfig, scheduler: AsyncioScheduler | None = None) -> None:
         self.config = config
-        self.clock = clock
         self.node_id = config.node_id
-        self.controller = Controller(
-            self.node_id, config.log_defaults, config.int("num.partitions")
+        self.scheduler = scheduler or AsyncioScheduler()
+        self.clock = self.scheduler.clock
+        self.dynamic_config = DynamicBrokerConfig(config)
+        self.log_manager = LogManager(
+            config.log_dirs, self.dynamic_config.log_defaults, clock=self.clock.time
         )
-        self.image = MetadataImage()
-        self.purgatory = Purgatory()
-        self.log_manager = LogManager(config.log_dirs, config.log_defaults)
+        self.publisher = MetadataPublisher(self.node_id)
+        self.replica_manager = ReplicaManager(
+            self.node_id,
+            self.log_manager,
+            self.scheduler,
+            self.topic_log_config,
+            ReplicationConfig(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms")),
+        )
+        self.groups = GroupCoordinatorService(
+            GroupConfig(
+                group_min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
+                group_max_session_timeout_ms=config.int("group.max.session.timeout.ms"),
+                group_initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
+                offsets_retention_minutes=config.int("offsets.retention.minutes"),
+                offsets_retention_check_interval_ms=config.int(
+                    "offsets.retention.check.interval.ms"
+                ),
+                offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
+            ),
+            config.int("offsets.topic.num.partitions"),
+            self.replica_manager,
+            self.scheduler,
+            self._ensure_offsets_topic,
+        )
+        self.publisher.add_listener(self.dynamic_config)
+        self.publisher.add_listener(self.replica_manager)
+        self.publisher.add_listener(self.groups.runtime)
+        self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
+        self.fetch_sessions = FetchSessionCache(
+            config.int("max.incremental.fetch.session.cache.slots")
+        )
         self.metadata_log: MetadataLog | None = None
-        self.advertised: list[Listener] = []
-        self._commit_lock = asyncio.Lock()
-        self._producer_ids = range(0)
-        self._tasks: list[asyncio.Task[None]] = []
-        self.groups = GroupService(self)
+        self.controller: QuorumController | None = None
+        self.channel: LocalControllerChannel | None = None
+        self.producer_ids: ProducerIdManager | None = None
 
     # -- lifecycle ------------------------------------------------------------------
-    def load(self) -> None:
-        """Replay metadata, then open (and if needed recover) every partition's log."""
+    async def start(self) -> None:
+        """Replay metadata, open (recovering if needed) the logs, publish the image (which
+        makes this node leader of its partitions) and load the coordinators."""
         for d in self.config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.metadata_log, self.image = MetadataLog.open(self.config.log_dirs[0])
-        if not self.image.cluster_id:
+        self.metadata_log = MetadataLog.open(self.config.log_dirs[0])
+        image = replay(self.metadata_log.batches())
+        self.log_manager.load_logs(lambda topic: _topic_configs(image, topic))
+        self.controller = QuorumController(self.metadata_log, image)
+        self.controller.add_commit_listener(MetadataLoader(self.publisher).handle_commit)
+        decisions = Controller(
+            self.node_id,
+            self.config.log_defaults,
+            self.config.int("num.partitions"),
+            self.dynamic_config.check,
+        )
+        apis = ControllerApis(
+            self.controller, decisions, delete_topic_enable=self.config.bool("delete.topic.enable")
+        )
+        self.channel = LocalControllerChannel(apis)
+        self.producer_ids = ProducerIdManager(self.node_id, self.channel)
+        self.publisher.publish(image)
+        if not image.cluster_id:
             cluster_id = self.config.get("cluster.id") or _new_cluster_id()
-            self._commit_now([ClusterIdRecord(cluster_id)])
+            await self.channel.commit([ClusterIdRecord(cluster_id)])
         self._write_meta_properties()
-        self.log_manager.load_logs(self.topic_config_props)
-        for topic in self.image.topics.values():
-            self._ensure_logs(topic)
-        self.groups.load()
+        await self.groups.runtime.wait_loaded()
 
-    def register(self, listeners: list[Listener]) -> None:
+    async def register(self, listeners: list[Listener]) -> None:
         """Record where clients reach this broker (advertised listeners)."""
-        self.advertised = listeners
+        assert self.channel is not None
         endpoints = [{"name": li.name, "host": li.host, "port": li.port} for li in listeners]
-        self._commit_now([RegisterBrokerRecord(self.node_id, endpoints)])
+        await self.channel.commit([RegisterBrokerRecord(self.node_id, endpoints)])
 
     def start_background(self) -> None:
-        c = self.config
-        self.groups.start()
-        self._every(c.int("log.retention.check.interval.ms"), self._retention)
-        self._every(c.int("log.flush.scheduler.interval.ms"), self._flush)
-        self._every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        c, every = self.config, self.scheduler.every
+        every(c.int("log.retention.check.interval.ms"), self._retention)
+        every(c.int("log.flush.scheduler.interval.ms"), self._flush, in_thread=True)
+        every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
         if c.bool("log.cleaner.enable"):
-            self._every(c.int("log.cleaner.backoff.ms"), self._clean)
-
-    def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(interval_ms / 1000)
-                try:
-                    fn()
-                except Exception:
-                    log.exception("background task %s failed", fn.__name__)
-
-        self._tasks.append(asyncio.get_running_loop().create_task(loop()))
+            every(c.int("log.cleaner.backoff.ms"), self._clean)
 
     def _retention(self) -> None:
-        now = self.now_ms()
+        now = self.clock.now_ms()
         self.log_manager.run_retention(now)
         self.log_manager.expire_producers(now, self.config.int("producer.id.expiration.ms"))
 
     def _clean(self) -> None:
-        self.log_manager.run_cleaner(self.now_ms())
+        self.log_manager.run_cleaner(self.clock.now_ms())
 
     def _flush(self) -> None:
-        self.log_manager.flush_due(self.now_ms())
+        self.log_manager.flush_due(self.clock.now_ms())
 
     def shutdown(self) -> None:
         """Flush everything and write checkpoints, so the next start needs no recovery."""
-        for task in self._tasks:
-            task.cancel()
-        self.groups.close()
+        self.scheduler.close()
         self.log_manager.shutdown()
         if self.metadata_log is not None:
             self.metadata_log.close()
 
-    def now_ms(self) -> int:
-        return int(self.clock() * 1000)
-
-    # -- metadata -------------------------------------------------------------------
-    async def commit(self, records: list[MetadataRecord]) -> MetadataImage:
-        """Make metadata records durable, then apply them; returns the new image."""
-        async with self._commit_lock:
-            return self._commit_now(records)
-
-    def _commit_now(self, records: list[MetadataRecord]) -> MetadataImage:
-        if not records:
-            return self.image
-        assert self.metadata_log is not None
-        offset = self.metadata_log.append(records)
-        old, self.image = self.image, self.image.apply(records, offset)
-        self._on_image_change(old, self.image)
-        return self.image
-
-    def _on_image_change(self, old: MetadataImage, new: MetadataImage) -> None:
-        for name, topic in old.topics.items():
-            current = new.topics.get(name)
-            if current is None or current.topic_id != topic.topic_id:
-                for p in topic.partitions:
-                    self.log_manager.delete_log(name, p)
-                    self.purgatory.notify((name, p))
-        for name, topic in new.topics.items():
-            before = old.topics.get(name)
-            if before is not None and before.configs != topic.configs:
-                self.log_manager.update_config(name, self.topic_log_config(name))
-            if before is None or before.partitions != topic.partitions:
-                self._ensure_logs(topic)
-
-    def _ensure_logs(self, topic: TopicImage) -> None:
-        config = self.topic_log_config(topic.name)
-        for p in topic.partitions:
-            self.log_manager.get_or_create_log(topic.name, p, config)
-
-    def topic_config_props(self, topic: str) -> dict[str, str]:
-        t = self.image.topics.get(topic)
-        return dict(t.configs) if t is not None else {}
+    # -- what the parts need -------------------------------------------------------
+    @property
+    def services(self) -> Services:
+        assert self.channel is not None and self.producer_ids is not None
+        return Services(
+            config=self.config,
+            node_id=self.node_id,
+            clock=self.clock,
+            metadata=self.publisher,
+            dynamic_config=self.dynamic_config,
+            replica_manager=self.replica_manager,
+            controller=self.channel,
+            groups=self.groups,
+            producer_ids=self.producer_ids,
+            fetch_sessions=self.fetch_sessions,
+        )
 
     def topic_log_config(self, topic: str) -> LogConfig:
-        return LogConfig.from_props(self.topic_config_props(topic), self.config.log_defaults)
+        return LogConfig.from_props(
+            _topic_configs(self.publisher.image, topic), self.dynamic_config.log_defaults
+        )
 
-    async def auto_create_topics(self, names: Iterable[str]) -> dict[str, ErrorCode]:
-        """Create missing topics with broker defaults (auto.create.topics.enable)."""
-        results: dict[str, ErrorCode] = {}
-        for name in names:
-            if name in self.image.topics:
-                results[name] = ErrorCode.NONE
-                continue
-            outcome = self.controller.create_topic(self.image, name)
-            if outcome.error == ErrorCode.TOPIC_ALREADY_EXISTS:
-                results[name] = ErrorCode.NONE
-            elif outcome.error:
-                results[name] = outcome.error
-            else:
-                await self.commit(outcome.records)
-                results[name] = ErrorCode.NONE
-        return results
+    def _log_defaults_changed(self) -> None:
+        self.log_manager.default_props = dict(self.dynamic_config.log_defaults)
+        for topic in {tp[0] for tp in self.log_manager.logs}:
+            self.log_manager.update_config(topic, self.topic_log_config(topic))
 
-    async def ensure_internal_topic(
-        self, name: str, partitions: int, configs: dict[str, str]
-    ) -> TopicImage:
-        topic = self.image.topics.get(name)
-        if topic is None:
-            outcome = self.controller.create_topic(self.image, name, partitions, 1, configs)
-            if outcome.error:
-                raise KafkaError(f"cannot create {name}: {outcome.message}", outcome.error)
-            await self.commit(outcome.records)
-            topic = self.image.topics[name]
-        return topic
-
-    async def next_producer_id(self) -> int:
-        """Hand out a producer id; blocks of ids are reserved durably so none repeats."""
-        async with self._commit_lock:
-            if not self._producer_ids:
-                block, outcome = self.controller.allocate_producer_ids(self.image)
-                self._commit_now(outcome.records)
-                self._producer_ids = block
-            pid = self._producer_ids[0]
-            self._producer_ids = self._producer_ids[1:]
-            return pid
-
-    # -- data -----------------------------------------------------------------------
-    def get_log(self, topic: str, partition: int) -> Log | None:
-        return self.log_manager.get_log(topic, partition)
+    async def _ensure_offsets_topic(self) -> None:
+        assert self.channel is not None
+        await self.channel.create_internal_topic(
+            OFFSETS_TOPIC,
+            self.config.int("offsets.topic.num.partitions"),
+            {
+                "cleanup.policy": "compact",
+                "segment.bytes": self.config.get("offsets.topic.segment.bytes"),
+            },
+        )
 
     def _write_meta_properties(self) -> None:
-        props = {"version": "1", "node.id": str(self.node_id), "cluster.id": self.image.cluster_id}
+        props = {
+            "version": "1",
+            "node.id": str(self.node_id),
+            "cluster.id": self.publisher.image.cluster_id,
+        }
         for d in self.config.log_dirs:
             path = Path(d) / "meta.properties"
             if not path.exists():
                 write_properties(path, props)
+
+
+def _topic_configs(image: MetadataImage, topic: str) -> dict[str, str]:
+    t = image.topics.get(topic)
+    return dict(t.configs) if t is not None else {}
 
 
 def _new_cluster_id() -> str:

@@ -7,6 +7,7 @@ keys for topic-level settings (``log.segment.bytes`` ...) are defined once, in
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("log.flush.offset.checkpoint.interval.ms", int, "60000", "Checkpoint period."),
         BrokerKey("log.cleaner.enable", bool, "true", "Run the log cleaner (compaction)."),
         BrokerKey("log.cleaner.backoff.ms", int, "15000", "Sleep between log cleaner runs."),
+        BrokerKey("log.cleaner.threads", int, "1", "Log cleaner threads (Moldau runs one)."),
+        BrokerKey(
+            "replica.lag.time.max.ms", int, "30000", "A follower this far behind leaves the ISR."
+        ),
+        BrokerKey(
+            "max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."
+        ),
         BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         BrokerKey("offsets.topic.replication.factor", int, "1", "Replication of offsets topic."),
         BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),
@@ -115,6 +123,21 @@ def parse_override(item: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def parse_value(key: str, raw: str) -> int | bool | str:
+    """A broker key's value in its type; ConfigError says why it is not one."""
+    spec = BROKER_KEYS[key]
+    if spec.type is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{key}: '{raw}' is not an integer") from None
+    if spec.type is bool:
+        if raw.lower() not in _BOOLS:
+            raise ConfigError(f"{key}: '{raw}' is not true or false")
+        return _BOOLS[raw.lower()]
+    return raw
+
+
 class BrokerConfig:
     """Validated broker settings; unknown keys are kept and reported, as Kafka does."""
 
@@ -151,18 +174,7 @@ class BrokerConfig:
         return self.props.get(key, BROKER_KEYS[key].default)
 
     def _typed(self, key: str) -> int | bool | str:
-        spec = BROKER_KEYS[key]
-        raw = self.get(key)
-        if spec.type is int:
-            try:
-                return int(raw)
-            except ValueError:
-                raise ConfigError(f"{key}: '{raw}' is not an integer") from None
-        if spec.type is bool:
-            if raw.lower() not in _BOOLS:
-                raise ConfigError(f"{key}: '{raw}' is not true or false")
-            return _BOOLS[raw.lower()]
-        return raw
+        return parse_value(key, self.get(key))
 
     def int(self, key: str) -> int:
         value = self._typed(key)
@@ -173,5 +185,5 @@ class BrokerConfig:
         return bool(self._typed(key))
 
     @property
-    def node_id(self) -> int:
+    def node_id(self) -> builtins.int:
         return self.int("node.id")

@@ -21,8 +21,8 @@ from moldau.protocol.primitives import INT32, ProtocolDecodeError, encoded_size
 from moldau.server.handlers import HANDLERS, advertised_versions
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.network import Connection
+    from moldau.server.services import Services
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ def is_flexible(cls: Any, version: int) -> bool:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, services: Services) -> None:
+        self.services = services
 
     async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
         buf = memoryview(frame)
@@ -78,7 +78,7 @@ class Dispatcher:
             conn.close()
             return None
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, conn.peer[0], conn)
-        response = await handler.handle(self.broker, ctx, request)
+        response = await handler.handle(self.services, ctx, request)
         if response is None:
             return None
         return frame_response(api_key, version, correlation_id, response)

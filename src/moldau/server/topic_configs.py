@@ -1,5 +1,4 @@
-"""Config resources for the admin APIs: describing topic and broker configs, and the
-shared validate-then-commit flow of AlterConfigs and IncrementalAlterConfigs.
+"""Config resources for DescribeConfigs: topic and broker configs as Kafka reports them.
 
 Effective values come from ``moldau.storage.config`` (the single source of truth for
 names, defaults and synonyms); this module only shapes them the way Kafka reports them.
@@ -7,20 +6,16 @@ names, defaults and synonyms); this module only shapes them the way Kafka report
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from moldau.controller.controller import topic_name_error
-from moldau.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE, TopicImage
-from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
     DescribeConfigsSynonym,
 )
 from moldau.server.config import BROKER_KEYS
+from moldau.server.dynamic_config import DYNAMIC_KEYS, DynamicBrokerConfig
 from moldau.storage.config import (
     BROKER_SYNONYMS,
     TOPIC_CONFIGS,
@@ -28,9 +23,6 @@ from moldau.storage.config import (
     ConfigSource,
     resolve_configs,
 )
-
-if TYPE_CHECKING:
-    from moldau.server.broker import Broker
 
 
 class ConfigType(IntEnum):
@@ -93,8 +85,15 @@ def _entry(
     )
 
 
+def _static(key: str) -> ConfigSource:
+    return ConfigSource.STATIC_BROKER_CONFIG
+
+
 def _topic_synonyms(
-    d: ConfigDef, overrides: Mapping[str, str], broker_props: Mapping[str, str]
+    d: ConfigDef,
+    overrides: Mapping[str, str],
+    broker_props: Mapping[str, str],
+    broker_source: Callable[[str], ConfigSource],
 ) -> list[DescribeConfigsSynonym]:
     """Kafka's precedence list: the topic override, each broker key that is set, then the
     default under the broker key whose unit matches the topic config's."""
@@ -104,7 +103,7 @@ def _topic_synonyms(
             DescribeConfigsSynonym(d.name, overrides[d.name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
         )
     out += [
-        DescribeConfigsSynonym(key, broker_props[key], ConfigSource.STATIC_BROKER_CONFIG)
+        DescribeConfigsSynonym(key, broker_props[key], broker_source(key))
         for key, _factor in d.synonyms
         if key in broker_props
     ]
@@ -113,147 +112,82 @@ def _topic_synonyms(
 
 
 def describe_topic(
-    overrides: Mapping[str, str], broker_props: Mapping[str, str], opts: DescribeOptions
+    overrides: Mapping[str, str],
+    broker_props: Mapping[str, str],
+    opts: DescribeOptions,
+    broker_source: Callable[[str], ConfigSource] = _static,
 ) -> list[DescribeConfigsResourceResult]:
-    """Every topic config with its effective value; topic configs are all alterable."""
+    """Every topic config with its effective value; topic configs are all alterable.
+    ``broker_source`` says where a broker-level value came from (static or dynamic)."""
     resolved = resolve_configs(overrides, broker_props)
-    return [
-        _entry(
-            d.name,
-            resolved[d.name].value,
-            resolved[d.name].source,
-            _TOPIC_TYPES[d.type],
-            d.doc,
-            opts,
-            read_only=False,
-            synonyms=_topic_synonyms(d, overrides, broker_props),
+    entries = []
+    for d in TOPIC_CONFIGS.values():
+        if not opts.wants(d.name):
+            continue
+        r = resolved[d.name]
+        source = broker_source(r.broker_key) if r.broker_key else r.source
+        entries.append(
+            _entry(
+                d.name,
+                r.value,
+                source,
+                _TOPIC_TYPES[d.type],
+                d.doc,
+                opts,
+                read_only=False,
+                synonyms=_topic_synonyms(d, overrides, broker_props, broker_source),
+            )
         )
-        for d in TOPIC_CONFIGS.values()
-        if opts.wants(d.name)
-    ]
+    return entries
 
 
 def describe_broker(
-    props: Mapping[str, str], opts: DescribeOptions
+    config: DynamicBrokerConfig, opts: DescribeOptions, *, cluster_default: bool = False
 ) -> list[DescribeConfigsResourceResult]:
-    """The broker's static settings, read-only: dynamic broker configs are not supported.
+    """The broker's settings with where each value comes from; the keys Kafka treats as
+    dynamic are alterable, the rest read-only. ``cluster_default`` (resource name "")
+    reports only the cluster-wide dynamic defaults, as Kafka does.
 
     Broker-level topic defaults (``log.retention.hours`` ...) are listed too; a synonym
     that is unset reports the topic default under its first broker key, else null.
     """
     entries = []
+    layers = config.layers()
     for key in BROKER_KEYS.keys() | BROKER_SYNONYMS.keys():
         if not opts.wants(key):
             continue
         if key in BROKER_KEYS:
             spec = BROKER_KEYS[key]
-            default, config_type, doc = spec.default, _BROKER_TYPES[spec.type], spec.doc
+            default: str | None = spec.default
+            config_type, doc = _BROKER_TYPES[spec.type], spec.doc
         else:
             d = TOPIC_CONFIGS[BROKER_SYNONYMS[key]]
             default = d.default if d.synonyms[0][0] == key else None
             config_type, doc = _TOPIC_TYPES[d.type], d.doc
-        source = ConfigSource.STATIC_BROKER_CONFIG if key in props else ConfigSource.DEFAULT_CONFIG
-        value = props.get(key, default)
-        synonyms = [DescribeConfigsSynonym(key, value, source)]
-        entries.append(
-            _entry(key, value, source, config_type, doc, opts, read_only=True, synonyms=synonyms)
-        )
-    return sorted(entries, key=lambda e: e.name or "")
-
-
-# -- altering ------------------------------------------------------------------------
-
-
-def check_unique(names: Iterable[str | None]) -> None:
-    """Kafka rejects a resource that names the same config twice."""
-    dups = sorted(n or "" for n, count in Counter(names).items() if count > 1)
-    if dups:
-        raise KafkaError(
-            f"Error due to duplicate config keys: {', '.join(dups)}", ErrorCode.INVALID_REQUEST
-        )
-
-
-def _resource_error(resource_type: int) -> KafkaError | None:
-    if resource_type == BROKER_RESOURCE:
-        return KafkaError(
-            "Dynamic broker configs are not supported; set them in the broker's properties "
-            "and restart it.",
-            ErrorCode.INVALID_REQUEST,
-        )
-    if resource_type != TOPIC_RESOURCE:
-        return KafkaError(f"Unsupported resource type {resource_type}.", ErrorCode.INVALID_REQUEST)
-    return None
-
-
-def missing_topic(name: str) -> tuple[ErrorCode, str]:
-    """Why ``name`` names no topic: it is illegal, or it does not exist."""
-    if (msg := topic_name_error(name)) is not None:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, msg
-    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
-
-
-class _Resource(Protocol):
-    resource_type: int
-    resource_name: str | None
-
-
-R = TypeVar("R", bound=_Resource)
-T = TypeVar("T")
-
-
-async def alter_resources(
-    broker: Broker,
-    resources: Sequence[R],
-    changes: Callable[[R, TopicImage], Mapping[str, str | None]],
-    response: Callable[..., T],
-    *,
-    replace: bool,
-    validate_only: bool,
-) -> list[T]:
-    """One ``response(error_code, error_message, resource_type, resource_name)`` per
-    resource, in request order. ``changes`` turns a resource and its topic's current
-    state into config changes (value: set, None: delete), raising KafkaError when the
-    request is invalid. Kafka fails every copy of a resource named twice rather than
-    guess which one wins."""
-    counts = Counter((r.resource_type, r.resource_name) for r in resources)
-    results = []
-    for r in resources:
-        if counts[(r.resource_type, r.resource_name)] > 1:
-            code, message = ErrorCode.INVALID_REQUEST, "Duplicate resource in request."
+        if cluster_default:
+            source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            value = layers[1][1].get(key)
+            if value is None:
+                continue
+            synonyms = [DescribeConfigsSynonym(key, value, source)]
         else:
-            code, message = await _alter(broker, r, changes, replace, validate_only)
-        results.append(
-            response(
-                error_code=code,
-                error_message=message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
+            source = config.source(key)
+            value = config.get(key) if source != ConfigSource.DEFAULT_CONFIG else default
+            synonyms = [
+                DescribeConfigsSynonym(key, layer[key], layer_source)
+                for layer_source, layer in layers
+                if key in layer
+            ] or [DescribeConfigsSynonym(key, value, ConfigSource.DEFAULT_CONFIG)]
+        entries.append(
+            _entry(
+                key,
+                value,
+                source,
+                config_type,
+                doc,
+                opts,
+                read_only=key not in DYNAMIC_KEYS,
+                synonyms=synonyms,
             )
         )
-    return results
-
-
-async def _alter(
-    broker: Broker,
-    r: R,
-    changes: Callable[[R, TopicImage], Mapping[str, str | None]],
-    replace: bool,
-    validate_only: bool,
-) -> tuple[ErrorCode, str | None]:
-    """Validate one resource's changes with the controller, then commit them."""
-    name = r.resource_name or ""
-    if (error := _resource_error(r.resource_type)) is not None:
-        return error.code, str(error)
-    topic = broker.image.topics.get(name)
-    if topic is None:
-        return missing_topic(name)
-    try:
-        wanted = changes(r, topic)
-    except KafkaError as e:
-        return e.code, str(e)
-    outcome = broker.controller.alter_topic_configs(broker.image, name, wanted, replace=replace)
-    if outcome.error:
-        return outcome.error, outcome.message
-    if not validate_only:
-        await broker.commit(outcome.records)
-    return ErrorCode.NONE, None
+    return sorted(entries, key=lambda e: e.name or "")

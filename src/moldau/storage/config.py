@@ -27,6 +27,8 @@ class ConfigSource(IntEnum):
     """Kafka's DescribeConfigs ``ConfigSource`` values for where a value came from."""
 
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from moldau.controller.controller import PRODUCER_ID_BLOCK, Controller, topic_name_error
-from moldau.controller.image import MetadataImage
-from moldau.controller.records import ClusterIdRecord, decode_record
+from moldau.controller.controller import PRODUCER_ID_BLOCK, Controller
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.records import ClusterIdRecord, decode_record
+from moldau.metadata.topics import topic_name_error
 from moldau.protocol.errors import ErrorCode
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from moldau.server.config import BrokerConfig
+from moldau.server.dynamic_config import DYNAMIC_KEYS, DynamicBrokerConfig
 from moldau.server.topic_configs import ConfigType, DescribeOptions, describe_broker, describe_topic
 from moldau.storage.config import TOPIC_CONFIGS, ConfigSource
 
@@ -64,9 +66,16 @@ def test_keys_filter_and_optional_parts() -> None:
     assert describe_topic({}, {}, DescribeOptions(frozenset(), True, True)) == []
 
 
-def test_broker_configs_are_read_only_with_their_source() -> None:
-    configs = by_name(describe_broker({"num.partitions": "3", "log.retention.hours": "24"}, ALL))
-    assert all(e.read_only for e in configs.values())
+def broker_config(props: dict[str, str]) -> DynamicBrokerConfig:
+    return DynamicBrokerConfig(BrokerConfig(props))
+
+
+def test_broker_configs_with_their_source() -> None:
+    configs = by_name(
+        describe_broker(broker_config({"num.partitions": "3", "log.retention.hours": "24"}), ALL)
+    )
+    # Only Kafka's dynamic broker configs can be altered; the rest are read-only.
+    assert {name for name, e in configs.items() if not e.read_only} == set(DYNAMIC_KEYS)
     assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == (
         "3",
         ConfigSource.STATIC_BROKER_CONFIG,

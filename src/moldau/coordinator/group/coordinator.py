@@ -10,8 +10,10 @@ so Kafka's transient Dead-group races cannot occur and removed groups are simply
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from moldau.protocol.errors import ErrorCode
@@ -55,6 +57,37 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 
 _CLEANUP = ("cleanup",)
 _CAN_REBALANCE = (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
+
+
+class GroupLoader:
+    """Replays `__consumer_offsets` records, oldest first, while a shard loads."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.metadata: dict[str, GroupMetadataValue] = {}
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one record; raises ValueError if it does not decode."""
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetKey):
+            committed = self.offsets.setdefault(decoded.group, {})
+            tp = (decoded.topic, decoded.partition)
+            if value is None:
+                committed.pop(tp, None)
+            else:
+                committed[tp] = decode_offset_value(value)
+        elif isinstance(decoded, GroupMetadataKey):
+            if value is None:
+                self.metadata.pop(decoded.group, None)
+            else:
+                self.metadata[decoded.group] = decode_group_value(value)
+
+
+@dataclass(frozen=True)
+class GroupsSnapshot:
+    groups: dict[str, Group | None]  # None: the group did not exist
+    everything: bool
+    timers: Timers[tuple[str, ...]]
 
 
 class GroupCoordinator:
@@ -258,7 +291,8 @@ class GroupCoordinator:
             else self._validate_offset_commit(group, member_id, generation_id, group_instance_id)
         )
         if group is None or error is not None:
-            return {(o.topic, o.partition): error for o in offsets}, self._end()
+            refused = error or ErrorCode.ILLEGAL_GENERATION
+            return {(o.topic, o.partition): refused for o in offsets}, self._end()
         if group.state is not GroupState.EMPTY:
             self._schedule_heartbeat(group, group.members[member_id])
         expire = None if retention_time_ms == -1 else now_ms + retention_time_ms
@@ -373,28 +407,19 @@ class GroupCoordinator:
         )
 
     def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        """Rebuild groups from `__consumer_offsets` records, oldest first.
-
-        As in Kafka, a group with members comes back Stable (members keep heartbeating
-        across a coordinator restart); one without comes back Empty with its generation.
-        """
-        self._now = now_ms
-        offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        metadata: dict[str, GroupMetadataValue] = {}
+        """Rebuild groups from `__consumer_offsets` records, oldest first (strict: a record
+        that does not decode raises ValueError; the runtime replays one by one instead)."""
+        loader = GroupLoader()
         for key, value in records:
-            decoded = decode_key(key)
-            if isinstance(decoded, OffsetKey):
-                committed = offsets.setdefault(decoded.group, {})
-                tp = (decoded.topic, decoded.partition)
-                if value is None:
-                    committed.pop(tp, None)
-                else:
-                    committed[tp] = decode_offset_value(value)
-            elif isinstance(decoded, GroupMetadataKey):
-                if value is None:
-                    metadata.pop(decoded.group, None)
-                else:
-                    metadata[decoded.group] = decode_group_value(value)
+            loader.replay(key, value)
+        self.finish_load(loader, now_ms)
+
+    def finish_load(self, loader: GroupLoader, now_ms: int) -> None:
+        """Install what ``loader`` replayed. As in Kafka, a group with members comes back
+        Stable (members keep heartbeating across a coordinator move); one without comes
+        back Empty with its generation."""
+        self._now = now_ms
+        offsets, metadata = loader.offsets, loader.metadata
         for group_id in metadata.keys() | {g for g, o in offsets.items() if o}:
             value = metadata.get(group_id)
             group = (
@@ -406,6 +431,26 @@ class GroupCoordinator:
             self._groups[group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
+
+    # Undo: the coordinator runtime reverts an operation whose records could not be written
+
+    def snapshot(self, group_ids: Iterable[str] | None = None) -> GroupsSnapshot:
+        """Copies of the named groups (every group when None) and of the timers."""
+        if group_ids is None:
+            groups: dict[str, Group | None] = dict(copy.deepcopy(self._groups))
+        else:
+            groups = {g: copy.deepcopy(self._groups.get(g)) for g in group_ids}
+        return GroupsSnapshot(groups, group_ids is None, self._timers.copy())
+
+    def restore(self, snapshot: GroupsSnapshot) -> None:
+        if snapshot.everything:
+            self._groups = {}
+        for group_id, group in snapshot.groups.items():
+            if group is None:
+                self._groups.pop(group_id, None)
+            else:
+                self._groups[group_id] = group
+        self._timers = snapshot.timers.copy()
 
     # Join phase
 

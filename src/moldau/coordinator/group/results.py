@@ -5,14 +5,13 @@ Field names follow the Kafka RPC schemas so handlers can copy them across one to
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
+from moldau.coordinator.effects import Completion, CoordinatorRecord, Effects, RequestId
 from moldau.protocol.errors import ErrorCode
 
-RequestId = Hashable
-"""Caller-chosen key of a parked JoinGroup/SyncGroup; any hashable except None."""
+__all__ = ["Completion", "Effects", "RequestId"]
 
 TopicPartition = tuple[str, int]
 
@@ -43,26 +42,8 @@ class SyncGroupResult:
     assignment: bytes = b""
 
 
-class Completion(NamedTuple):
-    """The response to a parked request, ready to be sent."""
-
-    request_id: RequestId
-    result: JoinGroupResult | SyncGroupResult
-
-
-class OffsetsRecord(NamedTuple):
-    """A `__consumer_offsets` record to append; value None is a tombstone."""
-
-    key: bytes
-    value: bytes | None
-
-
-@dataclass
-class Effects:
-    """Output of one call: responses now ready and records to append before sending them."""
-
-    completions: list[Completion] = field(default_factory=list)
-    records: list[OffsetsRecord] = field(default_factory=list)
+OffsetsRecord = CoordinatorRecord
+"""A `__consumer_offsets` record to append; value None is a tombstone."""
 
 
 class MemberIdentity(NamedTuple):

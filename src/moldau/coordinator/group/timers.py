@@ -21,6 +21,13 @@ class Timers(Generic[K]):
         self._heap: list[tuple[int, int, K]] = []
         self._seq = itertools.count()
 
+    def copy(self) -> Timers[K]:
+        other: Timers[K] = Timers()
+        other._deadlines = dict(self._deadlines)
+        other._heap = list(self._heap)
+        other._seq = itertools.count(next(self._seq))
+        return other
+
     def set(self, key: K, deadline_ms: int) -> None:
         self._deadlines[key] = deadline_ms
         heapq.heappush(self._heap, (deadline_ms, next(self._seq), key))

@@ -1,6 +1,7 @@
 """One module per Kafka API. Each defines ``API_KEY``, ``MIN_VERSION``/``MAX_VERSION``
 (the versions it implements), optionally ``ADVERTISED_MIN_VERSION``, and
-``async def handle(broker, ctx, request) -> response | None`` (None: send nothing).
+``async def handle(services, ctx, request) -> response | None`` (None: send nothing).
+Handlers see the node only through :class:`~moldau.server.services.Services`.
 """
 
 from __future__ import annotations

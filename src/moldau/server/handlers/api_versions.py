@@ -10,8 +10,8 @@ from moldau.protocol.messages.api_versions_response import ApiVersionsResponse
 from moldau.server import handlers
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.API_VERSIONS
 MIN_VERSION = 0
@@ -19,6 +19,6 @@ MAX_VERSION = 4
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: ApiVersionsRequest
+    services: Services, ctx: RequestContext, request: ApiVersionsRequest
 ) -> ApiVersionsResponse:
     return ApiVersionsResponse(error_code=0, api_keys=handlers.advertised_versions())

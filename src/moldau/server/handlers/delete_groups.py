@@ -12,8 +12,8 @@ from moldau.protocol.messages.delete_groups_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.DELETE_GROUPS
 MIN_VERSION = 0
@@ -21,12 +21,9 @@ MAX_VERSION = 2
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: DeleteGroupsRequest
+    services: Services, ctx: RequestContext, request: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
-    results, effects = broker.groups.coordinator.delete_groups(
-        broker.now_ms(), list(request.groups_names or [])
-    )
-    broker.groups.apply(effects)
+    results = await services.groups.delete_groups(list(request.groups_names or []))
     return DeleteGroupsResponse(
         results=[DeletableGroupResult(group_id=g, error_code=e) for g, e in results.items()]
     )

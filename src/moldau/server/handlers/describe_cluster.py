@@ -13,8 +13,8 @@ from moldau.protocol.messages.describe_cluster_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION = 0
@@ -24,13 +24,13 @@ BROKERS_ENDPOINT = 1
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: DescribeClusterRequest
+    services: Services, ctx: RequestContext, request: DescribeClusterRequest
 ) -> DescribeClusterResponse:
-    image = broker.image
+    image = services.image
     response = DescribeClusterResponse(
         endpoint_type=request.endpoint_type,
         cluster_id=image.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=services.node_id,
     )
     if request.endpoint_type != BROKERS_ENDPOINT:
         # Controllers are only reachable through a controller listener, which we lack.
@@ -38,8 +38,8 @@ async def handle(
         response.error_message = "The request was sent to an endpoint of type BROKER."
         return response
     response.brokers = [
-        DescribeClusterBroker(broker_id=b.broker_id, host=host, port=port, rack=b.rack)
+        DescribeClusterBroker(broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
         for b in image.brokers.values()
-        for (_name, host, port) in b.endpoints[:1]
+        if not b.fenced and (e := b.endpoint()) is not None
     ]
     return response

@@ -1,10 +1,11 @@
-"""DescribeConfigs: effective topic configs with their source, and the static broker configs."""
+"""DescribeConfigs: effective topic and broker configs with their sources."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moldau.controller.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from moldau.metadata.topics import missing_topic
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.describe_configs_request import (
@@ -15,16 +16,11 @@ from moldau.protocol.messages.describe_configs_response import (
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
-from moldau.server.topic_configs import (
-    DescribeOptions,
-    describe_broker,
-    describe_topic,
-    missing_topic,
-)
+from moldau.server.topic_configs import DescribeOptions, describe_broker, describe_topic
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS
 MIN_VERSION = 1
@@ -32,7 +28,7 @@ MAX_VERSION = 4
 
 
 def describe(
-    broker: Broker, r: DescribeConfigsResource, opts: DescribeOptions
+    services: Services, r: DescribeConfigsResource, opts: DescribeOptions
 ) -> DescribeConfigsResult:
     name = r.resource_name or ""
     result = DescribeConfigsResult(
@@ -41,20 +37,24 @@ def describe(
         resource_type=r.resource_type,
         resource_name=name,
     )
+    dynamic = services.dynamic_config
     if r.resource_type == TOPIC_RESOURCE:
-        topic = broker.image.topics.get(name)
+        topic = services.image.topics.get(name)
         if topic is not None:
-            result.configs = describe_topic(topic.configs, broker.config.log_defaults, opts)
+            result.configs = describe_topic(
+                topic.configs, dynamic.log_defaults, opts, dynamic.source
+            )
         else:
             result.error_code, result.error_message = missing_topic(name)
     elif r.resource_type == BROKER_RESOURCE:
-        # An empty name asks for the dynamic cluster-wide defaults, of which we have none.
-        if name == str(broker.node_id):
-            result.configs = describe_broker(broker.config.props, opts)
-        elif name:
+        if name == str(services.node_id):
+            result.configs = describe_broker(dynamic, opts)
+        elif not name:
+            result.configs = describe_broker(dynamic, opts, cluster_default=True)
+        else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = (
-                f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                f"Unexpected broker id, expected {services.node_id} or empty string, "
                 f"but received {name}"
             )
     else:
@@ -64,7 +64,7 @@ def describe(
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: DescribeConfigsRequest
+    services: Services, ctx: RequestContext, request: DescribeConfigsRequest
 ) -> DescribeConfigsResponse:
     results = []
     for r in request.resources or []:
@@ -73,5 +73,5 @@ async def handle(
             synonyms=request.include_synonyms,
             documentation=request.include_documentation,
         )
-        results.append(describe(broker, r, opts))
+        results.append(describe(services, r, opts))
     return DescribeConfigsResponse(results=results)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.describe_groups_request import DescribeGroupsRequest
 from moldau.protocol.messages.describe_groups_response import (
     DescribedGroup,
@@ -13,8 +14,8 @@ from moldau.protocol.messages.describe_groups_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_GROUPS
 MIN_VERSION = 0
@@ -22,11 +23,14 @@ MAX_VERSION = 5
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: DescribeGroupsRequest
+    services: Services, ctx: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
     described = []
     for group_id in request.groups or []:
-        d = broker.groups.coordinator.describe_group(group_id)
+        d = services.groups.describe_group(group_id)
+        if isinstance(d, ErrorCode):
+            described.append(DescribedGroup(group_id=group_id, error_code=d))
+            continue
         described.append(
             DescribedGroup(
                 group_id=d.group_id,

@@ -1,33 +1,34 @@
 """Fetch: file ranges up to the high watermark, long-polled until enough bytes arrive.
 
 No record is read into Python: the response carries the log's file ranges and the network
-layer sends them with sendfile. Fetch sessions are declined (session id 0), which KIP-227
-allows, so every request is a full fetch.
+layer sends them with sendfile. From v7, incremental fetch sessions (KIP-227) let clients
+send and receive only the partitions that changed.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest
+from moldau.protocol.messages.fetch_request import FetchRequest
 from moldau.protocol.messages.fetch_response import (
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
 )
 from moldau.protocol.primitives import RecordsSpill
+from moldau.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
+from moldau.server.fetch_session import INVALID_SESSION_ID, FetchContext
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
     from moldau.storage.log import LogReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
 MAX_VERSION = 12
+SESSIONS_VERSION = 7  # KIP-227
 
 
 class FileRecords(RecordsSpill):
@@ -44,59 +45,66 @@ class FileRecords(RecordsSpill):
         return self._size
 
 
-def read_partition(
-    broker: Broker, topic: str, p: FetchPartition, budget: int, first: bool
-) -> PartitionData:
-    out = PartitionData(partition_index=p.partition)
-    log = broker.get_log(topic, p.partition)
-    if log is None:
-        out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        out.high_watermark = -1
-        return out
-    hw = log.high_watermark
-    out.high_watermark = hw
-    out.last_stable_offset = hw
-    out.log_start_offset = log.log_start_offset
-    try:
-        result = log.read(
+def partition_data(index: int, r: FetchResult) -> PartitionData:
+    return PartitionData(
+        partition_index=index,
+        error_code=r.error,
+        high_watermark=r.high_watermark,
+        last_stable_offset=r.last_stable_offset,
+        log_start_offset=r.log_start_offset,
+        # Never null records: librdkafka 2.0.2 cannot parse them (Kafka writes empty).
+        records=FileRecords(r.records) if r.records is not None and r.records.size else b"",
+    )
+
+
+def _responses(
+    answered: list[tuple[FetchRequestPartition, FetchResult]],
+) -> list[FetchableTopicResponse]:
+    """Group answered partitions by topic, keeping their order (consecutive runs)."""
+    responses: list[FetchableTopicResponse] = []
+    for p, result in answered:
+        if not responses or responses[-1].topic != p.topic:
+            responses.append(FetchableTopicResponse(topic=p.topic, partitions=[]))
+        partitions = responses[-1].partitions
+        assert partitions is not None
+        partitions.append(partition_data(p.partition, result))
+    return responses
+
+
+async def handle(services: Services, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    params = FetchParams(
+        replica_id=request.replica_id,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=max(request.min_bytes, 1),
+        max_bytes=request.max_bytes,
+        isolation_level=request.isolation_level,
+    )
+    requested = [
+        FetchRequestPartition(
+            t.topic or "",
+            p.partition,
             p.fetch_offset,
-            min(p.partition_max_bytes, budget),
-            max_offset=hw,
-            min_one_batch=first,
+            p.partition_max_bytes,
+            current_leader_epoch=p.current_leader_epoch,
+            log_start_offset=p.log_start_offset,
         )
-    except KafkaError as e:
-        out.error_code = e.code
-        return out
-    out.records = FileRecords(result) if result.size else b""
-    return out
-
-
-def read_all(broker: Broker, request: FetchRequest) -> tuple[list[FetchableTopicResponse], int]:
-    budget = request.max_bytes
-    total = 0
-    responses = []
-    for t in request.topics or []:
-        parts = []
-        for p in t.partitions or []:
-            data = read_partition(broker, t.topic or "", p, max(budget - total, 0), total == 0)
-            size = data.records.size if isinstance(data.records, FileRecords) else 0
-            total += size
-            parts.append(data)
-        responses.append(FetchableTopicResponse(topic=t.topic, partitions=parts))
-    return responses, total
-
-
-async def handle(broker: Broker, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
-    responses, total = read_all(broker, request)
-    min_bytes = max(request.min_bytes, 1)
-    if total < min_bytes and request.max_wait_ms > 0 and not _has_error(responses):
-        keys = [(t.topic, p.partition) for t in request.topics or [] for p in t.partitions or []]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + request.max_wait_ms / 1000
-        while total < min_bytes and await broker.purgatory.wait(keys, deadline - loop.time()):
-            responses, total = read_all(broker, request)
-    return FetchResponse(session_id=0, responses=responses)
-
-
-def _has_error(responses: list[FetchableTopicResponse]) -> bool:
-    return any(p.error_code for t in responses for p in t.partitions or [])
+        for t in request.topics or []
+        for p in t.partitions or []
+    ]
+    if ctx.api_version >= SESSIONS_VERSION:
+        forgotten = [
+            (t.topic or "", p)
+            for t in request.forgotten_topics_data or []
+            for p in t.partitions or []
+        ]
+        context = services.fetch_sessions.new_context(
+            request.session_id, request.session_epoch, requested, forgotten
+        )
+    else:
+        context = FetchContext(INVALID_SESSION_ID, requested)
+    if context.error:
+        return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
+    results = await services.replica_manager.fetch_messages(params, context.partitions)
+    return FetchResponse(
+        session_id=context.session_id, responses=_responses(context.select(results))
+    )

@@ -1,11 +1,12 @@
-"""FindCoordinator: this broker coordinates every group (it leads all offsets partitions)."""
+"""FindCoordinator: where a group's coordinator runs (the leader of its offsets partition)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from moldau.metadata.topics import OFFSETS_TOPIC
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from moldau.protocol.messages.find_coordinator_response import (
     Coordinator,
@@ -13,8 +14,8 @@ from moldau.protocol.messages.find_coordinator_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.FIND_COORDINATOR
 MIN_VERSION = 0
@@ -23,33 +24,49 @@ MAX_VERSION = 4
 GROUP_KEY_TYPE = 0
 
 
-async def locate(broker: Broker, key: str, key_type: int) -> Coordinator:
+def _unavailable(key: str, message: str) -> Coordinator:
+    return Coordinator(
+        key=key,
+        node_id=-1,
+        host="",
+        port=-1,
+        error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        error_message=message,
+    )
+
+
+async def locate(services: Services, key: str, key_type: int) -> Coordinator:
+    """The leader of the key's ``__consumer_offsets`` partition coordinates the group."""
     if key_type != GROUP_KEY_TYPE:
         # Transactions come with the transaction coordinator (a later issue).
-        return Coordinator(
-            key=key,
-            node_id=-1,
-            host="",
-            port=-1,
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            error_message="This broker has no transaction coordinator.",
-        )
-    await broker.groups.ensure_offsets_topic()
-    endpoint = broker.advertised[0]
+        return _unavailable(key, "This broker has no transaction coordinator.")
+    try:
+        await services.groups.ensure_topic()
+    except KafkaError as e:
+        return _unavailable(key, str(e))
+    partition = services.image.partition(OFFSETS_TOPIC, services.groups.partition_for(key))
+    broker = services.image.brokers.get(partition.leader) if partition is not None else None
+    endpoint = broker.endpoint() if broker is not None else None
+    if broker is None or endpoint is None:
+        return _unavailable(key, "The coordinator is not available.")
     return Coordinator(
-        key=key, node_id=broker.node_id, host=endpoint.host, port=endpoint.port, error_message=None
+        key=key,
+        node_id=broker.broker_id,
+        host=endpoint.host,
+        port=endpoint.port,
+        error_message=None,
     )
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: FindCoordinatorRequest
+    services: Services, ctx: RequestContext, request: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
     if ctx.api_version >= 4:
         keys = request.coordinator_keys or []
         return FindCoordinatorResponse(
-            coordinators=[await locate(broker, k, request.key_type) for k in keys]
+            coordinators=[await locate(services, k, request.key_type) for k in keys]
         )
-    c = await locate(broker, request.key or "", request.key_type)
+    c = await locate(services, request.key or "", request.key_type)
     return FindCoordinatorResponse(
         error_code=c.error_code,
         error_message=c.error_message,

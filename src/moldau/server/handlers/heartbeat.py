@@ -9,8 +9,8 @@ from moldau.protocol.messages.heartbeat_request import HeartbeatRequest
 from moldau.protocol.messages.heartbeat_response import HeartbeatResponse
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.HEARTBEAT
 MIN_VERSION = 0
@@ -18,11 +18,10 @@ MAX_VERSION = 4
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: HeartbeatRequest
+    services: Services, ctx: RequestContext, request: HeartbeatRequest
 ) -> HeartbeatResponse:
-    error = broker.groups.coordinator.heartbeat(
-        broker.now_ms(),
-        group_id=request.group_id or "",
+    error = await services.groups.heartbeat(
+        request.group_id or "",
         member_id=request.member_id or "",
         generation_id=request.generation_id,
         group_instance_id=request.group_instance_id,

@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.protocol.messages.init_producer_id_response import InitProducerIdResponse
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION = 0
@@ -28,7 +28,7 @@ def _error(code: ErrorCode) -> InitProducerIdResponse:
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: InitProducerIdRequest
+    services: Services, ctx: RequestContext, request: InitProducerIdRequest
 ) -> InitProducerIdResponse:
     pid, epoch = request.producer_id, request.producer_epoch
     if request.transactional_id == "":
@@ -41,4 +41,8 @@ async def handle(
         return _error(ErrorCode.INVALID_REQUEST)
     # As Kafka does for idempotent producers, a recovering producer (KIP-360 sends its
     # old id and epoch) gets a fresh id: ids are only ever handed out once.
-    return InitProducerIdResponse(producer_id=await broker.next_producer_id(), producer_epoch=0)
+    try:
+        producer_id = await services.producer_ids.next_id()
+    except KafkaError as e:
+        return _error(e.code)
+    return InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)

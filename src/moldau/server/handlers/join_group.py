@@ -12,8 +12,8 @@ from moldau.protocol.messages.join_group_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.JOIN_GROUP
 MIN_VERSION = 0
@@ -23,13 +23,12 @@ MEMBER_ID_REQUIRED_VERSION = 4  # KIP-394
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: JoinGroupRequest
+    services: Services, ctx: RequestContext, request: JoinGroupRequest
 ) -> JoinGroupResponse:
-    await broker.groups.ensure_offsets_topic()
     session_timeout = request.session_timeout_ms
     rebalance_timeout = request.rebalance_timeout_ms
-    result = await broker.groups.join(
-        group_id=request.group_id or "",
+    result = await services.groups.join(
+        request.group_id or "",
         member_id=request.member_id or "",
         group_instance_id=request.group_instance_id,
         client_id=ctx.client_id or "",

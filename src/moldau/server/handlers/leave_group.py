@@ -10,8 +10,8 @@ from moldau.protocol.messages.leave_group_request import LeaveGroupRequest
 from moldau.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.LEAVE_GROUP
 MIN_VERSION = 0
@@ -21,7 +21,7 @@ BATCH_VERSION = 3
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: LeaveGroupRequest
+    services: Services, ctx: RequestContext, request: LeaveGroupRequest
 ) -> LeaveGroupResponse:
     if ctx.api_version >= BATCH_VERSION:
         members = [
@@ -29,10 +29,7 @@ async def handle(
         ]
     else:
         members = [MemberIdentity(request.member_id or "")]
-    error, errors, effects = broker.groups.coordinator.leave_group(
-        broker.now_ms(), request.group_id or "", members
-    )
-    broker.groups.apply(effects)
+    error, errors = await services.groups.leave(request.group_id or "", members)
     if ctx.api_version < BATCH_VERSION:
         return LeaveGroupResponse(error_code=error or (errors[0] if errors else 0))
     return LeaveGroupResponse(

@@ -9,8 +9,8 @@ from moldau.protocol.messages.list_groups_request import ListGroupsRequest
 from moldau.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.LIST_GROUPS
 MIN_VERSION = 0
@@ -18,11 +18,11 @@ MAX_VERSION = 4
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: ListGroupsRequest
+    services: Services, ctx: RequestContext, request: ListGroupsRequest
 ) -> ListGroupsResponse:
     return ListGroupsResponse(
         groups=[
             ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
-            for g in broker.groups.coordinator.list_groups(request.states_filter or ())
+            for g in services.groups.list_groups(request.states_filter or ())
         ]
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from moldau.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
@@ -14,50 +13,43 @@ from moldau.protocol.messages.list_offsets_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION = 1
 MAX_VERSION = 7
 
-LATEST = -1
-EARLIEST = -2
-MAX_TIMESTAMP = -3
 
-
-def lookup(broker: Broker, topic: str, p: ListOffsetsPartition) -> ListOffsetsPartitionResponse:
-    out = ListOffsetsPartitionResponse(partition_index=p.partition_index)
-    log = broker.get_log(topic, p.partition_index)
-    if log is None:
-        out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    out.leader_epoch = 0
-    if p.timestamp == EARLIEST:
-        out.offset = log.log_start_offset
-    elif p.timestamp == LATEST:
-        out.offset = log.high_watermark
-    elif p.timestamp == MAX_TIMESTAMP:
-        found = log.max_timestamp_offset()
-        if found is not None:
-            out.offset, out.timestamp = found
-    elif p.timestamp < 0:
-        out.error_code = ErrorCode.INVALID_REQUEST
-    else:
-        found = log.offset_for_timestamp(p.timestamp)
-        if found is not None and found[0] < log.high_watermark:
-            out.offset, out.timestamp = found
-    return out
+def lookup(
+    services: Services, topic: str, p: ListOffsetsPartition, isolation_level: int
+) -> ListOffsetsPartitionResponse:
+    found = services.replica_manager.offset_for_timestamp(
+        (topic, p.partition_index),
+        p.timestamp,
+        isolation_level=isolation_level,
+        current_leader_epoch=p.current_leader_epoch,
+    )
+    return ListOffsetsPartitionResponse(
+        partition_index=p.partition_index,
+        error_code=found.error,
+        timestamp=found.timestamp,
+        offset=found.offset,
+        leader_epoch=found.leader_epoch,
+    )
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: ListOffsetsRequest
+    services: Services, ctx: RequestContext, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
     return ListOffsetsResponse(
         topics=[
             ListOffsetsTopicResponse(
                 name=t.name,
-                partitions=[lookup(broker, t.name or "", p) for p in t.partitions or []],
+                partitions=[
+                    lookup(services, t.name or "", p, request.isolation_level)
+                    for p in t.partitions or []
+                ],
             )
             for t in request.topics or []
         ]

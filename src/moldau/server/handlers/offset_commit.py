@@ -15,8 +15,8 @@ from moldau.protocol.messages.offset_commit_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.OFFSET_COMMIT
 MIN_VERSION = 2
@@ -24,10 +24,9 @@ MAX_VERSION = 9
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: OffsetCommitRequest
+    services: Services, ctx: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
-    await broker.groups.ensure_offsets_topic()
-    image = broker.image
+    image = services.image
     offsets = []
     unknown = set()
     for t in request.topics or []:
@@ -45,16 +44,14 @@ async def handle(
                     p.committed_metadata,
                 )
             )
-    errors, effects = broker.groups.coordinator.commit_offsets(
-        broker.now_ms(),
-        group_id=request.group_id or "",
+    errors = await services.groups.commit_offsets(
+        request.group_id or "",
+        offsets,
         member_id=request.member_id or "",
         generation_id=request.generation_id_or_member_epoch,
         group_instance_id=request.group_instance_id,
-        offsets=offsets,
         retention_time_ms=request.retention_time_ms,
     )
-    broker.groups.apply(effects)
     return OffsetCommitResponse(
         topics=[
             OffsetCommitResponseTopic(

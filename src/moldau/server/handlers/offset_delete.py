@@ -14,8 +14,8 @@ from moldau.protocol.messages.offset_delete_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.OFFSET_DELETE
 MIN_VERSION = 0
@@ -23,15 +23,12 @@ MAX_VERSION = 0
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: OffsetDeleteRequest
+    services: Services, ctx: RequestContext, request: OffsetDeleteRequest
 ) -> OffsetDeleteResponse:
     wanted = [
         (t.name or "", p.partition_index) for t in request.topics or [] for p in t.partitions or []
     ]
-    error, results, effects = broker.groups.coordinator.delete_offsets(
-        broker.now_ms(), request.group_id or "", wanted
-    )
-    broker.groups.apply(effects)
+    error, results = await services.groups.delete_offsets(request.group_id or "", wanted)
     if error:
         return OffsetDeleteResponse(error_code=error)
     return OffsetDeleteResponse(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.coordinator.group.results import PartitionOffset
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.offset_fetch_request import OffsetFetchRequest
 from moldau.protocol.messages.offset_fetch_response import (
     OffsetFetchResponse,
@@ -18,8 +19,8 @@ from moldau.protocol.messages.offset_fetch_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.OFFSET_FETCH
 MIN_VERSION = 1
@@ -29,18 +30,23 @@ MULTI_GROUP_VERSION = 8
 
 
 def fetch(
-    broker: Broker,
+    services: Services,
     group_id: str,
     topics: list[tuple[str, list[int]]] | None,
     topic_cls: type[Any],
     partition_cls: type[Any],
-) -> list[Any]:
-    """One group's committed offsets as response topics (v8+ and older use twin classes)."""
+) -> tuple[ErrorCode, list[Any]]:
+    """One group's committed offsets as response topics (v8+ and older use twin classes),
+    or the coordinator's error (not coordinator, loading) for the whole group."""
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
+    try:
+        found = services.groups.fetch_offsets(group_id, wanted)
+    except KafkaError as e:
+        return e.code, []
     by_topic: dict[str, list[PartitionOffset]] = defaultdict(list)
-    for o in broker.groups.coordinator.fetch_offsets(group_id, wanted):
+    for o in found:
         by_topic[o.topic].append(o)
-    return [
+    return ErrorCode.NONE, [
         topic_cls(
             name=name,
             partitions=[
@@ -66,30 +72,27 @@ def _wanted(topics: list[Any] | None) -> list[tuple[str, list[int]]] | None:
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: OffsetFetchRequest
+    services: Services, ctx: RequestContext, request: OffsetFetchRequest
 ) -> OffsetFetchResponse:
     if ctx.api_version >= MULTI_GROUP_VERSION:
-        return OffsetFetchResponse(
-            groups=[
-                OffsetFetchResponseGroup(
-                    group_id=g.group_id,
-                    topics=fetch(
-                        broker,
-                        g.group_id or "",
-                        _wanted(g.topics),
-                        OffsetFetchResponseTopics,
-                        OffsetFetchResponsePartitions,
-                    ),
-                )
-                for g in request.groups or []
-            ]
-        )
-    return OffsetFetchResponse(
-        topics=fetch(
-            broker,
-            request.group_id or "",
-            _wanted(request.topics),
-            OffsetFetchResponseTopic,
-            OffsetFetchResponsePartition,
-        )
+        groups = []
+        for g in request.groups or []:
+            error, topics = fetch(
+                services,
+                g.group_id or "",
+                _wanted(g.topics),
+                OffsetFetchResponseTopics,
+                OffsetFetchResponsePartitions,
+            )
+            groups.append(
+                OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=topics)
+            )
+        return OffsetFetchResponse(groups=groups)
+    error, topics = fetch(
+        services,
+        request.group_id or "",
+        _wanted(request.topics),
+        OffsetFetchResponseTopic,
+        OffsetFetchResponsePartition,
     )
+    return OffsetFetchResponse(error_code=error, topics=topics)

@@ -1,31 +1,29 @@
-"""Produce: validate each partition's batches once, append them whole, answer offsets.
+"""Produce: hand each partition's batches to the replica manager, answer with offsets.
 
-The records stay in the request frame's buffer: batches are validated by header and CRC,
-stamped in place and written with one write per segment. acks=0 gets no response;
-acks=1 and acks=all answer once the batch is in the log (a single replica is the ISR).
+The records stay in the request frame's buffer: the replica manager validates them by
+header and CRC, stamps them in place and appends them whole. acks=0 gets no response;
+acks=1 is answered after the leader's append; acks=all once the high watermark passes
+the batch (every in-sync replica has it).
 """
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.protocol.messages.produce_request import PartitionProduceData, ProduceRequest
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.produce_request import ProduceRequest
 from moldau.protocol.messages.produce_response import (
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
 )
-from moldau.records.batch import scan_batches
-from moldau.records.compression import Compression
+from moldau.server.auto_create import auto_create_topics
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
+    from moldau.replication.replica_manager import AppendResult
     from moldau.server.dispatch import RequestContext
-
-log = logging.getLogger(__name__)
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.PRODUCE
 # Advertised and parsed from v0 so librdkafka keeps compression on, but only v3+ (record
@@ -34,42 +32,6 @@ MIN_VERSION = 0
 MAX_VERSION = 10
 FIRST_SERVED_VERSION = 3
 ZSTD_MIN_VERSION = 7  # KIP-110
-
-
-def append_partition(
-    broker: Broker, topic: str, data: PartitionProduceData, version: int
-) -> PartitionProduceResponse:
-    out = PartitionProduceResponse(index=data.index, base_offset=-1)
-    partition_log = broker.get_log(topic, data.index)
-    if partition_log is None:
-        out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    records = data.records
-    if records is None or len(records) == 0:
-        out.error_code = ErrorCode.CORRUPT_MESSAGE
-        return out
-    try:
-        infos = scan_batches(records, max_batch_size=partition_log.config.max_message_bytes)
-        if version < ZSTD_MIN_VERSION and any(i.compression == Compression.ZSTD for i in infos):
-            raise KafkaError(
-                "zstd needs produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-            )
-        result = partition_log.append(records, infos, leader_epoch=0)
-    except KafkaError as e:
-        out.error_code = e.code
-        out.error_message = str(e)
-        return out
-    except OSError as e:
-        log.error("append to %s-%d failed: %s", topic, data.index, e)
-        out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-        out.error_message = f"append failed: {e.strerror}"
-        return out
-    partition_log.high_watermark = partition_log.log_end_offset
-    broker.purgatory.notify((topic, data.index))
-    out.base_offset = result.base_offset
-    out.log_append_time_ms = result.log_append_time
-    out.log_start_offset = result.log_start_offset
-    return out
 
 
 def refuse(request: ProduceRequest, error: ErrorCode) -> ProduceResponse:
@@ -88,28 +50,48 @@ def refuse(request: ProduceRequest, error: ErrorCode) -> ProduceResponse:
     )
 
 
+def _response(index: int, r: AppendResult) -> PartitionProduceResponse:
+    return PartitionProduceResponse(
+        index=index,
+        error_code=r.error,
+        error_message=r.message if r.error else None,
+        base_offset=r.base_offset,
+        log_append_time_ms=r.log_append_time,
+        log_start_offset=r.log_start_offset,
+    )
+
+
 async def handle(
-    broker: Broker, ctx: RequestContext, request: ProduceRequest
+    services: Services, ctx: RequestContext, request: ProduceRequest
 ) -> ProduceResponse | None:
     if ctx.api_version < FIRST_SERVED_VERSION:
         return refuse(request, ErrorCode.UNSUPPORTED_VERSION)
     if request.acks not in (-1, 0, 1):
         return refuse(request, ErrorCode.INVALID_REQUIRED_ACKS)
-    responses = []
     topic_data = request.topic_data or []
-    missing = [t.name for t in topic_data if t.name not in broker.image.topics]
-    if missing and broker.config.bool("auto.create.topics.enable"):
-        await broker.auto_create_topics(n for n in missing if n is not None)
-    for t in topic_data:
-        responses.append(
+    await auto_create_topics(services, [t.name or "" for t in topic_data])
+    entries = {
+        (t.name or "", p.index): p.records or bytearray()
+        for t in topic_data
+        for p in t.partition_data or []
+    }
+    results = await services.replica_manager.append_records(
+        entries,
+        required_acks=request.acks,
+        timeout_ms=request.timeout_ms,
+        allow_zstd=ctx.api_version >= ZSTD_MIN_VERSION,
+    )
+    if request.acks == 0:
+        return None
+    return ProduceResponse(
+        responses=[
             TopicProduceResponse(
                 name=t.name,
                 partition_responses=[
-                    append_partition(broker, t.name or "", p, ctx.api_version)
+                    _response(p.index, results[(t.name or "", p.index)])
                     for p in t.partition_data or []
                 ],
             )
-        )
-    if request.acks == 0:
-        return None
-    return ProduceResponse(responses=responses)
+            for t in topic_data
+        ]
+    )

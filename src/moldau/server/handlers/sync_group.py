@@ -9,8 +9,8 @@ from moldau.protocol.messages.sync_group_request import SyncGroupRequest
 from moldau.protocol.messages.sync_group_response import SyncGroupResponse
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
 
 API_KEY = ApiKey.SYNC_GROUP
 MIN_VERSION = 0
@@ -18,10 +18,10 @@ MAX_VERSION = 5
 
 
 async def handle(
-    broker: Broker, ctx: RequestContext, request: SyncGroupRequest
+    services: Services, ctx: RequestContext, request: SyncGroupRequest
 ) -> SyncGroupResponse:
-    result = await broker.groups.sync(
-        group_id=request.group_id or "",
+    result = await services.groups.sync(
+        request.group_id or "",
         generation_id=request.generation_id,
         member_id=request.member_id or "",
         group_instance_id=request.group_instance_id,

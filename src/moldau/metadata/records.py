@@ -1,7 +1,7 @@
 """Metadata records: the events of the cluster metadata log (KRaft's record types).
 
 Every change to cluster state is one of these records, appended to ``__cluster_metadata``
-and applied to the in-memory :class:`~moldau.controller.image.MetadataImage`. They are
+and applied to the in-memory :class:`~moldau.metadata.image.MetadataImage`. They are
 stored as a record batch whose record key is the record type and whose value is JSON.
 """
 
@@ -52,6 +52,20 @@ class PartitionRecord(MetadataRecord):
 
 
 @dataclass(frozen=True)
+class PartitionChangeRecord(MetadataRecord):
+    """Only the fields that are not None change; leader -2 keeps the leader."""
+
+    TYPE: ClassVar[str] = "PartitionChangeRecord"
+    topic_id: bytes
+    partition_id: int
+    leader: int = -2
+    isr: list[int] | None = None
+    replicas: list[int] | None = None
+    removing_replicas: list[int] | None = None
+    adding_replicas: list[int] | None = None
+
+
+@dataclass(frozen=True)
 class RemoveTopicRecord(MetadataRecord):
     TYPE: ClassVar[str] = "RemoveTopicRecord"
     topic_id: bytes
@@ -89,6 +103,22 @@ class RegisterBrokerRecord(MetadataRecord):
     broker_id: int
     endpoints: list[dict[str, Any]] = field(default_factory=list)
     rack: str | None = None
+    fenced: bool = False
+    broker_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class FenceBrokerRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "FenceBrokerRecord"
+    broker_id: int
+    broker_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class UnfenceBrokerRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "UnfenceBrokerRecord"
+    broker_id: int
+    broker_epoch: int = 0
 
 
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {
@@ -96,11 +126,14 @@ RECORD_TYPES: dict[str, type[MetadataRecord]] = {
     for cls in (
         TopicRecord,
         PartitionRecord,
+        PartitionChangeRecord,
         RemoveTopicRecord,
         ConfigRecord,
         ProducerIdsRecord,
         ClusterIdRecord,
         RegisterBrokerRecord,
+        FenceBrokerRecord,
+        UnfenceBrokerRecord,
     )
 }
 

@@ -1,0 +1,203 @@
+"""The group coordinator as the handlers see it (Kafka's GroupCoordinatorService).
+
+Routes each group to the shard of its ``__consumer_offsets`` partition (Java's
+``hashCode`` of the group id, as every Kafka client and broker computes it) and runs the
+pure :class:`GroupCoordinator` of that shard through the coordinator runtime, so records
+are committed before answers leave. A shard this node does not lead answers
+NOT_COORDINATOR; one still loading, COORDINATOR_LOAD_IN_PROGRESS; the errors come back in
+the results, shaped as each API reports them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+from moldau.clock import Scheduler
+from moldau.coordinator.effects import Effects
+from moldau.coordinator.group.config import GroupConfig
+from moldau.coordinator.group.coordinator import GroupCoordinator, GroupLoader
+from moldau.coordinator.group.partitioning import partition_for_group
+from moldau.coordinator.group.results import (
+    GroupDescription,
+    GroupOverview,
+    JoinGroupResult,
+    MemberIdentity,
+    OffsetCommit,
+    PartitionOffset,
+    SyncGroupResult,
+    TopicPartition,
+)
+from moldau.coordinator.runtime import CoordinatorRuntime
+from moldau.metadata.topics import OFFSETS_TOPIC
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.replica_manager import ReplicaManager
+
+
+class _Loader:
+    """Builds a shard's coordinator from its partition's records."""
+
+    def __init__(self, config: GroupConfig) -> None:
+        self.config = config
+        self.groups = GroupLoader()
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        self.groups.replay(key, value)
+
+    def finish(self, now_ms: int) -> GroupCoordinator:
+        coordinator = GroupCoordinator(self.config, now_ms=now_ms)
+        coordinator.finish_load(self.groups, now_ms)
+        return coordinator
+
+
+class GroupCoordinatorService:
+    def __init__(
+        self,
+        config: GroupConfig,
+        num_partitions: int,
+        replica_manager: ReplicaManager,
+        scheduler: Scheduler,
+        ensure_topic: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.config = config
+        self.num_partitions = num_partitions
+        self.clock = scheduler.clock
+        self.ensure_topic = ensure_topic
+        self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
+            OFFSETS_TOPIC, replica_manager, scheduler, lambda p: _Loader(config)
+        )
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.num_partitions)
+
+    async def _write(
+        self,
+        group_id: str,
+        op: Callable[[GroupCoordinator], tuple[Any, Effects]],
+        keys: Iterable[str] | None = None,
+    ) -> Any:
+        return await self.runtime.write(
+            self.partition_for(group_id), op, [group_id] if keys is None else keys
+        )
+
+    async def _parked(self, group_id: str, call: Callable[[GroupCoordinator, Any], Effects]) -> Any:
+        """Run an operation that answers through a parked request (Join/SyncGroup)."""
+        request_id, fut = self.runtime.park()
+        try:
+            await self._write(group_id, lambda c: (None, call(c, request_id)))
+        except KafkaError:
+            self.runtime.forget(request_id)
+            raise
+        return await fut
+
+    # -- membership ----------------------------------------------------------------
+    async def join(self, group_id: str, **kwargs: Any) -> JoinGroupResult:
+        try:
+            return await self._parked(
+                group_id,
+                lambda c, rid: c.join_group(rid, self.clock.now_ms(), group_id=group_id, **kwargs),
+            )
+        except KafkaError as e:
+            return JoinGroupResult(e.code, member_id=kwargs.get("member_id", ""))
+
+    async def sync(self, group_id: str, **kwargs: Any) -> SyncGroupResult:
+        try:
+            return await self._parked(
+                group_id,
+                lambda c, rid: c.sync_group(rid, self.clock.now_ms(), group_id=group_id, **kwargs),
+            )
+        except KafkaError as e:
+            return SyncGroupResult(e.code)
+
+    async def heartbeat(self, group_id: str, **kwargs: Any) -> ErrorCode:
+        try:
+            return await self._write(
+                group_id,
+                lambda c: (
+                    c.heartbeat(self.clock.now_ms(), group_id=group_id, **kwargs),
+                    Effects(),
+                ),
+            )
+        except KafkaError as e:
+            return e.code
+
+    async def leave(
+        self, group_id: str, members: Sequence[MemberIdentity]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        def op(c: GroupCoordinator) -> tuple[Any, Effects]:
+            error, errors, effects = c.leave_group(self.clock.now_ms(), group_id, members)
+            return (error, errors), effects
+
+        try:
+            result: tuple[ErrorCode, list[ErrorCode]] = await self._write(group_id, op)
+            return result
+        except KafkaError as e:
+            return e.code, []
+
+    # -- offsets -------------------------------------------------------------------
+    async def commit_offsets(
+        self, group_id: str, offsets: Sequence[OffsetCommit], **kwargs: Any
+    ) -> dict[TopicPartition, ErrorCode]:
+        def op(c: GroupCoordinator) -> tuple[Any, Effects]:
+            return c.commit_offsets(
+                self.clock.now_ms(), group_id=group_id, offsets=offsets, **kwargs
+            )
+
+        try:
+            result: dict[TopicPartition, ErrorCode] = await self._write(group_id, op)
+            return result
+        except KafkaError as e:
+            return {(o.topic, o.partition): e.code for o in offsets}
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> list[PartitionOffset]:
+        """Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+        return self.runtime.read(
+            self.partition_for(group_id), lambda c: c.fetch_offsets(group_id, partitions)
+        )
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        def op(c: GroupCoordinator) -> tuple[Any, Effects]:
+            error, results, effects = c.delete_offsets(self.clock.now_ms(), group_id, partitions)
+            return (error, results), effects
+
+        try:
+            result: tuple[ErrorCode, dict[TopicPartition, ErrorCode]] = await self._write(
+                group_id, op
+            )
+            return result
+        except KafkaError as e:
+            return e.code, {}
+
+    # -- admin ---------------------------------------------------------------------
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        by_partition: dict[int, list[str]] = defaultdict(list)
+        for group_id in group_ids:
+            by_partition[self.partition_for(group_id)].append(group_id)
+        results: dict[str, ErrorCode] = {}
+        for partition, ids in by_partition.items():
+
+            def op(c: GroupCoordinator, ids: list[str] = ids) -> tuple[Any, Effects]:
+                return c.delete_groups(self.clock.now_ms(), ids)
+
+            try:
+                results.update(await self.runtime.write(partition, op, ids))
+            except KafkaError as e:
+                results.update(dict.fromkeys(ids, e.code))
+        return {g: results[g] for g in group_ids}
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[GroupOverview]:
+        wanted = list(states)
+        return [g for c in self.runtime.active_shards() for g in c.list_groups(wanted)]
+
+    def describe_group(self, group_id: str) -> GroupDescription | ErrorCode:
+        try:
+            return self.runtime.read(
+                self.partition_for(group_id), lambda c: c.describe_group(group_id)
+            )
+        except KafkaError as e:
+            return e.code

@@ -1,0 +1,1 @@
+"""Cluster metadata: records, the immutable image, deltas, the loader and the publisher."""

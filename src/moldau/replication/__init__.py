@@ -1,0 +1,1 @@
+"""Replication: partition state (the high watermark), the replica manager, delayed operations."""

@@ -1,0 +1,467 @@
+"""The replica manager: the one API through which this node appends to and reads from logs.
+
+Handlers, the group coordinator and (later) the transaction coordinator all go through
+it, as in Kafka's ``ReplicaManager``. It owns the :class:`Partition` state of every
+replica hosted here, creates and drops logs as the metadata publisher says, and is the
+only caller of ``Partition.maybe_increment_high_watermark``/``update_follower_fetch``,
+waking what waits on the partition:
+
+- ``("hw", tp)``: the high watermark moved (consumer fetches, acks=all produce,
+  coordinator writes waiting to be committed);
+- ``("leo", tp)``: the leader appended (follower fetches).
+
+Whole batches only: records are validated by header and CRC once, appended as one buffer,
+and read back as file ranges for sendfile.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from moldau.clock import Scheduler
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.publisher import LocalChanges
+from moldau.metadata.topics import is_internal
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.records.batch import scan_batches
+from moldau.records.compression import Compression
+from moldau.replication.partition import Partition
+from moldau.replication.purgatory import Purgatory
+from moldau.storage.config import LogConfig
+from moldau.storage.log import Log, LogReadResult
+from moldau.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Writable = bytearray | memoryview  # batches are stamped in place: the frame's own buffer
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
+class AppendOrigin(Enum):
+    CLIENT = "client"  # a producer: internal topics are refused
+    COORDINATOR = "coordinator"  # the group/transaction coordinator's own records
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicationConfig:
+    replica_lag_time_max_ms: int = 30_000
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """One partition's answer to an append (error NONE, or why it failed)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    base_offset: int = -1
+    last_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    replica_id: int = -1  # a follower's broker id; -1 for consumers
+    max_wait_ms: int = 0
+    min_bytes: int = 1
+    max_bytes: int = 0x7FFFFFFF
+    isolation_level: int = READ_UNCOMMITTED
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1  # a follower's
+
+
+@dataclass(slots=True)
+class FetchResult:
+    error: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: LogReadResult | None = None
+
+    @property
+    def size(self) -> int:
+        return self.records.size if self.records is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetLookup:
+    error: ErrorCode = ErrorCode.NONE
+    offset: int = -1
+    timestamp: int = -1
+    leader_epoch: int = -1
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        scheduler: Scheduler,
+        config_for: Callable[[str], LogConfig],
+        config: ReplicationConfig | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.scheduler = scheduler
+        self.clock = scheduler.clock
+        self.config = config or ReplicationConfig()
+        self._config_for = config_for
+        self.purgatory = Purgatory(scheduler)
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._offline: set[TopicPartition] = set()  # logs that could not be opened
+
+    # -- metadata ------------------------------------------------------------------
+    def on_metadata_update(
+        self, old: MetadataImage, new: MetadataImage, changes: LocalChanges
+    ) -> None:
+        """Become leader/follower, drop deleted replicas, apply topic config changes."""
+        now = self.clock.now_ms()
+        for tp in changes.deletes:
+            self._stop_replica(tp)
+        for tp, part in changes.leaders.items():
+            hosted = self._host(tp)
+            if hosted is not None:
+                partition, replica_log = hosted
+                partition.make_leader(part, replica_log.log_end_offset, now)
+                self._high_watermark_changed(tp, partition, replica_log)
+        for tp, part in changes.followers.items():
+            hosted = self._host(tp)
+            if hosted is not None:
+                partition, replica_log = hosted
+                partition.make_follower(part, replica_log.log_end_offset)
+                self._high_watermark_changed(tp, partition, replica_log)
+        for topic in changes.config_changed:
+            self.log_manager.update_config(topic, self._config_for(topic))
+
+    def _host(self, tp: TopicPartition) -> tuple[Partition, Log] | None:
+        try:
+            replica_log = self.log_manager.get_or_create_log(*tp, self._config_for(tp[0]))
+        except (OSError, KafkaError) as e:
+            log.error("%s-%d: cannot open the log, the replica is offline: %s", *tp, e)
+            self._offline.add(tp)
+            return None
+        self._offline.discard(tp)
+        partition = self._partitions.get(tp)
+        if partition is None:
+            partition = self._partitions[tp] = Partition(
+                tp[0],
+                tp[1],
+                self.node_id,
+                self.config.replica_lag_time_max_ms,
+                high_watermark=replica_log.high_watermark,
+            )
+        return partition, replica_log
+
+    def _stop_replica(self, tp: TopicPartition) -> None:
+        self._partitions.pop(tp, None)
+        self._offline.discard(tp)
+        self.log_manager.delete_log(*tp)
+        self._wake(tp)
+
+    # -- lookups -------------------------------------------------------------------
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        return self._partitions.get(tp)
+
+    def local_log(self, tp: TopicPartition) -> Log | None:
+        return self.log_manager.get_log(*tp)
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        partition = self._partitions.get(tp)
+        return partition.high_watermark if partition is not None else -1
+
+    def _leader(self, tp: TopicPartition, current_leader_epoch: int = -1) -> tuple[Partition, Log]:
+        """The partition and its log if this node leads it, else the Kafka error."""
+        partition = self._partitions.get(tp)
+        replica_log = self.log_manager.get_log(*tp)
+        if partition is None or replica_log is None:
+            if tp in self._offline:
+                raise KafkaError(f"{tp[0]}-{tp[1]} is offline", ErrorCode.KAFKA_STORAGE_ERROR)
+            raise KafkaError(
+                f"{tp[0]}-{tp[1]} is not hosted here", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < partition.leader_epoch:
+                raise KafkaError(
+                    f"leader epoch {current_leader_epoch} is older than {partition.leader_epoch}",
+                    ErrorCode.FENCED_LEADER_EPOCH,
+                )
+            if current_leader_epoch > partition.leader_epoch:
+                raise KafkaError(
+                    f"leader epoch {current_leader_epoch} is newer than {partition.leader_epoch}",
+                    ErrorCode.UNKNOWN_LEADER_EPOCH,
+                )
+        if not partition.is_leader:
+            raise KafkaError(
+                f"{tp[0]}-{tp[1]} is led by {partition.leader}", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        return partition, replica_log
+
+    # -- append --------------------------------------------------------------------
+    def append_to_leader(
+        self,
+        tp: TopicPartition,
+        records: Writable,
+        *,
+        origin: AppendOrigin,
+        required_acks: int = 1,
+        allow_zstd: bool = True,
+    ) -> AppendResult:
+        """Validate and append one partition's batches now (no waiting for followers).
+
+        Errors come back in the result, never as exceptions: one bad partition does not
+        fail the others of a request."""
+        try:
+            partition, replica_log = self._leader(tp)
+            if origin is AppendOrigin.CLIENT and is_internal(tp[0]):
+                raise KafkaError(
+                    f"Cannot append to internal topic {tp[0]}", ErrorCode.INVALID_TOPIC_EXCEPTION
+                )
+            if required_acks == -1:
+                error = partition.check_min_isr(replica_log.config.min_insync_replicas)
+                if error is not None:
+                    raise KafkaError(
+                        f"The size of the current ISR {list(partition.isr)} is insufficient to "
+                        f"satisfy the min.isr requirement of "
+                        f"{replica_log.config.min_insync_replicas} for partition {tp[0]}-{tp[1]}",
+                        error,
+                    )
+            if not records:
+                raise KafkaError("no records", ErrorCode.CORRUPT_MESSAGE)
+            infos = scan_batches(
+                records,
+                max_batch_size=replica_log.config.max_message_bytes,
+                strict=origin is AppendOrigin.CLIENT,
+            )
+            if not allow_zstd and any(i.compression == Compression.ZSTD for i in infos):
+                raise KafkaError(
+                    "zstd needs produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+                )
+            appended = replica_log.append(records, infos, leader_epoch=partition.leader_epoch)
+        except KafkaError as e:
+            return AppendResult(e.code, str(e))
+        except OSError as e:
+            log.error("append to %s-%d failed: %s", *tp, e)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
+        self.purgatory.notify(("leo", tp))
+        if partition.maybe_increment_high_watermark(
+            replica_log.log_end_offset, self.clock.now_ms()
+        ):
+            self._high_watermark_changed(tp, partition, replica_log)
+        return AppendResult(
+            base_offset=appended.base_offset,
+            last_offset=appended.last_offset,
+            log_append_time=appended.log_append_time,
+            log_start_offset=appended.log_start_offset,
+        )
+
+    async def append_records(
+        self,
+        entries: Mapping[TopicPartition, Writable],
+        *,
+        required_acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        allow_zstd: bool = True,
+    ) -> dict[TopicPartition, AppendResult]:
+        """Produce: append every partition, then (acks=all) wait until the HW passes each
+        appended batch or ``timeout_ms`` passes."""
+        results = {
+            tp: self.append_to_leader(
+                tp, records, origin=origin, required_acks=required_acks, allow_zstd=allow_zstd
+            )
+            for tp, records in entries.items()
+        }
+        if required_acks == -1:
+            await self.await_replication(results, timeout_ms)
+        return results
+
+    async def await_replication(
+        self, results: Mapping[TopicPartition, AppendResult], timeout_ms: int
+    ) -> None:
+        """Kafka's delayed produce: wait (woken by HW moves) until every successful append is
+        below its partition's HW, then check the ISR still meets min.insync.replicas."""
+        deadline = self.clock.now_ms() + timeout_ms
+        pending = {tp: r for tp, r in results.items() if r.error == ErrorCode.NONE}
+        while True:
+            for tp, result in list(pending.items()):
+                error = self._replication_state(tp, result)
+                if error is not None:
+                    result.error = error
+                    del pending[tp]
+            if not pending:
+                return
+            if not await self.purgatory.wait([("hw", tp) for tp in pending], deadline):
+                for result in pending.values():
+                    result.error = ErrorCode.REQUEST_TIMED_OUT
+                return
+
+    def _replication_state(self, tp: TopicPartition, result: AppendResult) -> ErrorCode | None:
+        """None while waiting; NONE once replicated; the error otherwise."""
+        partition = self._partitions.get(tp)
+        replica_log = self.log_manager.get_log(*tp)
+        if partition is None or replica_log is None or not partition.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if partition.high_watermark <= result.last_offset:
+            return None
+        if partition.check_min_isr(replica_log.config.min_insync_replicas) is not None:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    async def await_high_watermark(self, tp: TopicPartition, offset: int, timeout_ms: int) -> None:
+        """Wait until the HW of ``tp`` passes ``offset`` (a coordinator's committed write).
+
+        Raises NOT_LEADER_OR_FOLLOWER if leadership is lost, REQUEST_TIMED_OUT on timeout."""
+        result = AppendResult(last_offset=offset)
+        await self.await_replication({tp: result}, timeout_ms)
+        if result.error not in (ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+            raise KafkaError(f"{tp[0]}-{tp[1]}: write not committed", result.error)
+
+    # -- fetch ---------------------------------------------------------------------
+    async def fetch_messages(
+        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+    ) -> list[FetchResult]:
+        """Read every partition; long-poll (woken by HW moves, or appends for followers)
+        until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error."""
+        results, total = self._read_all(params, requested)
+        if total >= params.min_bytes or params.max_wait_ms <= 0 or _has_error(results):
+            return results
+        kind = "leo" if params.from_follower else "hw"
+        keys = [(kind, (p.topic, p.partition)) for p in requested]
+        deadline = self.clock.now_ms() + params.max_wait_ms
+        while total < params.min_bytes and await self.purgatory.wait(keys, deadline):
+            results, total = self._read_all(params, requested)
+            if _has_error(results):
+                break
+        return results
+
+    def _read_all(
+        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+    ) -> tuple[list[FetchResult], int]:
+        total = 0
+        results = []
+        for p in requested:
+            result = self._read(params, p, max(params.max_bytes - total, 0), first=total == 0)
+            total += result.size
+            results.append(result)
+        return results, total
+
+    def _read(
+        self, params: FetchParams, p: FetchRequestPartition, budget: int, *, first: bool
+    ) -> FetchResult:
+        tp = (p.topic, p.partition)
+        try:
+            partition, replica_log = self._leader(tp, p.current_leader_epoch)
+        except KafkaError as e:
+            return FetchResult(e.code)
+        if params.from_follower:
+            if not partition.is_known_replica(params.replica_id):
+                return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            # A follower's fetch offset is its log end offset: it may move the HW.
+            if partition.update_follower_fetch(
+                params.replica_id,
+                p.fetch_offset,
+                p.log_start_offset,
+                replica_log.log_end_offset,
+                self.clock.now_ms(),
+            ):
+                self._high_watermark_changed(tp, partition, replica_log)
+        limit = replica_log.log_end_offset if params.from_follower else partition.high_watermark
+        out = FetchResult(
+            high_watermark=partition.high_watermark,
+            last_stable_offset=partition.high_watermark,
+            log_start_offset=replica_log.log_start_offset,
+        )
+        if p.fetch_offset == limit and p.fetch_offset >= out.log_start_offset:
+            return out  # caught up: nothing to read (the common case of idle partitions)
+        try:
+            out.records = replica_log.read(
+                p.fetch_offset,
+                min(p.max_bytes, budget),
+                max_offset=limit,
+                min_one_batch=first,
+            )
+        except KafkaError as e:
+            out.error = e.code
+        return out
+
+    # -- offsets -------------------------------------------------------------------
+    def offset_for_timestamp(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        *,
+        isolation_level: int = READ_UNCOMMITTED,
+        current_leader_epoch: int = -1,
+    ) -> OffsetLookup:
+        """ListOffsets: earliest, latest (HW), max timestamp, or by timestamp."""
+        try:
+            partition, replica_log = self._leader(tp, current_leader_epoch)
+        except KafkaError as e:
+            return OffsetLookup(e.code)
+        hw = partition.high_watermark
+        if hw < partition.leader_epoch_start_offset:
+            # A new leader whose HW has not caught up yet: answering would be a guess.
+            return OffsetLookup(ErrorCode.OFFSET_NOT_AVAILABLE)
+        epoch = partition.leader_epoch
+        if timestamp == EARLIEST_TIMESTAMP:
+            return OffsetLookup(offset=replica_log.log_start_offset, leader_epoch=epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetLookup(offset=hw, leader_epoch=epoch)
+        if timestamp == MAX_TIMESTAMP:
+            offset, ts = replica_log.max_timestamp_offset()
+            return OffsetLookup(offset=offset, timestamp=ts, leader_epoch=epoch)
+        if timestamp < 0:
+            return OffsetLookup(ErrorCode.INVALID_REQUEST)
+        found = replica_log.offset_for_timestamp(timestamp, max_offset=hw)
+        if found is None:
+            return OffsetLookup(leader_epoch=epoch)
+        return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords on the leader: (error, new low watermark)."""
+        try:
+            _, replica_log = self._leader(tp)
+            if is_internal(tp[0]):
+                raise KafkaError(
+                    f"Cannot delete records of internal topic {tp[0]}",
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                )
+            return ErrorCode.NONE, replica_log.delete_records_before(offset)
+        except KafkaError as e:
+            return e.code, -1
+
+    # -- internals -----------------------------------------------------------------
+    def _high_watermark_changed(
+        self, tp: TopicPartition, partition: Partition, replica_log: Log
+    ) -> None:
+        replica_log.high_watermark = partition.high_watermark
+        self.purgatory.notify(("hw", tp))
+
+    def _wake(self, tp: TopicPartition) -> None:
+        self.purgatory.notify(("hw", tp))
+        self.purgatory.notify(("leo", tp))
+
+
+def _has_error(results: Sequence[FetchResult]) -> bool:
+    return any(r.error != ErrorCode.NONE for r in results)

@@ -1,0 +1,14 @@
+"""Requests only the controller can decide: handled by sending them to it (Kafka's
+forwarding). A quorum of one calls its controller in-process."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
+
+
+async def to_controller(services: Services, ctx: RequestContext, request: Any) -> Any:
+    return await services.controller.call(ctx.api_key, ctx.api_version, request)

@@ -1,0 +1,37 @@
+"""What request handlers may use: a narrow view of the node, never the node itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moldau.clock import Clock
+    from moldau.coordinator.group.service import GroupCoordinatorService
+    from moldau.metadata.image import MetadataImage
+    from moldau.metadata.publisher import MetadataPublisher
+    from moldau.replication.replica_manager import ReplicaManager
+    from moldau.server.config import BrokerConfig
+    from moldau.server.controller_channel import ControllerChannel
+    from moldau.server.dynamic_config import DynamicBrokerConfig
+    from moldau.server.fetch_session import FetchSessionCache
+    from moldau.server.producer_ids import ProducerIdManager
+
+
+@dataclass(frozen=True)
+class Services:
+    config: BrokerConfig
+    node_id: int
+    clock: Clock
+    metadata: MetadataPublisher
+    dynamic_config: DynamicBrokerConfig
+    replica_manager: ReplicaManager
+    controller: ControllerChannel
+    groups: GroupCoordinatorService
+    producer_ids: ProducerIdManager
+    fetch_sessions: FetchSessionCache
+
+    @property
+    def image(self) -> MetadataImage:
+        """The metadata image this node currently serves from."""
+        return self.metadata.image

@@ -1,0 +1,96 @@
+"""The quorum controller's single writer: decisions against the latest state, answers on
+commit, and a failed append that leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from moldau.controller.apis import ControllerApis
+from moldau.controller.controller import Controller
+from moldau.controller.metadata_log import MetadataLog
+from moldau.controller.quorum_controller import QuorumController
+from moldau.metadata.loader import replay
+from moldau.metadata.records import MetadataRecord
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+
+
+def create(*names: str, partitions: int = 1) -> CreateTopicsRequest:
+    return CreateTopicsRequest(
+        topics=[CreatableTopic(name=n, num_partitions=partitions, replication_factor=-1) for n in names]
+    )
+
+
+def controller(path: Path) -> tuple[ControllerApis, MetadataLog, list[int]]:
+    log = MetadataLog.open(path)
+    quorum = QuorumController(log, replay(log.batches()))
+    committed: list[int] = []
+    quorum.add_commit_listener(lambda records, offset: committed.append(offset))
+    return ControllerApis(quorum, Controller(1, {}, 1)), log, committed
+
+
+def test_concurrent_creates_of_one_name_let_exactly_one_win(tmp_path: Path) -> None:
+    async def test() -> None:
+        apis, log, committed = controller(tmp_path)
+        responses = await asyncio.gather(
+            *(apis.handle(ApiKey.CREATE_TOPICS, 7, create("t")) for _ in range(5))
+        )
+        codes = sorted(r.topics[0].error_code for r in responses)
+        assert codes == [ErrorCode.NONE] + [ErrorCode.TOPIC_ALREADY_EXISTS] * 4
+        assert len(committed) == 1
+        log.close()
+        # What the one winner committed is what a restart replays.
+        again = MetadataLog.open(tmp_path)
+        assert list(replay(again.batches()).topics) == ["t"]
+
+    asyncio.run(test())
+
+
+def test_answers_carry_what_was_committed(tmp_path: Path) -> None:
+    async def test() -> None:
+        apis, _, committed = controller(tmp_path)
+        response = await apis.handle(ApiKey.CREATE_TOPICS, 7, create("a", "b", partitions=3))
+        assert [(t.name, t.error_code, t.num_partitions) for t in response.topics] == [
+            ("a", 0, 3),
+            ("b", 0, 3),
+        ]
+        assert apis.quorum.committed.topics.keys() == {"a", "b"}
+        assert committed == [apis.quorum.committed.offset]
+
+    asyncio.run(test())
+
+
+class FailingLog:
+    """A metadata log whose disk is full."""
+
+    def set_commit_callback(self, callback: object) -> None:
+        pass
+
+    def append(self, records: Sequence[MetadataRecord]) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def wait_committed(self, offset: int) -> None:
+        raise AssertionError("nothing was appended")
+
+
+def test_a_failed_append_reverts_the_latest_state(tmp_path: Path) -> None:
+    async def test() -> None:
+        apis, log, _ = controller(tmp_path)
+        await apis.handle(ApiKey.CREATE_TOPICS, 7, create("kept"))
+        quorum = apis.quorum
+        quorum.log_writer = FailingLog()
+        with pytest.raises(KafkaError) as e:
+            await apis.handle(ApiKey.CREATE_TOPICS, 7, create("lost"))
+        assert e.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert "lost" not in quorum.latest.topics and "kept" in quorum.latest.topics
+        quorum.log_writer = log
+        response = await apis.handle(ApiKey.CREATE_TOPICS, 7, create("lost"))
+        assert response.topics[0].error_code == ErrorCode.NONE
+
+    asyncio.run(test())

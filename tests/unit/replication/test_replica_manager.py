@@ -1,0 +1,218 @@
+"""The replica manager on real logs with a manual clock: appends, acks=all waits, reads
+bounded by the high watermark, follower fetches that move it, leadership errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from moldau.clock import ManualScheduler
+from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
+from moldau.metadata.publisher import MetadataPublisher
+from moldau.protocol.errors import ErrorCode
+from moldau.records.record import build_batch
+from moldau.replication.replica_manager import (
+    LATEST_TIMESTAMP,
+    AppendOrigin,
+    FetchParams,
+    FetchRequestPartition,
+    ReplicaManager,
+)
+from moldau.storage.config import LogConfig
+from moldau.storage.log_manager import LogManager
+
+TP = ("t", 0)
+T0 = 1_700_000_000_000
+
+
+def image(
+    replicas: tuple[int, ...] = (1,),
+    isr: tuple[int, ...] | None = None,
+    leader: int = 1,
+    epoch: int = 0,
+    min_isr: int = 1,
+    topic: str = "t",
+) -> MetadataImage:
+    part = PartitionImage(0, replicas, isr or replicas, leader, epoch, epoch)
+    t = TopicImage(topic, b"t" * 16, {0: part}, {"min.insync.replicas": str(min_isr)})
+    return MetadataImage(topics={topic: t}, topics_by_id={t.topic_id: topic})
+
+
+class Node:
+    def __init__(self, data: Path) -> None:
+        self.scheduler = ManualScheduler()
+        self.scheduler.clock.advance(T0)
+        self.publisher = MetadataPublisher(1)
+        self.logs = LogManager([data], {})
+        self.rm = ReplicaManager(1, self.logs, self.scheduler, self.config)
+        self.publisher.add_listener(self.rm)
+
+    def config(self, topic: str) -> LogConfig:
+        t = self.publisher.image.topics.get(topic)
+        return LogConfig.from_props(dict(t.configs) if t else {}, {})
+
+    async def produce(self, n: int = 1, acks: int = -1, timeout_ms: int = 1_000) -> Any:
+        batch = bytearray(build_batch([(b"k", b"v%d" % i) for i in range(n)]))
+        results = await self.rm.append_records(
+            {TP: batch}, required_acks=acks, timeout_ms=timeout_ms
+        )
+        return results[TP]
+
+    async def fetch(self, offset: int, replica_id: int = -1, max_wait_ms: int = 0) -> Any:
+        (result,) = await self.rm.fetch_messages(
+            FetchParams(replica_id=replica_id, max_wait_ms=max_wait_ms),
+            [FetchRequestPartition("t", 0, offset, 1 << 20)],
+        )
+        return result
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(test())
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_single_replica_acks_all_answers_at_once(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image())
+        result = await node.produce(3)
+        assert (result.error, result.base_offset, result.last_offset) == (ErrorCode.NONE, 0, 2)
+        assert node.rm.high_watermark(TP) == 3
+        fetched = await node.fetch(0)
+        assert fetched.error == ErrorCode.NONE and fetched.records.next_offset == 3
+
+    run(test)
+
+
+def test_acks_all_waits_for_the_isr(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), min_isr=2))
+        waiting = asyncio.ensure_future(node.produce(2))
+        await settle()
+        assert not waiting.done()
+        # A consumer sees nothing yet: the HW is still 0.
+        assert (await node.fetch(0)).size == 0
+        # The follower fetches the data, then fetches again from its new end: the HW moves.
+        assert (await node.fetch(0, replica_id=2)).size > 0
+        await node.fetch(2, replica_id=2)
+        result = await asyncio.wait_for(waiting, 1)
+        assert (result.error, result.base_offset) == (ErrorCode.NONE, 0)
+        assert node.rm.high_watermark(TP) == 2
+
+    run(test)
+
+
+def test_acks_all_times_out(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2)))
+        waiting = asyncio.ensure_future(node.produce(1, timeout_ms=500))
+        await settle()
+        node.scheduler.advance(499)
+        await settle()
+        assert not waiting.done()
+        node.scheduler.advance(1)
+        assert (await asyncio.wait_for(waiting, 1)).error == ErrorCode.REQUEST_TIMED_OUT
+
+    run(test)
+
+
+def test_min_insync_replicas(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), isr=(1,), min_isr=2))
+        assert (await node.produce(1)).error == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert (await node.produce(1, acks=1)).error == ErrorCode.NONE
+        # The ISR shrinks while an acks=all write waits: the write was appended but is
+        # answered NOT_ENOUGH_REPLICAS_AFTER_APPEND once the HW passes it.
+        node.publisher.publish(image(replicas=(1, 2), min_isr=2, epoch=1))
+        await node.fetch(1, replica_id=2)
+        waiting = asyncio.ensure_future(node.produce(1, timeout_ms=60_000))
+        await settle()
+        node.scheduler.advance(30_001)  # the follower lags past replica.lag.time.max.ms
+        node.publisher.publish(image(replicas=(1, 2), isr=(1,), min_isr=2, epoch=1))
+        result = await asyncio.wait_for(waiting, 1)
+        assert result.error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    run(test)
+
+
+def test_consumer_long_poll_is_woken_by_the_hw_not_the_append(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2)))
+        await node.fetch(0, replica_id=2)
+        poll = asyncio.ensure_future(node.fetch(0, max_wait_ms=10_000))
+        await settle()
+        await node.produce(1, acks=1)
+        await settle()
+        assert not poll.done()  # appended, but not yet replicated
+        await node.fetch(1, replica_id=2)
+        result = await asyncio.wait_for(poll, 1)
+        assert result.high_watermark == 1 and result.size > 0
+
+    run(test)
+
+
+def test_leadership_and_epoch_errors(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), leader=2, epoch=3))
+        assert (await node.produce(1, acks=1)).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert (await node.fetch(0)).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        node.publisher.publish(image(replicas=(1, 2), leader=1, epoch=4))
+        (old,) = await node.rm.fetch_messages(
+            FetchParams(), [FetchRequestPartition("t", 0, 0, 100, current_leader_epoch=3)]
+        )
+        (new,) = await node.rm.fetch_messages(
+            FetchParams(), [FetchRequestPartition("t", 0, 0, 100, current_leader_epoch=5)]
+        )
+        assert (old.error, new.error) == (
+            ErrorCode.FENCED_LEADER_EPOCH,
+            ErrorCode.UNKNOWN_LEADER_EPOCH,
+        )
+        assert (await node.fetch(0, replica_id=7)).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        missing = await node.rm.append_records(
+            {("nope", 0): bytearray(build_batch([(b"k", b"v")]))}, required_acks=1, timeout_ms=0
+        )
+        assert missing[("nope", 0)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    run(test)
+
+
+def test_new_leader_answers_offset_not_available_until_its_hw_catches_up(
+    tmp_path: Path,
+) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image())
+        await node.produce(2, acks=1)
+        node.rm.partition(TP).high_watermark = 0  # as after a restart on a follower's HW
+        node.publisher.publish(image(replicas=(1, 2), epoch=1))
+        lookup = node.rm.offset_for_timestamp(TP, LATEST_TIMESTAMP)
+        assert lookup.error == ErrorCode.OFFSET_NOT_AVAILABLE
+        await node.fetch(2, replica_id=2)
+        assert node.rm.offset_for_timestamp(TP, LATEST_TIMESTAMP).offset == 2
+
+    run(test)
+
+
+def test_clients_cannot_produce_to_internal_topics(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(topic="__transaction_state"))
+        batch = bytearray(build_batch([(b"k", b"v")]))
+        tp = ("__transaction_state", 0)
+        client = node.rm.append_to_leader(tp, batch, origin=AppendOrigin.CLIENT)
+        assert client.error == ErrorCode.INVALID_TOPIC_EXCEPTION
+        own = node.rm.append_to_leader(tp, batch, origin=AppendOrigin.COORDINATOR)
+        assert own.error == ErrorCode.NONE
+
+    run(test)
