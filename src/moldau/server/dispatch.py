@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.framing import is_flexible
 from moldau.protocol.messages import REQUESTS, RESPONSES
 from moldau.protocol.messages.api_versions_response import ApiVersionsResponse
 from moldau.protocol.messages.request_header import RequestHeader
@@ -37,10 +38,6 @@ class RequestContext:
     client_id: str | None
     client_host: str
     connection: Connection
-
-
-def is_flexible(cls: Any, version: int) -> bool:
-    return 0 <= cls.FLEXIBLE_FROM <= version
 
 
 class Dispatcher:

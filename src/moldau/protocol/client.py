@@ -1,0 +1,174 @@
+"""An asyncio Kafka protocol client for node-to-node requests.
+
+Brokers and controllers talk to each other with Kafka's own RPCs (Raft's Vote and Fetch,
+BrokerHeartbeat, AlterPartition, replication Fetch, forwarded admin requests...). A
+:class:`NetworkClient` keeps one connection per destination, pipelines requests on it
+(responses are matched by correlation id), reconnects with backoff, and fails every
+request in flight with ``ConnectionError`` when the connection drops, or with
+``TimeoutError`` when the answer takes longer than the request timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from moldau.protocol.framing import decode_response, encode_request, response_correlation_id
+from moldau.protocol.primitives import INT32
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+
+
+class Connection:
+    """One TCP connection with requests in flight, answered in any order."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
+        self._task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.closed = False
+
+    @classmethod
+    async def open(cls, address: Address, timeout_s: float) -> Connection:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout_s)
+        return cls(reader, writer)
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                head = await self.reader.readexactly(4)
+                (size,) = INT32.unpack(head)
+                frame = memoryview(await self.reader.readexactly(size))
+                pending = self._pending.pop(response_correlation_id(frame), None)
+                if pending is None:
+                    continue  # the caller gave up waiting
+                api_key, version, fut = pending
+                if not fut.done():
+                    try:
+                        fut.set_result(decode_response(api_key, version, frame))
+                    except Exception as e:  # a response we cannot decode
+                        fut.set_exception(ConnectionError(f"bad response: {e}"))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+            self._fail(ConnectionError(f"connection lost: {e}"))
+        finally:
+            self.close()
+
+    def send(
+        self, message: Any, version: int, correlation_id: int, client_id: str
+    ) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.closed:
+            fut.set_exception(ConnectionError("connection closed"))
+            return fut
+        self._pending[correlation_id] = (message.API_KEY, version, fut)
+        self.writer.write(encode_request(message, version, correlation_id, client_id))
+        return fut
+
+    def forget(self, correlation_id: int) -> None:
+        self._pending.pop(correlation_id, None)
+
+    def _fail(self, error: Exception) -> None:
+        pending, self._pending = self._pending, {}
+        for _, _, fut in pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._fail(ConnectionError("connection closed"))
+            with contextlib.suppress(Exception):
+                self.writer.close()
+            if asyncio.current_task() is not self._task:
+                self._task.cancel()
+
+
+class NetworkClient:
+    """Connections to other nodes by id (or address), created on first use."""
+
+    def __init__(
+        self,
+        client_id: str,
+        *,
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        endpoints: Callable[[int], Address | None] | None = None,
+    ) -> None:
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.endpoints = endpoints or (lambda node: None)
+        self._connections: dict[Address, Connection] = {}
+        self._connecting: dict[Address, asyncio.Future[Connection]] = {}
+        self._correlation = itertools.count(1)
+
+    def address(self, destination: int | Address) -> Address:
+        if isinstance(destination, tuple):
+            return destination
+        address = self.endpoints(destination)
+        if address is None:
+            raise ConnectionError(f"no endpoint known for node {destination}")
+        return address
+
+    async def _connection(self, address: Address) -> Connection:
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        pending = self._connecting.get(address)
+        if pending is None:
+            pending = asyncio.ensure_future(
+                Connection.open(address, self.connect_timeout_ms / 1000)
+            )
+            self._connecting[address] = pending
+            try:
+                conn = await asyncio.shield(pending)
+            except (OSError, TimeoutError) as e:
+                raise ConnectionError(f"cannot connect to {address[0]}:{address[1]}: {e}") from e
+            finally:
+                self._connecting.pop(address, None)
+            self._connections[address] = conn
+            return conn
+        try:
+            return await asyncio.shield(pending)
+        except (OSError, TimeoutError) as e:
+            raise ConnectionError(f"cannot connect to {address[0]}:{address[1]}: {e}") from e
+
+    async def send(
+        self,
+        destination: int | Address,
+        message: Any,
+        version: int,
+        *,
+        timeout_ms: int | None = None,
+    ) -> Any:
+        """Send ``message`` and return the decoded response.
+
+        Raises ConnectionError (no endpoint, connection refused or lost) or TimeoutError."""
+        address = self.address(destination)
+        conn = await self._connection(address)
+        correlation_id = next(self._correlation)
+        fut = conn.send(message, version, correlation_id, self.client_id)
+        timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            conn.forget(correlation_id)
+            raise
+
+    def disconnect(self, destination: int | Address) -> None:
+        with contextlib.suppress(ConnectionError):
+            conn = self._connections.pop(self.address(destination), None)
+            if conn is not None:
+                conn.close()
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
