@@ -102,8 +102,10 @@ def line_chart(series: Mapping[str, Points], *, unit: str = "", ticks: int = 4) 
             f"{'M' if j == 0 else 'L'}{x(t):.1f},{y(v):.1f}" for j, (t, v) in enumerate(points)
         )
         last_t, last_v = points[-1]
+        peak = max(v for _, v in points)
         parts.append(
-            f'<g class="series" data-series="{escape(name)}" data-last="{last_v:g}">'
+            f'<g class="series" data-series="{escape(name)}" data-last="{last_v:g}" '
+            f'data-max="{peak:g}">'
             f"<title>{escape(name)}: {escape(compact(last_v))} {escape(unit)}</title>"
             f'<path d="{path}" stroke="{color}"/>'
             f'<circle cx="{x(last_t):.1f}" cy="{y(last_v):.1f}" r="3" fill="{color}"/></g>'
