@@ -361,7 +361,7 @@ def _parse_datetime(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _state(state: ConsumerGroupState) -> str:
+def _state(state: object) -> str:
     return state.name if isinstance(state, ConsumerGroupState) else str(state)
 
 

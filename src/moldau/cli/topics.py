@@ -124,12 +124,12 @@ def describe(
     else:
         everything = cluster_metadata(admin).topics
         topics = [everything[name] for name in sorted(everything) if not _is_internal(name)]
-    overrides = _config_overrides(admin, [t.topic for t in topics])
+    overrides = _config_overrides(admin, [str(t.topic) for t in topics])
     if json_output:
-        print_json([_topic_json(topic, overrides[topic.topic]) for topic in topics])
+        print_json([_topic_json(topic, overrides[str(topic.topic)]) for topic in topics])
         return
     for topic in topics:
-        _print_topic(topic, overrides[topic.topic])
+        _print_topic(topic, overrides[str(topic.topic)])
 
 
 @app.command()
@@ -169,8 +169,8 @@ def alter(
             ),
         ]
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
-        futures = admin.incremental_alter_configs([resource], **ADMIN_TIMEOUTS)
-        result(futures[resource], f"cannot alter configs of {name!r}: ")
+        altered = admin.incremental_alter_configs([resource], **ADMIN_TIMEOUTS)
+        result(altered[resource], f"cannot alter configs of {name!r}: ")
         out.print(f"Updated configs of topic {name}.")
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from confluent_kafka import (
     Consumer,
@@ -479,22 +479,22 @@ class Cluster:
                 deadline = time.monotonic() + _READ_DEADLINE_S
                 while pending and time.monotonic() < deadline:
                     for message in self._reader.consume(500, timeout=0.2):
-                        p = message.partition()
-                        if p not in pending:
+                        p, offset = message.partition(), message.offset()
+                        if p not in pending or offset is None:
                             continue
                         error = message.error()
                         if error is not None:
                             if error.code() == KafkaError._PARTITION_EOF:
-                                positions[p] = max(positions[p], message.offset())
+                                positions[p] = max(positions[p], offset)
                                 pending.discard(p)
                             elif not error.retriable():
                                 raise ConsoleError(describe_error(error))
                             continue
-                        if message.offset() >= stops[p]:
+                        if offset >= stops[p]:
                             pending.discard(p)
                             continue
-                        records.append(_record(message))
-                        positions[p] = message.offset() + 1
+                        records.append(_record(message, topic, p, offset))
+                        positions[p] = offset + 1
                         counts[p] += 1
                         if counts[p] >= cap or positions[p] >= stops[p]:
                             pending.discard(p)
@@ -529,20 +529,23 @@ class Cluster:
             raise ConsoleError("REQUEST_TIMED_OUT: the record was not acknowledged in time")
         error, message = delivered[0]
         _check(error, f"cannot produce to {topic!r}: ")
-        return message.partition(), message.offset()
+        partition, offset = message.partition(), message.offset()
+        assert partition is not None and offset is not None  # set on every delivered record
+        return partition, offset
 
 
-def _record(message: Message) -> Record:
+def _record(message: Message, topic: str, partition: int, offset: int) -> Record:
     ts_type, ts = message.timestamp()
+    headers = cast(list[tuple[str, bytes | None]], message.headers() or [])
     return Record(
-        topic=message.topic(),
-        partition=message.partition(),
-        offset=message.offset(),
+        topic=topic,
+        partition=partition,
+        offset=offset,
         timestamp_ms=ts if ts_type else None,
         timestamp_type=_TIMESTAMP_TYPES.get(ts_type, "none"),
         key=message.key(),
         value=message.value(),
-        headers=tuple(message.headers() or ()),
+        headers=tuple(headers),
     )
 
 
