@@ -56,7 +56,7 @@ def nice_ceiling(value: float) -> float:
     raise AssertionError("unreachable")
 
 
-def line_chart(series: Mapping[str, Points], *, unit: str = "", ticks: int = 4) -> Chart:
+def line_chart(series: Mapping[str, Points], *, unit: str = "") -> Chart:
     """One line per series over a shared time axis; the y axis starts at zero."""
     drawn = {name: sorted(points) for name, points in series.items() if points}
     if not drawn or all(len(p) < 2 for p in drawn.values()):
@@ -65,6 +65,8 @@ def line_chart(series: Mapping[str, Points], *, unit: str = "", ticks: int = 4) 
     t0, t1 = min(times), max(times)
     span = max(t1 - t0, 1e-9)
     top = nice_ceiling(max(v for points in drawn.values() for _, v in points))
+    # Round gridlines: 2 -> 0.5 steps, 1 / 2.5 / 5 -> fifths.
+    ticks = 4 if top / 10 ** math.floor(math.log10(top)) == 2 else 5
     plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
 
     def x(t: float) -> float:
