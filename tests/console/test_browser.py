@@ -3,10 +3,15 @@ what a person sees must be what the cluster holds."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from playwright.sync_api import Page, expect
@@ -340,3 +345,31 @@ def test_throughput_chart_samples_offsets(page: Page, console: Console, broker, 
     expect(series).not_to_have_attribute("data-max", "0", timeout=TIMEOUT_S * 1000)
     peak = float(series.get_attribute("data-max") or 0)
     assert peak >= 500 / (elapsed + 2 * SAMPLE_INTERVAL_S + 1) - 1e-9
+
+
+# --- robustness -----------------------------------------------------------------------------
+
+
+def test_bad_input_is_a_clear_error_not_a_crash(console: Console, admin: AdminClient):
+    create_topic(admin, "bad-input", 1)
+    cases = {
+        "/topics/bad-input/messages?limit=lots": (400, "limit: expected a whole number"),
+        "/topics/bad-input/messages?start=offset&from=-3": (400, "offset: must be at least 0"),
+        "/topics/bad-input/messages?start=timestamp&from=soon": (400, "timestamp: expected"),
+        "/topics/bad-input/messages?partition=x": (400, "partition: expected a whole number"),
+        "/topics/bad-input/tail?pos=0:zero": (400, "pos: expected"),
+        "/charts/throughput?kind=joules": (400, "kind: expected"),
+        "/groups/no-such-group": (404, "GROUP_ID_NOT_FOUND"),
+        "/topics/no-such-topic/messages": (404, "UNKNOWN_TOPIC_OR_PART"),
+    }
+    for path, (status, message) in cases.items():
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(console.page_url(path), timeout=TIMEOUT_S)
+        body = caught.value.read().decode()
+        assert caught.value.code == status, (path, body)
+        assert message in html.unescape(body), (path, body)
+    # A bad form post is answered with a redirect carrying the error, nothing is created.
+    form = urllib.parse.urlencode({"name": "bad-form", "partitions": "0"}).encode()
+    with urllib.request.urlopen(console.page_url("/topics"), data=form, timeout=TIMEOUT_S) as r:
+        assert "partitions: must be at least 1" in html.unescape(r.read().decode())
+    assert "bad-form" not in admin.list_topics(timeout=TIMEOUT_S).topics

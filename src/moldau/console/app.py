@@ -18,7 +18,6 @@ from urllib.parse import urlencode
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -35,6 +34,10 @@ T = TypeVar("T")
 _HERE = Path(__file__).parent
 _LIMITS = (20, 50, 100, 500)
 _NOT_FOUND = ("UNKNOWN_TOPIC_OR_PART", "GROUP_ID_NOT_FOUND")
+
+
+class InputError(ConsoleError):
+    """A form field or query parameter the console cannot use (HTTP 400)."""
 
 
 @dataclass(frozen=True)
@@ -114,9 +117,9 @@ def _int(value: Any, field: str, *, minimum: int | None = None) -> int:
     try:
         number = int(str(value).strip())
     except ValueError:
-        raise ConsoleError(f"{field}: expected a whole number, got {value!r}") from None
+        raise InputError(f"{field}: expected a whole number, got {value!r}") from None
     if minimum is not None and number < minimum:
-        raise ConsoleError(f"{field}: must be at least {minimum}")
+        raise InputError(f"{field}: must be at least {minimum}")
     return number
 
 
@@ -131,7 +134,7 @@ def _pairs(text: str, field: str) -> dict[str, str]:
         if line.strip():
             key, sep, value = line.partition("=")
             if not sep or not key.strip():
-                raise ConsoleError(f"{field}: expected key=value, got {line.strip()!r}")
+                raise InputError(f"{field}: expected key=value, got {line.strip()!r}")
             pairs[key.strip()] = value.strip()
     return pairs
 
@@ -161,7 +164,10 @@ class _Pages:
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
     async def error(self, request: Request, exc: ConsoleError) -> Response:
-        status = 404 if str(exc).startswith(_NOT_FOUND) else 502
+        if isinstance(exc, InputError):
+            status = 400
+        else:
+            status = 404 if str(exc).startswith(_NOT_FOUND) else 502
         return self._page(request, "error.html", status, error=str(exc), section=None)
 
     def _sizes(self, topic: TopicInfo) -> TopicInfo:
@@ -198,7 +204,7 @@ class _Pages:
         name = str(form.get("name", "")).strip()
         try:
             if not name:
-                raise ConsoleError("a topic name is required")
+                raise InputError("a topic name is required")
             await _call(
                 self.cluster.create_topic,
                 name,
@@ -253,7 +259,7 @@ class _Pages:
         try:
             updates = _pairs(str(form.get("set", "")), "configs")
             if not updates and not reset:
-                raise ConsoleError("nothing to change: give key=value lines")
+                raise InputError("nothing to change: give key=value lines")
             await _call(self.cluster.alter_topic_configs, name, updates, reset)
         except ConsoleError as exc:
             return _redirect(here, error=str(exc))
@@ -299,7 +305,7 @@ class _Pages:
             try:
                 return Start("timestamp", render.parse_timestamp(value))
             except ValueError:
-                raise ConsoleError(
+                raise InputError(
                     f"timestamp: expected ISO-8601 (UTC) or epoch ms, got {value!r}"
                 ) from None
         return Start("oldest" if kind == "oldest" else "newest")
@@ -311,7 +317,7 @@ class _Pages:
         try:
             positions = parse_positions(params.get("pos", ""))
         except ValueError:
-            raise HTTPException(400, "pos: expected partition:offset,...") from None
+            raise InputError("pos: expected partition:offset,...") from None
         fmt = params.get("format", "auto")
         records, positions = await _call(self.cluster.tail, name, positions)
         return self._page(
@@ -371,7 +377,7 @@ class _Pages:
                 try:
                     value: int | None = render.parse_timestamp(raw)
                 except ValueError:
-                    raise ConsoleError(f"timestamp: not ISO-8601 or epoch ms: {raw!r}") from None
+                    raise InputError(f"timestamp: not ISO-8601 or epoch ms: {raw!r}") from None
             else:
                 value = _optional_int(raw, "value")
             plan = await _call(self.cluster.reset_offsets, group_id, topic, strategy, value)
@@ -402,7 +408,7 @@ class _Pages:
         """Messages (or bytes) per second per topic; ?topic= narrows it to one."""
         kind = request.query_params.get("kind", "messages")
         if kind not in ("messages", "bytes_in", "bytes_out"):
-            raise HTTPException(400, "kind: messages, bytes_in or bytes_out")
+            raise InputError("kind: expected messages, bytes_in or bytes_out")
         series = self.sampler.history.select(kind)
         topic = request.query_params.get("topic")
         if topic:
