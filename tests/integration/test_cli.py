@@ -370,6 +370,7 @@ def test_perf_produce_then_consume(broker: BrokerProcess):
     consumed = json.loads(moldau(broker, f"perf consume {topic} -n {records} --json").stdout)
     assert consumed["records"] == records
     assert consumed["mb"] == round(records * size / 2**20, 2)
+    assert 0 < consumed["first_record_ms"] <= consumed["seconds"] * 1000
     grouped = moldau(broker, f"perf consume {topic} -n {records} --group cli-perf-group --json")
     summary = json.loads(grouped.stdout)
     assert summary["records"] == records and summary["rebalance_ms"] > 0

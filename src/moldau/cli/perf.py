@@ -104,10 +104,10 @@ def produce_summary(
 
 
 def consume_summary(
-    records: int, value_bytes: int, seconds: float, rebalance_s: float
+    records: int, value_bytes: int, seconds: float, rebalance_s: float, first_s: float | None
 ) -> dict[str, Any]:
     """What consumer-perf-test prints at the end: totals over the whole run, and over
-    the fetch time (the run minus the group rebalance)."""
+    the fetch time (the run minus the group rebalance); also when the first record came."""
     seconds = max(seconds, 1e-9)
     fetch_s = max(seconds - rebalance_s, 1e-9)
     return {
@@ -120,6 +120,7 @@ def consume_summary(
         "fetch_seconds": round(fetch_s, 3),
         "fetch_records_per_sec": round(records / fetch_s, 1),
         "fetch_mb_per_sec": round(value_bytes / fetch_s / MB, 2),
+        "first_record_ms": None if first_s is None else round(first_s * 1000, 1),
     }
 
 
@@ -350,13 +351,14 @@ def consume(
                 consumer.subscribe(
                     [topic], on_assign=lambda _c, _ps: assigned_at.append(time.monotonic())
                 )
-            records, value_bytes, last = _read(
+            records, value_bytes, first, last = _read(
                 consumer, messages, timeout_ms / 1000, json_output, start
             )
     finally:
         consumer.close()
     rebalance_s = (assigned_at[0] - start) if assigned_at else 0.0
-    summary = consume_summary(records, value_bytes, last - start, rebalance_s)
+    first_s = None if first is None else first - start
+    summary = consume_summary(records, value_bytes, last - start, rebalance_s, first_s)
     summary.update(topic=topic, group=group)
     if json_output:
         print_json(summary)
@@ -370,9 +372,12 @@ def consume(
 
 def _read(
     consumer: Any, wanted: int, idle_s: float, quiet: bool, start: float
-) -> tuple[int, int, float]:
-    """Consume until `wanted` records or `idle_s` without any; (records, bytes, time of the last)."""
+) -> tuple[int, int, float | None, float]:
+    """Consume until `wanted` records or `idle_s` without any.
+
+    Returns (records, value bytes, time of the first batch or None, time of the last)."""
     records = value_bytes = 0
+    first: float | None = None
     last = start
     progress = _progress(quiet, "consume", wanted)
     window = _Window("read", quiet)
@@ -389,6 +394,7 @@ def _read(
                 records += len(good)
                 value_bytes += sum(map(len, good))
                 if good:
+                    first = now if first is None else first
                     last = now
             elif now - last > idle_s and now - start > idle_s:
                 break
@@ -399,7 +405,7 @@ def _read(
                 window.report(records, value_bytes, now)
                 next_refresh = now + _REFRESH_S
         progress.update(task, completed=records)
-    return records, value_bytes, last
+    return records, value_bytes, first, last
 
 
 def _check_errors(batch: list[Message]) -> None:
