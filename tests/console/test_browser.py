@@ -373,3 +373,17 @@ def test_bad_input_is_a_clear_error_not_a_crash(console: Console, admin: AdminCl
     with urllib.request.urlopen(console.page_url("/topics"), data=form, timeout=TIMEOUT_S) as r:
         assert "partitions: must be at least 1" in html.unescape(r.read().decode())
     assert "bad-form" not in admin.list_topics(timeout=TIMEOUT_S).topics
+
+
+def test_posts_from_other_origins_are_refused(console: Console, admin: AdminClient):
+    """A page on another site cannot make the operator's browser delete a topic."""
+    create_topic(admin, "csrf-target", 1)
+    request = urllib.request.Request(
+        console.page_url("/topics/csrf-target/delete"),
+        data=b"",
+        headers={"Origin": "http://evil.example"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=TIMEOUT_S)
+    assert caught.value.code == 403
+    assert "csrf-target" in admin.list_topics(timeout=TIMEOUT_S).topics

@@ -13,11 +13,13 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -99,9 +101,21 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/healthz", lambda _request: PlainTextResponse("ok"), name="healthz"),
         Mount("/static", StaticFiles(directory=_HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(_SameOriginPosts)])
     app.add_exception_handler(ConsoleError, pages.error)  # type: ignore[arg-type]
     return app
+
+
+class _SameOriginPosts(BaseHTTPMiddleware):
+    """Refuse changes (POST) sent by pages of other origins: any web site the operator
+    visits could otherwise post a form to the console on localhost and delete topics."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            origin = request.headers.get("origin")
+            if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
+                return PlainTextResponse("cross-origin request refused", status_code=403)
+        return await call_next(request)
 
 
 async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
