@@ -224,3 +224,10 @@ def test_group_lag_is_high_watermark_minus_committed():
     assert [o.lag for o in offsets] == [3, None, 0]
     assert group.lag == 3 and group.lag_by_topic() == {"a": 3, "b": 0}
     assert group.topics == ("a", "b")
+
+
+def test_line_chart_width_is_clamped_to_a_sane_range():
+    points = {"t": [(1.0, 1.0), (2.0, 2.0)]}
+    assert 'viewBox="0 0 1000 220"' in str(line_chart(points, width=1000).svg)
+    assert 'viewBox="0 0 300 220"' in str(line_chart(points, width=10).svg)
+    assert 'viewBox="0 0 1600 220"' in str(line_chart({}, width=10**6).svg)

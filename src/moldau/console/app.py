@@ -27,7 +27,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from moldau.console import render
-from moldau.console.charts import Chart, line_chart
+from moldau.console.charts import line_chart
 from moldau.console.cluster import Cluster, ConsoleError, Start
 from moldau.console.model import RESET_STRATEGIES, TopicInfo, with_sizes
 from moldau.console.sampler import Sampler
@@ -415,8 +415,10 @@ class _Pages:
 
     # --- charts (htmx fragments) ------------------------------------------------------------
 
-    def _chart(self, request: Request, chart: Chart, title: str, unit: str) -> Response:
-        return self._page(request, "chart.html", chart=chart, title=title, unit=unit)
+    def _chart(self, request: Request, series: dict[str, Any], unit: str) -> Response:
+        width = _int(request.query_params.get("w", "600"), "w", minimum=1)
+        chart = line_chart(series, unit=unit, width=width)
+        return self._page(request, "chart.html", chart=chart)
 
     async def throughput_chart(self, request: Request) -> Response:
         """Messages (or bytes) per second per topic; ?topic= narrows it to one."""
@@ -428,7 +430,7 @@ class _Pages:
         if topic:
             series = {k: v for k, v in series.items() if k == topic}
         unit = "messages/s" if kind == "messages" else "bytes/s"
-        return self._chart(request, line_chart(series, unit=unit), "Throughput", unit)
+        return self._chart(request, series, unit)
 
     async def lag_chart(self, request: Request) -> Response:
         """Lag per topic of one group (?group=), or total lag per group."""
@@ -437,7 +439,7 @@ class _Pages:
             series = self.sampler.history.select("lag", group_id)
         else:
             series = self.sampler.history.totals("lag")
-        return self._chart(request, line_chart(series, unit="messages"), "Consumer lag", "messages")
+        return self._chart(request, series, "messages")
 
 
 def _field_bytes(form: FormData, field: str) -> bytes | None:

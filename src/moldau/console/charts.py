@@ -24,7 +24,8 @@ PALETTE = (
     "#0f766e",
     "#64748b",
 )
-_W, _H = 600, 220
+_H = 220
+WIDTHS = (300, 1600)  # the range of drawing widths a page may ask for
 _LEFT, _RIGHT, _TOP, _BOTTOM = 48, 12, 12, 26
 
 Points = Sequence[tuple[float, float]]
@@ -56,18 +57,22 @@ def nice_ceiling(value: float) -> float:
     raise AssertionError("unreachable")
 
 
-def line_chart(series: Mapping[str, Points], *, unit: str = "") -> Chart:
-    """One line per series over a shared time axis; the y axis starts at zero."""
+def line_chart(series: Mapping[str, Points], *, unit: str = "", width: int = 600) -> Chart:
+    """One line per series over a shared time axis; the y axis starts at zero.
+
+    `width` is the drawing's width in user units: pages ask for about their box's pixel
+    width, so labels keep their size however wide the chart is shown."""
+    w = min(max(width, WIDTHS[0]), WIDTHS[1])
     drawn = {name: sorted(points) for name, points in series.items() if points}
     if not drawn or all(len(p) < 2 for p in drawn.values()):
-        return Chart(_empty_svg(), (), True)
+        return Chart(_empty_svg(w), (), True)
     times = [t for points in drawn.values() for t, _ in points]
     t0, t1 = min(times), max(times)
     span = max(t1 - t0, 1e-9)
     top = nice_ceiling(max(v for points in drawn.values() for _, v in points))
     # Round gridlines: 2 -> 0.5 steps, 1 / 2.5 / 5 -> fifths.
     ticks = 4 if top / 10 ** math.floor(math.log10(top)) == 2 else 5
-    plot_w, plot_h = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
+    plot_w, plot_h = w - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
 
     def x(t: float) -> float:
         return _LEFT + (t - t0) / span * plot_w
@@ -76,13 +81,13 @@ def line_chart(series: Mapping[str, Points], *, unit: str = "") -> Chart:
         return _TOP + plot_h - v / top * plot_h
 
     parts = [
-        f'<svg class="chart" viewBox="0 0 {_W} {_H}" role="img" xmlns="http://www.w3.org/2000/svg">'
+        f'<svg class="chart" viewBox="0 0 {w} {_H}" role="img" xmlns="http://www.w3.org/2000/svg">'
     ]
     for i in range(ticks + 1):
         value = top * i / ticks
         ty = y(value)
         parts.append(
-            f'<line class="gridline" x1="{_LEFT}" x2="{_W - _RIGHT}" y1="{ty:.1f}" y2="{ty:.1f}"/>'
+            f'<line class="gridline" x1="{_LEFT}" x2="{w - _RIGHT}" y1="{ty:.1f}" y2="{ty:.1f}"/>'
             f'<text class="axis" x="{_LEFT - 6}" y="{ty + 4:.1f}" text-anchor="end">'
             f"{escape(compact(value))}</text>"
         )
@@ -117,11 +122,11 @@ def line_chart(series: Mapping[str, Points], *, unit: str = "") -> Chart:
     return Chart(Markup("".join(parts)), tuple(legend), False)
 
 
-def _empty_svg() -> Markup:
+def _empty_svg(w: int) -> Markup:
     return Markup(
-        f'<svg class="chart" viewBox="0 0 {_W} {_H}" role="img" xmlns="http://www.w3.org/2000/svg">'
-        f'<rect class="empty" x="{_LEFT}" y="{_TOP}" width="{_W - _LEFT - _RIGHT}" '
+        f'<svg class="chart" viewBox="0 0 {w} {_H}" role="img" xmlns="http://www.w3.org/2000/svg">'
+        f'<rect class="empty" x="{_LEFT}" y="{_TOP}" width="{w - _LEFT - _RIGHT}" '
         f'height="{_H - _TOP - _BOTTOM}" rx="6"/>'
-        f'<text class="axis" x="{_W / 2}" y="{_H / 2}" text-anchor="middle">'
+        f'<text class="axis" x="{w / 2}" y="{_H / 2}" text-anchor="middle">'
         "Collecting samples…</text></svg>"
     )
