@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what Moldau needs on a fresh machine. Usage: scripts/setup.sh [run|test]
-#   run  - the broker and CLI (Python package)
-#   test - everything the test suite needs: test deps, PySpark, kcat, a JDK
+#   run  - the broker, the CLI and the web console (Python package)
+#   test - everything the test suite needs: test deps, PySpark, kcat, a JDK, Chromium
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-run}"
@@ -11,6 +11,9 @@ need_apt=()
 if [ "$mode" = test ]; then
   command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
   command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+  # The console's browser tests drive Debian's Chromium with Playwright (from PyPI, via
+  # the test extras); Playwright cannot download browsers of its own here.
+  [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 fi
 if [ "${#need_apt[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -19,7 +22,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-extras=""
+extras="[console]"
 [ "$mode" = test ] && extras="[test]"
 echo "setup: installing moldau${extras} with pip"
 "$PY" -m pip install -q --disable-pip-version-check -e ".${extras}" 2>&1 | grep -v "Running pip as the 'root' user" || true

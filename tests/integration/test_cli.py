@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -12,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.broker import BrokerProcess
 
@@ -70,7 +71,7 @@ def consume_all(broker: BrokerProcess, topic: str, expected: int, options: str =
 
 def test_help_lists_commands():
     stdout = moldau(None, "--help").stdout
-    for command in ("server", "topics", "produce", "consume", "groups"):
+    for command in ("server", "topics", "produce", "consume", "groups", "perf", "console"):
         assert command in stdout
 
 
@@ -275,3 +276,118 @@ def test_cli_group_consumer_commits(broker: BrokerProcess):
     assert lag_rows(broker, group) == {0: (12, 20, 8)}
     rest = moldau(broker, f"consume {topic} -g {group} -n 9 --timeout-ms 3000").stdout
     assert rest.splitlines() == [str(i) for i in range(12, 20)]
+
+
+# --- --json ----------------------------------------------------------------------------------
+
+
+def test_topics_and_groups_json(broker: BrokerProcess):
+    topic, group = "cli-json", "cli-json-group"
+    moldau(broker, f"topics create {topic} --partitions 2 --config retention.ms=4242")
+    listed = json.loads(moldau(broker, "topics list --json").stdout)
+    assert {"topic": topic, "partitions": 2, "internal": False} in listed
+    [described] = json.loads(moldau(broker, f"topics describe {topic} --json").stdout)
+    assert described["partition_count"] == 2
+    assert described["configs"] == {"retention.ms": "4242"}
+    assert [p["partition"] for p in described["partitions"]] == [0, 1]
+    assert all(p["leader"] in p["replicas"] and p["isr"] for p in described["partitions"])
+
+    produce_lines(broker, topic, [f"k{i}\tv{i}" for i in range(30)], r"--key-separator '\t'")
+    group_consumer(broker, group, topic, 30).close()
+    produce_lines(broker, topic, ["late"], "--partition 1")
+    groups = json.loads(moldau(broker, "groups list --json").stdout)
+    assert {"group": group, "state": "EMPTY", "simple": False} in groups
+    described = json.loads(moldau(broker, f"groups describe {group} --json").stdout)
+    assert (described["group"], described["state"], described["members"]) == (group, "EMPTY", [])
+    offsets = {o["partition"]: o for o in described["offsets"]}
+    assert sum(o["current_offset"] for o in offsets.values()) == 30
+    assert sum(o["log_end_offset"] for o in offsets.values()) == 31
+    assert [o["lag"] for o in sorted(offsets.values(), key=lambda o: o["partition"])] == [0, 1]
+
+    plan = json.loads(
+        moldau(broker, f"groups reset-offsets {group} -t {topic} --to-earliest --json").stdout
+    )
+    assert plan["executed"] is False
+    assert [(p["partition"], p["new_offset"]) for p in plan["plan"]] == [(0, 0), (1, 0)]
+
+
+def test_command_config_file_reaches_the_client(broker: BrokerProcess, tmp_path: Path):
+    """Client properties come from --command-config (where SASL/TLS settings will go)."""
+    good = tmp_path / "client.properties"
+    good.write_text("# a comment\nclient.id=from-file\nsocket.timeout.ms: 20000\n")
+    moldau(broker, f"topics create cli-ccfg --partitions 4 --command-config {good}")
+    listed = json.loads(moldau(broker, f"topics list --json --command-config {good}").stdout)
+    assert {"topic": "cli-ccfg", "partitions": 4, "internal": False} in listed
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=NOT_A_PROTOCOL\n")
+    stderr = failure(broker, f"topics list --command-config {bad}")
+    assert "security.protocol" in stderr
+
+
+# --- perf -----------------------------------------------------------------------------------
+
+
+def test_throttle_and_percentiles():
+    from moldau.cli.perf import Throttle, percentile
+
+    throttle = Throttle(rate=100, start=10.0)
+    assert throttle.delay(sent=50, now=10.2) == pytest.approx(0.3)  # 50 records are 0.5 s
+    assert throttle.delay(sent=50, now=11.0) == 0.0  # behind schedule: no sleep
+    assert Throttle(rate=-1, start=0).delay(10**9, 0) == 0.0
+    ordered = [float(i) for i in range(1, 101)]
+    assert [percentile(ordered, f) for f in (0.5, 0.95, 0.99, 1.0)] == [51.0, 96.0, 100.0, 100.0]
+    assert percentile([], 0.5) == 0.0
+
+
+def test_perf_produce_then_consume(broker: BrokerProcess):
+    topic, records, size = "cli-perf", 20_000, 200
+    produced = json.loads(
+        moldau(
+            broker,
+            f"perf produce {topic} --partitions 3 -n {records} --record-size {size} "
+            "--acks all --compression lz4 --batch-size 65536 --linger-ms 2 --json",
+        ).stdout
+    )
+    assert (produced["records"], produced["failed"]) == (records, 0)
+    latency = produced["latency_ms"]
+    assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
+    assert latency["avg"] <= latency["max"]
+    expected_mb_s = records * size / produced["seconds"] / 2**20
+    assert produced["mb_per_sec"] == pytest.approx(expected_mb_s, rel=0.01, abs=0.01)
+
+    described = json.loads(moldau(broker, f"topics describe {topic} --json").stdout)
+    assert described[0]["partition_count"] == 3
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cli-perf-check"})
+    try:
+        total = sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(3)
+        )
+    finally:
+        consumer.close()
+    assert total == records
+
+    consumed = json.loads(moldau(broker, f"perf consume {topic} -n {records} --json").stdout)
+    assert consumed["records"] == records
+    assert consumed["mb"] == round(records * size / 2**20, 2)
+    assert 0 < consumed["first_record_ms"] <= consumed["seconds"] * 1000
+    grouped = moldau(broker, f"perf consume {topic} -n {records} --group cli-perf-group --json")
+    summary = json.loads(grouped.stdout)
+    assert summary["records"] == records and summary["rebalance_ms"] > 0
+    lag = lag_rows(broker, "cli-perf-group")
+    assert sum(current for current, _, _ in lag.values()) == records  # auto-committed
+
+
+def test_perf_produce_respects_the_throughput_cap(broker: BrokerProcess):
+    result = moldau(broker, "perf produce cli-perf-cap --partitions 1 -n 1500 --throughput 1000")
+    cells = dict(row[:2] for row in rows(result.stdout))
+    assert cells["records"] == "1,500"
+    # 1,500 records at no more than 1,000/s take at least 1.5 s, minus the first second's burst.
+    assert float(cells["seconds"]) >= 1.4
+    assert float(cells["records_per_sec"].replace(",", "")) <= 1100
+
+
+def test_perf_errors(broker: BrokerProcess):
+    assert "UNKNOWN_TOPIC_OR_PART" in failure(broker, "perf produce cli-perf-missing -n 10")
+    assert "UNKNOWN_TOPIC_OR_PART" in failure(broker, "perf consume cli-perf-missing -n 10")
+    assert failure(broker, "perf produce t -n 0", code=2)

@@ -8,15 +8,19 @@ into one line on stderr with exit code 1.
 
 from __future__ import annotations
 
+import json
 import logging
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -52,6 +56,18 @@ PropertyOption = Annotated[
         help="Extra librdkafka client property (repeatable).",
     ),
 ]
+
+CommandConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--command-config",
+        exists=True,
+        dir_okay=False,
+        metavar="FILE",
+        help="librdkafka properties file (security.protocol, sasl.*, ssl.*, ...); -X wins.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
 # librdkafka logs (e.g. every failed connect) go here instead of straight to stderr;
 # `moldau -v` shows them.
@@ -134,26 +150,62 @@ def unescape(separator: str) -> str:
     return separator.encode("latin-1", "backslashreplace").decode("unicode_escape")
 
 
-def client_config(bootstrap: str, properties: list[str] | None = None, **extra: Any) -> dict:
+def user_properties(
+    properties: list[str] | None = None, command_config: Path | None = None
+) -> dict[str, str]:
+    """The user's librdkafka properties: the --command-config file, then -X overrides.
+
+    This is where SASL/TLS settings come in, as with Kafka's tools.
+    """
+    from moldau.server.config import ConfigError, read_properties
+
+    loaded: dict[str, str] = {}
+    if command_config is not None:
+        try:
+            loaded = read_properties(command_config)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--command-config") from None
+    return {**loaded, **parse_pairs(properties, "--property")}
+
+
+def client_config(
+    bootstrap: str,
+    properties: list[str] | None = None,
+    *,
+    command_config: Path | None = None,
+    **extra: Any,
+) -> dict:
     """librdkafka configuration common to all clients, plus command and user extras."""
-    config: dict[str, Any] = {
+    return {
         "bootstrap.servers": bootstrap,
         "client.id": "moldau-cli",
         "logger": _KAFKA_LOGGER,
         **extra,
+        **user_properties(properties, command_config),
     }
-    config.update(parse_pairs(properties, "--property"))
-    return config
 
 
-def admin_client(bootstrap: str, properties: list[str] | None = None) -> AdminClient:
+def admin_client(
+    bootstrap: str, properties: list[str] | None = None, command_config: Path | None = None
+) -> AdminClient:
     # Admin handles are producers inside librdkafka; without this, describing a missing
     # topic could auto-create it on brokers with auto.create.topics.enable=true.
-    return AdminClient(client_config(bootstrap, properties, **{"allow.auto.create.topics": False}))
+    return AdminClient(
+        client_config(
+            bootstrap,
+            properties,
+            command_config=command_config,
+            **{"allow.auto.create.topics": False},
+        )
+    )
 
 
 def consumer_client(
-    bootstrap: str, properties: list[str] | None = None, group: str | None = None, **extra: Any
+    bootstrap: str,
+    properties: list[str] | None = None,
+    group: str | None = None,
+    command_config: Path | None = None,
+    **extra: Any,
 ) -> Consumer:
     """A consumer; without `group` it never joins or commits (assign-only use)."""
     if group is None:
@@ -161,7 +213,7 @@ def consumer_client(
         extra = {"group.id": "moldau-cli", "enable.auto.commit": False, **extra}
     else:
         extra = {"group.id": group, **extra}
-    return Consumer(client_config(bootstrap, properties, **extra))
+    return Consumer(client_config(bootstrap, properties, command_config=command_config, **extra))
 
 
 def cluster_metadata(
@@ -194,9 +246,22 @@ def watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]
         return consumer.get_watermark_offsets(partition, timeout=REQUEST_TIMEOUT_S)
 
 
-def table(*columns: str) -> Table:
-    """A borderless table: readable on a terminal, splittable on whitespace in scripts."""
-    return Table(*columns, box=None, header_style="bold")
+def table(*columns: str, title: str | None = None) -> Table:
+    """A table ruled on a terminal, borderless (splittable on whitespace) in pipes."""
+    ruled = out.is_terminal
+    return Table(
+        *columns,
+        title=title if ruled else None,
+        box=box.SIMPLE_HEAD if ruled else None,
+        header_style="bold cyan" if ruled else "bold",
+        title_style="bold",
+    )
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on stdout, for scripts (`--json`)."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def print_kv(title: str, values: Mapping[str, Any]) -> None:

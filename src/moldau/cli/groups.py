@@ -21,6 +21,8 @@ from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     REQUEST_TIMEOUT_S,
     BootstrapOption,
+    CommandConfigOption,
+    JsonOption,
     PropertyOption,
     admin_client,
     check,
@@ -30,12 +32,14 @@ from moldau.cli.common import (
     fail,
     kafka_errors,
     out,
+    print_json,
     print_kv,
     result,
     table,
     topic_metadata,
     watermarks,
 )
+from moldau.console.model import reset_target
 
 app = typer.Typer(
     help="List, describe, reset offsets of and delete consumer groups.", no_args_is_help=True
@@ -47,17 +51,33 @@ _INACTIVE = {ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD}
 
 @app.command("list")
 def list_groups(
-    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP, properties: PropertyOption = None
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
+    json_output: JsonOption = False,
 ) -> None:
     """List consumer groups and their states."""
-    admin = admin_client(bootstrap, properties)
+    admin = admin_client(bootstrap, properties, command_config)
     listing = result(admin.list_consumer_groups(**ADMIN_TIMEOUTS))
     if listing.errors and not listing.valid:
         fail(describe_error(listing.errors[0]))
     for error in listing.errors:
         err.print(f"Warning: {describe_error(error)}")
+    groups = sorted(listing.valid, key=lambda g: g.group_id)
+    if json_output:
+        print_json(
+            [
+                {
+                    "group": g.group_id,
+                    "state": _state(g.state),
+                    "simple": g.is_simple_consumer_group,
+                }
+                for g in groups
+            ]
+        )
+        return
     grid = table("GROUP", "STATE", "SIMPLE")
-    for group in sorted(listing.valid, key=lambda g: g.group_id):
+    for group in groups:
         grid.add_row(
             group.group_id, _state(group.state), "yes" if group.is_simple_consumer_group else "no"
         )
@@ -66,10 +86,14 @@ def list_groups(
 
 @app.command()
 def describe(
-    group: str, bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP, properties: PropertyOption = None
+    group: str,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Show members, assignments, committed offsets, log end offsets and lag per partition."""
-    admin = admin_client(bootstrap, properties)
+    admin = admin_client(bootstrap, properties, command_config)
     description = _describe(admin, group)
     committed = _committed(admin, group)
     if description is None and not committed:
@@ -80,13 +104,54 @@ def describe(
         for member in members
         for tp in member.assignment.topic_partitions
     }
+    state = _state(description.state if description else ConsumerGroupState.DEAD)
+    coordinator = description.coordinator.id if description else None
+    consumer = consumer_client(bootstrap, properties, command_config=command_config)
+    rows = []
+    try:
+        for topic, partition in sorted(committed.keys() | owners.keys()):
+            _, end = watermarks(consumer, TopicPartition(topic, partition))
+            current = committed.get((topic, partition))
+            member = owners.get((topic, partition))
+            rows.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "current_offset": current,
+                    "log_end_offset": end,
+                    "lag": None if current is None else max(end - current, 0),
+                    "consumer_id": member.member_id if member else None,
+                    "host": member.host if member else None,
+                    "client_id": member.client_id if member else None,
+                }
+            )
+    finally:
+        consumer.close()
+    if json_output:
+        print_json(
+            {
+                "group": group,
+                "state": state,
+                "coordinator": coordinator,
+                "members": [
+                    {
+                        "consumer_id": m.member_id,
+                        "host": m.host,
+                        "client_id": m.client_id,
+                        "assignment": [
+                            {"topic": tp.topic, "partition": tp.partition}
+                            for tp in m.assignment.topic_partitions
+                        ],
+                    }
+                    for m in members
+                ],
+                "offsets": rows,
+            }
+        )
+        return
     print_kv(
         f"Group: {group}",
-        {
-            "State": _state(description.state if description else ConsumerGroupState.DEAD),
-            "Members": len(members),
-            "Coordinator": description.coordinator.id if description else "-",
-        },
+        {"State": state, "Members": len(members), "Coordinator": _or_dash(coordinator)},
     )
     grid = table(
         "TOPIC",
@@ -98,22 +163,8 @@ def describe(
         "HOST",
         "CLIENT-ID",
     )
-    consumer = consumer_client(bootstrap, properties)
-    try:
-        for topic, partition in sorted(committed.keys() | owners.keys()):
-            _, end = watermarks(consumer, TopicPartition(topic, partition))
-            current = committed.get((topic, partition))
-            member = owners.get((topic, partition))
-            grid.add_row(
-                topic,
-                str(partition),
-                _or_dash(current),
-                str(end),
-                _or_dash(None if current is None else max(end - current, 0)),
-                *((member.member_id, member.host, member.client_id) if member else ("-",) * 3),
-            )
-    finally:
-        consumer.close()
+    for row in rows:
+        grid.add_row(*(_or_dash(v) for v in row.values()))
     for member in members:
         if not member.assignment.topic_partitions:
             grid.add_row("-", "-", "-", "-", "-", member.member_id, member.host, member.client_id)
@@ -147,24 +198,28 @@ def reset_offsets(
     ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Plan (or with --execute, commit) new offsets for an inactive group.
 
     Targets outside a partition's log are clamped to its start/end, as Kafka does.
     """
-    chosen = [
-        to_earliest,
-        to_latest,
-        to_datetime is not None,
-        to_offset is not None,
-        shift_by is not None,
-    ]
-    if sum(chosen) != 1:
+    chosen = {
+        "earliest": to_earliest,
+        "latest": to_latest,
+        "timestamp": to_datetime is not None,
+        "offset": to_offset is not None,
+        "shift": shift_by is not None,
+    }
+    if sum(chosen.values()) != 1:
         raise typer.BadParameter(
             "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by"
         )
+    strategy = next(name for name, on in chosen.items() if on)
     timestamp_ms = _parse_datetime(to_datetime) if to_datetime is not None else None
-    admin = admin_client(bootstrap, properties)
+    value = {"offset": to_offset, "shift": shift_by, "timestamp": timestamp_ms}.get(strategy)
+    admin = admin_client(bootstrap, properties, command_config)
     description = _describe(admin, group)
     if description is not None and (description.state not in _INACTIVE or description.members):
         fail(
@@ -173,7 +228,7 @@ def reset_offsets(
         )
     partitions = [tp for spec in topic for tp in _resolve(admin, spec)]
     committed = _committed(admin, group)
-    consumer = consumer_client(bootstrap, properties)
+    consumer = consumer_client(bootstrap, properties, command_config=command_config)
     try:
         bounds = {(tp.topic, tp.partition): watermarks(consumer, tp) for tp in partitions}
         if timestamp_ms is not None:
@@ -181,33 +236,47 @@ def reset_offsets(
     finally:
         consumer.close()
 
-    def target(key: Partition, current: int | None, low: int, high: int) -> int:
-        if to_earliest:
-            return low
-        if to_latest:
-            return high
-        if to_offset is not None:
-            return to_offset
-        if shift_by is not None:
-            if current is None:
-                fail(f"cannot shift {key[0]}-{key[1]}: the group has no committed offset there")
-            return current + shift_by
-        return by_time[key] if by_time[key] >= 0 else high
-
     plan = []
     for key, (low, high) in bounds.items():
-        offset = target(key, committed.get(key), low, high)
-        plan.append(TopicPartition(*key, min(max(offset, low), high)))
-    grid = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
-    for tp in plan:
-        grid.add_row(
-            group,
-            tp.topic,
-            str(tp.partition),
-            _or_dash(committed.get((tp.topic, tp.partition))),
-            str(tp.offset),
+        try:
+            offset = reset_target(
+                strategy,
+                current=committed.get(key),
+                low=low,
+                high=high,
+                value=value,
+                at_time=by_time[key] if timestamp_ms is not None else -1,
+            )
+        except ValueError as exc:
+            fail(f"{key[0]}-{key[1]}: {exc}")
+        plan.append(TopicPartition(*key, offset))
+    if json_output:
+        print_json(
+            {
+                "group": group,
+                "executed": execute,
+                "plan": [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "current_offset": committed.get((tp.topic, tp.partition)),
+                        "new_offset": tp.offset,
+                    }
+                    for tp in plan
+                ],
+            }
         )
-    out.print(grid)
+    else:
+        grid = table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
+        for tp in plan:
+            grid.add_row(
+                group,
+                tp.topic,
+                str(tp.partition),
+                _or_dash(committed.get((tp.topic, tp.partition))),
+                str(tp.offset),
+            )
+        out.print(grid)
     if not execute:
         err.print("Dry run: nothing changed; add --execute to apply.")
         return
@@ -225,9 +294,10 @@ def delete(
     groups: Annotated[list[str], typer.Argument(help="Groups to delete.")],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Delete inactive consumer groups and their committed offsets."""
-    admin = admin_client(bootstrap, properties)
+    admin = admin_client(bootstrap, properties, command_config)
     futures = admin.delete_consumer_groups(groups, **ADMIN_TIMEOUTS)
     for group in groups:
         result(futures[group], f"cannot delete group {group!r}: ")
@@ -291,9 +361,9 @@ def _parse_datetime(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _state(state: ConsumerGroupState) -> str:
+def _state(state: object) -> str:
     return state.name if isinstance(state, ConsumerGroupState) else str(state)
 
 
-def _or_dash(value: int | None) -> str:
+def _or_dash(value: object) -> str:
     return "-" if value is None else str(value)

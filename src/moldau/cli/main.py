@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
-from moldau.cli import groups, spark, topics
+from moldau.cli import groups, perf, spark, topics
 from moldau.cli.common import show_client_logs
+from moldau.cli.console import console
 from moldau.cli.consume import consume
 from moldau.cli.produce import produce
 from moldau.cli.server import server
@@ -36,3 +37,5 @@ app.command("produce")(produce)
 app.command("consume")(consume)
 app.add_typer(groups.app, name="groups")
 app.add_typer(spark.app, name="spark")
+app.command("console")(console)
+app.add_typer(perf.app, name="perf")

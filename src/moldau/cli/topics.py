@@ -22,11 +22,14 @@ from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     TOPIC_OP_TIMEOUTS,
     BootstrapOption,
+    CommandConfigOption,
+    JsonOption,
     PropertyOption,
     admin_client,
     cluster_metadata,
     out,
     parse_pairs,
+    print_json,
     print_kv,
     result,
     table,
@@ -58,10 +61,11 @@ def create(
         bool, typer.Option("--if-not-exists", help="Succeed if the topic already exists.")
     ] = False,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Create a topic."""
     configs = parse_pairs(config, "--config")
-    admin = admin_client(bootstrap, properties)
+    admin = admin_client(bootstrap, properties, command_config)
     if if_not_exists and name in cluster_metadata(admin).topics:
         out.print(f"Topic {name} already exists.")
         return
@@ -85,13 +89,23 @@ def list_topics(
         typer.Option("--exclude-internal", help="Hide internal topics such as __consumer_offsets."),
     ] = False,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
+    json_output: JsonOption = False,
 ) -> None:
     """List topics with their partition counts."""
-    topics = cluster_metadata(admin_client(bootstrap, properties)).topics
+    topics = cluster_metadata(admin_client(bootstrap, properties, command_config)).topics
+    names = [n for n in sorted(topics) if not (exclude_internal and _is_internal(n))]
+    if json_output:
+        print_json(
+            [
+                {"topic": n, "partitions": len(topics[n].partitions), "internal": _is_internal(n)}
+                for n in names
+            ]
+        )
+        return
     grid = table("TOPIC", "PARTITIONS")
-    for name in sorted(topics):
-        if not (exclude_internal and _is_internal(name)):
-            grid.add_row(name, str(len(topics[name].partitions)))
+    for name in names:
+        grid.add_row(name, str(len(topics[name].partitions)))
     out.print(grid)
 
 
@@ -100,17 +114,22 @@ def describe(
     names: Annotated[list[str] | None, typer.Argument(help="Topics [default: all].")] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
+    json_output: JsonOption = False,
 ) -> None:
     """Show partitions (leader, replicas, ISR) and non-default configs of topics."""
-    admin = admin_client(bootstrap, properties)
+    admin = admin_client(bootstrap, properties, command_config)
     if names:
         topics = [topic_metadata(admin, name) for name in names]
     else:
         everything = cluster_metadata(admin).topics
         topics = [everything[name] for name in sorted(everything) if not _is_internal(name)]
-    overrides = _config_overrides(admin, [t.topic for t in topics])
+    overrides = _config_overrides(admin, [str(t.topic) for t in topics])
+    if json_output:
+        print_json([_topic_json(topic, overrides[str(topic.topic)]) for topic in topics])
+        return
     for topic in topics:
-        _print_topic(topic, overrides[topic.topic])
+        _print_topic(topic, overrides[str(topic.topic)])
 
 
 @app.command()
@@ -127,12 +146,13 @@ def alter(
         typer.Option("--delete-config", metavar="KEY", help="Revert a config to its default."),
     ] = None,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Add partitions to a topic and/or change its configs."""
     configs = parse_pairs(config, "--config")
     if partitions is None and not configs and not delete_config:
         raise typer.BadParameter("give --partitions, --config or --delete-config")
-    admin = admin_client(bootstrap, properties)
+    admin = admin_client(bootstrap, properties, command_config)
     if partitions is not None:
         futures = admin.create_partitions([NewPartitions(name, partitions)], **TOPIC_OP_TIMEOUTS)
         result(futures[name], f"cannot add partitions to {name!r}: ")
@@ -149,8 +169,8 @@ def alter(
             ),
         ]
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
-        futures = admin.incremental_alter_configs([resource], **ADMIN_TIMEOUTS)
-        result(futures[resource], f"cannot alter configs of {name!r}: ")
+        altered = admin.incremental_alter_configs([resource], **ADMIN_TIMEOUTS)
+        result(altered[resource], f"cannot alter configs of {name!r}: ")
         out.print(f"Updated configs of topic {name}.")
 
 
@@ -159,9 +179,10 @@ def delete(
     names: Annotated[list[str], typer.Argument(help="Topics to delete.")],
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Delete topics."""
-    admin = admin_client(bootstrap, properties)
+    admin = admin_client(bootstrap, properties, command_config)
     futures = admin.delete_topics(names, **TOPIC_OP_TIMEOUTS)
     for name in names:
         result(futures[name], f"cannot delete topic {name!r}: ")
@@ -196,6 +217,20 @@ def _is_override(entry: ConfigEntry) -> bool:
     if source == ConfigSource.UNKNOWN_CONFIG:
         return not entry.is_default
     return source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+def _topic_json(topic: TopicMetadata, overrides: dict[str, str]) -> dict:
+    partitions = sorted(topic.partitions.values(), key=lambda p: p.id)
+    return {
+        "topic": topic.topic,
+        "partition_count": len(partitions),
+        "replication_factor": len(partitions[0].replicas) if partitions else 0,
+        "configs": overrides,
+        "partitions": [
+            {"partition": p.id, "leader": p.leader, "replicas": p.replicas, "isr": p.isrs}
+            for p in partitions
+        ],
+    }
 
 
 def _print_topic(topic: TopicMetadata, overrides: dict[str, str]) -> None:

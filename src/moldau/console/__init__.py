@@ -1,0 +1,1 @@
+"""The Moldau web console: a UI for any Kafka-protocol cluster (`moldau console`)."""
