@@ -215,11 +215,14 @@ def py_type(f: Field) -> str:
     }
     if f.type == "array":
         inner = f.struct if f.elem == "struct" else base[f.elem or ""]
-        return f"list[{inner}] | None"
-    if f.type == "struct":
-        return f"{f.struct} | None"
-    t = base[f.type]
-    return t if f.type in FIXED else f"{t} | None"
+        t = f"list[{inner}]"
+    elif f.type == "struct":
+        t = f.struct or ""
+    else:
+        t = base[f.type]
+    # Decoders refuse a null the schema does not allow, so only nullable fields say None.
+    nullable = f.nullable.low <= f.nullable.high or f.default == "null"
+    return f"{t} | None" if nullable and f.type not in FIXED else t
 
 
 class Emitter:
@@ -610,8 +613,8 @@ def render_index(package: str, messages: list[tuple[str, str, Message]]) -> str:
         for folder, _, m in messages:
             if m.name.endswith("Key"):
                 value = m.name[: -len("Key")] + "Value"
-                table = tables.setdefault(f"{folder.split('-')[0].upper()}_RECORD_TYPES", [])
-                table += [(v, f"({m.name}, {value})") for v in range(m.valid.low, m.valid.high + 1)]
+                types = tables.setdefault(f"{folder.split('-')[0].upper()}_RECORD_TYPES", [])
+                types += [(v, f"({m.name}, {value})") for v in range(m.valid.low, m.valid.high + 1)]
                 imported |= {m.name, value}
     lines = [
         f'"""{doc}"""',

@@ -29,7 +29,7 @@ class UnknownMetadataRecordError(MetadataRecordError):
 def encode_metadata_record(record: Any, version: int | None = None) -> bytes:
     """Frame ``record`` at ``version`` (default: the highest this release knows)."""
     cls = type(record)
-    if RECORDS.get(getattr(cls, "API_KEY", None)) is not cls:
+    if RECORDS.get(getattr(cls, "API_KEY", -1)) is not cls:
         raise TypeError(f"{cls.__name__} is not a metadata record")
     if version is None:
         version = cls.MAX_VERSION

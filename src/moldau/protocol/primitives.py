@@ -77,9 +77,17 @@ def _short(pos: int, n: int, buf: memoryview) -> ProtocolDecodeError:
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
+    if pos >= len(buf):
+        raise _short(pos, 1, buf)
+    b = buf[pos]
+    if b < 0x80:  # the usual case: lengths, counts and tag sections below 128
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
     while True:
+        if shift > 28:  # Kafka's limit: five bytes
+            raise ProtocolDecodeError("varint too long")
         if pos >= len(buf):
             raise _short(pos, 1, buf)
         b = buf[pos]
@@ -88,8 +96,6 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return result, pos
         shift += 7
-        if shift > 28:  # Kafka's limit: five bytes
-            raise ProtocolDecodeError("varint too long")
 
 
 def write_uvarint(out: bytearray, value: int) -> None:

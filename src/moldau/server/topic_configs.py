@@ -193,8 +193,10 @@ def missing_topic(name: str) -> tuple[ErrorCode, str]:
 
 
 class _Resource(Protocol):
-    resource_type: int
-    resource_name: str | None
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str | None: ...
 
 
 R = TypeVar("R", bound=_Resource)

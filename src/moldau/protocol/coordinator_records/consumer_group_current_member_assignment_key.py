@@ -15,8 +15,8 @@ class ConsumerGroupCurrentMemberAssignmentKey:
     MIN_VERSION: ClassVar[int] = 8
     MAX_VERSION: ClassVar[int] = 8
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
-    member_id: str | None = ""
+    group_id: str = ""
+    member_id: str = ""
 
     @classmethod
     def decode(

@@ -22,7 +22,7 @@ _S_u = struct.Struct(">16s")
 @dataclass(slots=True)
 class TopicPartitions:
     topic_id: bytes = ZERO_UUID
-    partitions: list[int] | None = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -34,8 +34,8 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     member_epoch: int = 0
     previous_member_epoch: int = 0
     state: int = 0
-    assigned_partitions: list[TopicPartitions] | None = field(default_factory=list)
-    partitions_pending_revocation: list[TopicPartitions] | None = field(default_factory=list)
+    assigned_partitions: list[TopicPartitions] = field(default_factory=list)
+    partitions_pending_revocation: list[TopicPartitions] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -26,14 +26,14 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class ClassicProtocol:
-    name: str | None = ""
-    metadata: bytes | None = b""
+    name: str = ""
+    metadata: bytes = b""
 
 
 @dataclass(slots=True)
 class ClassicMemberMetadata:
     session_timeout_ms: int = 0
-    supported_protocols: list[ClassicProtocol] | None = field(default_factory=list)
+    supported_protocols: list[ClassicProtocol] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -44,9 +44,9 @@ class ConsumerGroupMemberMetadataValue:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     instance_id: str | None = ""
     rack_id: str | None = ""
-    client_id: str | None = ""
-    client_host: str | None = ""
-    subscribed_topic_names: list[str] | None = field(default_factory=list)
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
     subscribed_topic_regex: str | None = ""
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = ""

@@ -15,7 +15,7 @@ class ConsumerGroupMetadataKey:
     MIN_VERSION: ClassVar[int] = 3
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

@@ -15,7 +15,7 @@ class ConsumerGroupPartitionMetadataKey:
     MIN_VERSION: ClassVar[int] = 4
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

@@ -24,15 +24,15 @@ _S_u = struct.Struct(">16s")
 @dataclass(slots=True)
 class PartitionMetadata:
     partition: int = 0
-    racks: list[str] | None = field(default_factory=list)
+    racks: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class TopicMetadata:
     topic_id: bytes = ZERO_UUID
-    topic_name: str | None = ""
+    topic_name: str = ""
     num_partitions: int = 0
-    partition_metadata: list[PartitionMetadata] | None = field(default_factory=list)
+    partition_metadata: list[PartitionMetadata] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -41,7 +41,7 @@ class ConsumerGroupPartitionMetadataValue:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    topics: list[TopicMetadata] | None = field(default_factory=list)
+    topics: list[TopicMetadata] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -15,8 +15,8 @@ class ConsumerGroupTargetAssignmentMemberKey:
     MIN_VERSION: ClassVar[int] = 7
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
-    member_id: str | None = ""
+    group_id: str = ""
+    member_id: str = ""
 
     @classmethod
     def decode(

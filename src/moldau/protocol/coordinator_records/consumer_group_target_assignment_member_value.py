@@ -21,7 +21,7 @@ _S_u = struct.Struct(">16s")
 @dataclass(slots=True)
 class TopicPartition:
     topic_id: bytes = ZERO_UUID
-    partitions: list[int] | None = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -30,7 +30,7 @@ class ConsumerGroupTargetAssignmentMemberValue:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    topic_partitions: list[TopicPartition] | None = field(default_factory=list)
+    topic_partitions: list[TopicPartition] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -15,7 +15,7 @@ class ConsumerGroupTargetAssignmentMetadataKey:
     MIN_VERSION: ClassVar[int] = 6
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

@@ -15,7 +15,7 @@ class GroupMetadataKey:
     MIN_VERSION: ClassVar[int] = 2
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group: str | None = ""
+    group: str = ""
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[GroupMetadataKey, int]:

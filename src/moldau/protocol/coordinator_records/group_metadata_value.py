@@ -33,14 +33,14 @@ _S_q = struct.Struct(">q")
 
 @dataclass(slots=True)
 class MemberMetadata:
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
-    client_id: str | None = ""
-    client_host: str | None = ""
+    client_id: str = ""
+    client_host: str = ""
     rebalance_timeout: int = -1
     session_timeout: int = 0
-    subscription: bytes | None = b""
-    assignment: bytes | None = b""
+    subscription: bytes = b""
+    assignment: bytes = b""
 
 
 @dataclass(slots=True)
@@ -49,12 +49,12 @@ class GroupMetadataValue:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
-    protocol_type: str | None = ""
+    protocol_type: str = ""
     generation: int = 0
     protocol: str | None = ""
     leader: str | None = ""
     current_state_timestamp: int = -1
-    members: list[MemberMetadata] | None = field(default_factory=list)
+    members: list[MemberMetadata] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[GroupMetadataValue, int]:

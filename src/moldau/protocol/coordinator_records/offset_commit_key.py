@@ -17,8 +17,8 @@ class OffsetCommitKey:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group: str | None = ""
-    topic: str | None = ""
+    group: str = ""
+    topic: str = ""
     partition: int = 0
 
     @classmethod

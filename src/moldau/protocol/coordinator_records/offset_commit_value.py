@@ -29,7 +29,7 @@ class OffsetCommitValue:
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
     offset: int = 0
     leader_epoch: int = -1
-    metadata: str | None = ""
+    metadata: str = ""
     commit_timestamp: int = 0
     expire_timestamp: int = -1
 

@@ -25,9 +25,9 @@ class ShareGroupMemberMetadataValue:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     rack_id: str | None = ""
-    client_id: str | None = ""
-    client_host: str | None = ""
-    subscribed_topic_names: list[str] | None = field(default_factory=list)
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
 
     @classmethod
     def decode(

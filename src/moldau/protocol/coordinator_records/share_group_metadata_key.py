@@ -15,7 +15,7 @@ class ShareGroupMetadataKey:
     MIN_VERSION: ClassVar[int] = 11
     MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

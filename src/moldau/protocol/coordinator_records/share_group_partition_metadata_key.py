@@ -15,7 +15,7 @@ class ShareGroupPartitionMetadataKey:
     MIN_VERSION: ClassVar[int] = 9
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

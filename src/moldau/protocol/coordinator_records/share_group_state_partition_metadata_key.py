@@ -15,7 +15,7 @@ class ShareGroupStatePartitionMetadataKey:
     MIN_VERSION: ClassVar[int] = 15
     MAX_VERSION: ClassVar[int] = 15
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

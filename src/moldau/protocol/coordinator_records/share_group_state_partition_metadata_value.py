@@ -23,14 +23,14 @@ _S_u = struct.Struct(">16s")
 @dataclass(slots=True)
 class TopicPartitionsInfo:
     topic_id: bytes = ZERO_UUID
-    topic_name: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class TopicInfo:
     topic_id: bytes = ZERO_UUID
-    topic_name: str | None = ""
+    topic_name: str = ""
 
 
 @dataclass(slots=True)
@@ -39,8 +39,8 @@ class ShareGroupStatePartitionMetadataValue:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    initialized_topics: list[TopicPartitionsInfo] | None = field(default_factory=list)
-    deleting_topics: list[TopicInfo] | None = field(default_factory=list)
+    initialized_topics: list[TopicPartitionsInfo] = field(default_factory=list)
+    deleting_topics: list[TopicInfo] = field(default_factory=list)
 
     @classmethod
     def decode(

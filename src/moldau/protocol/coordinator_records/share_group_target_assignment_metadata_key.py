@@ -15,7 +15,7 @@ class ShareGroupTargetAssignmentMetadataKey:
     MIN_VERSION: ClassVar[int] = 12
     MAX_VERSION: ClassVar[int] = 12
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

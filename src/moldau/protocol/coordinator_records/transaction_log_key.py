@@ -15,7 +15,7 @@ class TransactionLogKey:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    transactional_id: str | None = ""
+    transactional_id: str = ""
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[TransactionLogKey, int]:

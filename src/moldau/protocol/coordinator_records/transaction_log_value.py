@@ -29,8 +29,8 @@ _S_qq = struct.Struct(">qq")
 
 @dataclass(slots=True)
 class PartitionsSchema:
-    topic: str | None = ""
-    partition_ids: list[int] | None = field(default_factory=list)
+    topic: str = ""
+    partition_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -25,10 +25,10 @@ class AddOffsetsToTxnRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
-    transactional_id: str | None = ""
+    transactional_id: str = ""
     producer_id: int = 0
     producer_epoch: int = 0
-    group_id: str | None = ""
+    group_id: str = ""
 
     @classmethod
     def decode(

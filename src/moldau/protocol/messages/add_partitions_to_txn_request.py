@@ -26,17 +26,17 @@ _S_qho = struct.Struct(">qh?")
 
 @dataclass(slots=True)
 class AddPartitionsToTxnTopic:
-    name: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class AddPartitionsToTxnTransaction:
-    transactional_id: str | None = ""
+    transactional_id: str = ""
     producer_id: int = 0
     producer_epoch: int = 0
     verify_only: bool = False
-    topics: list[AddPartitionsToTxnTopic] | None = field(default_factory=list)
+    topics: list[AddPartitionsToTxnTopic] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -45,11 +45,11 @@ class AddPartitionsToTxnRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
-    transactions: list[AddPartitionsToTxnTransaction] | None = field(default_factory=list)
-    v3_and_below_transactional_id: str | None = ""
+    transactions: list[AddPartitionsToTxnTransaction] = field(default_factory=list)
+    v3_and_below_transactional_id: str = ""
     v3_and_below_producer_id: int = 0
     v3_and_below_producer_epoch: int = 0
-    v3_and_below_topics: list[AddPartitionsToTxnTopic] | None = field(default_factory=list)
+    v3_and_below_topics: list[AddPartitionsToTxnTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

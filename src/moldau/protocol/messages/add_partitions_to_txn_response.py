@@ -32,16 +32,14 @@ class AddPartitionsToTxnPartitionResult:
 
 @dataclass(slots=True)
 class AddPartitionsToTxnTopicResult:
-    name: str | None = ""
-    results_by_partition: list[AddPartitionsToTxnPartitionResult] | None = field(
-        default_factory=list
-    )
+    name: str = ""
+    results_by_partition: list[AddPartitionsToTxnPartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class AddPartitionsToTxnResult:
-    transactional_id: str | None = ""
-    topic_results: list[AddPartitionsToTxnTopicResult] | None = field(default_factory=list)
+    transactional_id: str = ""
+    topic_results: list[AddPartitionsToTxnTopicResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -52,10 +50,8 @@ class AddPartitionsToTxnResponse:
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    results_by_transaction: list[AddPartitionsToTxnResult] | None = field(default_factory=list)
-    results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] | None = field(
-        default_factory=list
-    )
+    results_by_transaction: list[AddPartitionsToTxnResult] = field(default_factory=list)
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -24,8 +24,8 @@ _S_iiu = struct.Struct(">ii16s")
 
 @dataclass(slots=True)
 class Listener:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
 
 
@@ -39,7 +39,7 @@ class AddRaftVoterRequest:
     timeout_ms: int = 0
     voter_id: int = 0
     voter_directory_id: bytes = ZERO_UUID
-    listeners: list[Listener] | None = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[AddRaftVoterRequest, int]:

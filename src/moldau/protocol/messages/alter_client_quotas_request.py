@@ -28,21 +28,21 @@ _S_o = struct.Struct(">?")
 
 @dataclass(slots=True)
 class EntityData:
-    entity_type: str | None = ""
+    entity_type: str = ""
     entity_name: str | None = ""
 
 
 @dataclass(slots=True)
 class OpData:
-    key: str | None = ""
+    key: str = ""
     value: float = 0.0
     remove: bool = False
 
 
 @dataclass(slots=True)
 class EntryData:
-    entity: list[EntityData] | None = field(default_factory=list)
-    ops: list[OpData] | None = field(default_factory=list)
+    entity: list[EntityData] = field(default_factory=list)
+    ops: list[OpData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -51,7 +51,7 @@ class AlterClientQuotasRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
-    entries: list[EntryData] | None = field(default_factory=list)
+    entries: list[EntryData] = field(default_factory=list)
     validate_only: bool = False
 
     @classmethod

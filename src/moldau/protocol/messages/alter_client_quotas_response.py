@@ -28,7 +28,7 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class EntityData:
-    entity_type: str | None = ""
+    entity_type: str = ""
     entity_name: str | None = ""
 
 
@@ -36,7 +36,7 @@ class EntityData:
 class EntryData:
     error_code: int = 0
     error_message: str | None = ""
-    entity: list[EntityData] | None = field(default_factory=list)
+    entity: list[EntityData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ class AlterClientQuotasResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
     throttle_time_ms: int = 0
-    entries: list[EntryData] | None = field(default_factory=list)
+    entries: list[EntryData] = field(default_factory=list)
 
     @classmethod
     def decode(

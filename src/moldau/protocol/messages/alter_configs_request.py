@@ -28,15 +28,15 @@ _S_o = struct.Struct(">?")
 
 @dataclass(slots=True)
 class AlterableConfig:
-    name: str | None = ""
+    name: str = ""
     value: str | None = ""
 
 
 @dataclass(slots=True)
 class AlterConfigsResource:
     resource_type: int = 0
-    resource_name: str | None = ""
-    configs: list[AlterableConfig] | None = field(default_factory=list)
+    resource_name: str = ""
+    configs: list[AlterableConfig] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class AlterConfigsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    resources: list[AlterConfigsResource] | None = field(default_factory=list)
+    resources: list[AlterConfigsResource] = field(default_factory=list)
     validate_only: bool = False
 
     @classmethod

@@ -27,8 +27,8 @@ class ReassignablePartition:
 
 @dataclass(slots=True)
 class ReassignableTopic:
-    name: str | None = ""
-    partitions: list[ReassignablePartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[ReassignablePartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -38,7 +38,7 @@ class AlterPartitionReassignmentsRequest:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     timeout_ms: int = 60000
-    topics: list[ReassignableTopic] | None = field(default_factory=list)
+    topics: list[ReassignableTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

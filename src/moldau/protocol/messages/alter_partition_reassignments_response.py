@@ -29,8 +29,8 @@ class ReassignablePartitionResponse:
 
 @dataclass(slots=True)
 class ReassignableTopicResponse:
-    name: str | None = ""
-    partitions: list[ReassignablePartitionResponse] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[ReassignablePartitionResponse] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -42,7 +42,7 @@ class AlterPartitionReassignmentsResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ""
-    responses: list[ReassignableTopicResponse] | None = field(default_factory=list)
+    responses: list[ReassignableTopicResponse] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -34,17 +34,17 @@ class BrokerState:
 class PartitionData:
     partition_index: int = 0
     leader_epoch: int = 0
-    new_isr: list[int] | None = field(default_factory=list)
-    new_isr_with_epochs: list[BrokerState] | None = field(default_factory=list)
+    new_isr: list[int] = field(default_factory=list)
+    new_isr_with_epochs: list[BrokerState] = field(default_factory=list)
     leader_recovery_state: int = 0
     partition_epoch: int = 0
 
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
+    topic_name: str = ""
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -55,7 +55,7 @@ class AlterPartitionRequest:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     broker_id: int = 0
     broker_epoch: int = -1
-    topics: list[TopicData] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -30,16 +30,16 @@ class PartitionData:
     error_code: int = 0
     leader_id: int = 0
     leader_epoch: int = 0
-    isr: list[int] | None = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
     leader_recovery_state: int = 0
     partition_epoch: int = 0
 
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
+    topic_name: str = ""
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -50,7 +50,7 @@ class AlterPartitionResponse:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    topics: list[TopicData] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -23,14 +23,14 @@ from moldau.protocol.primitives import (
 
 @dataclass(slots=True)
 class AlterReplicaLogDirTopic:
-    name: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class AlterReplicaLogDir:
-    path: str | None = ""
-    topics: list[AlterReplicaLogDirTopic] | None = field(default_factory=list)
+    path: str = ""
+    topics: list[AlterReplicaLogDirTopic] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -39,7 +39,7 @@ class AlterReplicaLogDirsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    dirs: list[AlterReplicaLogDir] | None = field(default_factory=list)
+    dirs: list[AlterReplicaLogDir] = field(default_factory=list)
 
     @classmethod
     def decode(

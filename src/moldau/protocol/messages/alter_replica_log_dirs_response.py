@@ -32,8 +32,8 @@ class AlterReplicaLogDirPartitionResult:
 
 @dataclass(slots=True)
 class AlterReplicaLogDirTopicResult:
-    topic_name: str | None = ""
-    partitions: list[AlterReplicaLogDirPartitionResult] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[AlterReplicaLogDirPartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class AlterReplicaLogDirsResponse:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
-    results: list[AlterReplicaLogDirTopicResult] | None = field(default_factory=list)
+    results: list[AlterReplicaLogDirTopicResult] = field(default_factory=list)
 
     @classmethod
     def decode(

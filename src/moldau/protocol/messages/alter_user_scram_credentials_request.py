@@ -24,17 +24,17 @@ _S_bi = struct.Struct(">bi")
 
 @dataclass(slots=True)
 class ScramCredentialDeletion:
-    name: str | None = ""
+    name: str = ""
     mechanism: int = 0
 
 
 @dataclass(slots=True)
 class ScramCredentialUpsertion:
-    name: str | None = ""
+    name: str = ""
     mechanism: int = 0
     iterations: int = 0
-    salt: bytes | None = b""
-    salted_password: bytes | None = b""
+    salt: bytes = b""
+    salted_password: bytes = b""
 
 
 @dataclass(slots=True)
@@ -43,8 +43,8 @@ class AlterUserScramCredentialsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    deletions: list[ScramCredentialDeletion] | None = field(default_factory=list)
-    upsertions: list[ScramCredentialUpsertion] | None = field(default_factory=list)
+    deletions: list[ScramCredentialDeletion] = field(default_factory=list)
+    upsertions: list[ScramCredentialUpsertion] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -23,7 +23,7 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class AlterUserScramCredentialsResult:
-    user: str | None = ""
+    user: str = ""
     error_code: int = 0
     error_message: str | None = ""
 
@@ -35,7 +35,7 @@ class AlterUserScramCredentialsResponse:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
-    results: list[AlterUserScramCredentialsResult] | None = field(default_factory=list)
+    results: list[AlterUserScramCredentialsResult] = field(default_factory=list)
 
     @classmethod
     def decode(

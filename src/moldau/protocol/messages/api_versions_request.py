@@ -21,8 +21,8 @@ class ApiVersionsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
-    client_software_name: str | None = ""
-    client_software_version: str | None = ""
+    client_software_name: str = ""
+    client_software_version: str = ""
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ApiVersionsRequest, int]:

@@ -36,14 +36,14 @@ class ApiVersion:
 
 @dataclass(slots=True)
 class SupportedFeatureKey:
-    name: str | None = ""
+    name: str = ""
     min_version: int = 0
     max_version: int = 0
 
 
 @dataclass(slots=True)
 class FinalizedFeatureKey:
-    name: str | None = ""
+    name: str = ""
     max_version_level: int = 0
     min_version_level: int = 0
 
@@ -55,11 +55,11 @@ class ApiVersionsResponse:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
     error_code: int = 0
-    api_keys: list[ApiVersion] | None = field(default_factory=list)
+    api_keys: list[ApiVersion] = field(default_factory=list)
     throttle_time_ms: int = 0
-    supported_features: list[SupportedFeatureKey] | None = field(default_factory=list)
+    supported_features: list[SupportedFeatureKey] = field(default_factory=list)
     finalized_features_epoch: int = -1
-    finalized_features: list[FinalizedFeatureKey] | None = field(default_factory=list)
+    finalized_features: list[FinalizedFeatureKey] = field(default_factory=list)
     zk_migration_ready: bool = False
 
     @classmethod

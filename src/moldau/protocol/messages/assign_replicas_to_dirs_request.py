@@ -28,13 +28,13 @@ class PartitionData:
 @dataclass(slots=True)
 class TopicData:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class DirectoryData:
     id: bytes = ZERO_UUID
-    topics: list[TopicData] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class AssignReplicasToDirsRequest:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     broker_id: int = 0
     broker_epoch: int = -1
-    directories: list[DirectoryData] | None = field(default_factory=list)
+    directories: list[DirectoryData] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -39,14 +39,14 @@ class PartitionData:
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class LeaderEndpoint:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
 
 
@@ -58,8 +58,8 @@ class BeginQuorumEpochRequest:
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
     cluster_id: str | None = None
     voter_id: int = -1
-    topics: list[TopicData] | None = field(default_factory=list)
-    leader_endpoints: list[LeaderEndpoint] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
+    leader_endpoints: list[LeaderEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -30,7 +30,7 @@ class BrokerHeartbeatRequest:
     current_metadata_offset: int = 0
     want_fence: bool = False
     want_shut_down: bool = False
-    offline_log_dirs: list[bytes] | None = field(default_factory=list)
+    offline_log_dirs: list[bytes] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -28,15 +28,15 @@ _S_u = struct.Struct(">16s")
 
 @dataclass(slots=True)
 class Listener:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
     security_protocol: int = 0
 
 
 @dataclass(slots=True)
 class Feature:
-    name: str | None = ""
+    name: str = ""
     min_supported_version: int = 0
     max_supported_version: int = 0
 
@@ -48,13 +48,13 @@ class BrokerRegistrationRequest:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     broker_id: int = 0
-    cluster_id: str | None = ""
+    cluster_id: str = ""
     incarnation_id: bytes = ZERO_UUID
-    listeners: list[Listener] | None = field(default_factory=list)
-    features: list[Feature] | None = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
+    features: list[Feature] = field(default_factory=list)
     rack: str | None = ""
     is_migrating_zk_broker: bool = False
-    log_dirs: list[bytes] | None = field(default_factory=list)
+    log_dirs: list[bytes] = field(default_factory=list)
     previous_broker_epoch: int = -1
 
     @classmethod

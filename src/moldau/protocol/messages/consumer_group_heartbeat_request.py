@@ -25,7 +25,7 @@ _S_u = struct.Struct(">16s")
 @dataclass(slots=True)
 class TopicPartitions:
     topic_id: bytes = ZERO_UUID
-    partitions: list[int] | None = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -34,8 +34,8 @@ class ConsumerGroupHeartbeatRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_id: str | None = ""
-    member_id: str | None = ""
+    group_id: str = ""
+    member_id: str = ""
     member_epoch: int = 0
     instance_id: str | None = None
     rack_id: str | None = None

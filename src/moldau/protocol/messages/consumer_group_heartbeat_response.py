@@ -26,12 +26,12 @@ _S_u = struct.Struct(">16s")
 @dataclass(slots=True)
 class TopicPartitions:
     topic_id: bytes = ZERO_UUID
-    partitions: list[int] | None = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Assignment:
-    topic_partitions: list[TopicPartitions] | None = field(default_factory=list)
+    topic_partitions: list[TopicPartitions] = field(default_factory=list)
 
 
 @dataclass(slots=True)

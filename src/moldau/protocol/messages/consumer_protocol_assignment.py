@@ -20,8 +20,8 @@ from moldau.protocol.primitives import (
 
 @dataclass(slots=True)
 class TopicPartition:
-    topic: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    topic: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -30,7 +30,7 @@ class ConsumerProtocolAssignment:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    assigned_partitions: list[TopicPartition] | None = field(default_factory=list)
+    assigned_partitions: list[TopicPartition] = field(default_factory=list)
     user_data: bytes | None = None
 
     @classmethod

@@ -23,8 +23,8 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class TopicPartition:
-    topic: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    topic: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -33,9 +33,9 @@ class ConsumerProtocolSubscription:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    topics: list[str] | None = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
     user_data: bytes | None = None
-    owned_partitions: list[TopicPartition] | None = field(default_factory=list)
+    owned_partitions: list[TopicPartition] = field(default_factory=list)
     generation_id: int = -1
     rack_id: str | None = None
 

@@ -26,7 +26,7 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class RemainingPartition:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
 
 
@@ -37,7 +37,7 @@ class ControlledShutdownResponse:
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
     error_code: int = 0
-    remaining_partitions: list[RemainingPartition] | None = field(default_factory=list)
+    remaining_partitions: list[RemainingPartition] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -24,15 +24,15 @@ _S_iuo = struct.Struct(">i16s?")
 
 @dataclass(slots=True)
 class Listener:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
     security_protocol: int = 0
 
 
 @dataclass(slots=True)
 class Feature:
-    name: str | None = ""
+    name: str = ""
     min_supported_version: int = 0
     max_supported_version: int = 0
 
@@ -46,8 +46,8 @@ class ControllerRegistrationRequest:
     controller_id: int = 0
     incarnation_id: bytes = ZERO_UUID
     zk_migration_ready: bool = False
-    listeners: list[Listener] | None = field(default_factory=list)
-    features: list[Feature] | None = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
+    features: list[Feature] = field(default_factory=list)
 
     @classmethod
     def decode(

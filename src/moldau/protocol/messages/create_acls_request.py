@@ -27,10 +27,10 @@ _S_bb = struct.Struct(">bb")
 @dataclass(slots=True)
 class AclCreation:
     resource_type: int = 0
-    resource_name: str | None = ""
+    resource_name: str = ""
     resource_pattern_type: int = 3
-    principal: str | None = ""
-    host: str | None = ""
+    principal: str = ""
+    host: str = ""
     operation: int = 0
     permission_type: int = 0
 
@@ -41,7 +41,7 @@ class CreateAclsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    creations: list[AclCreation] | None = field(default_factory=list)
+    creations: list[AclCreation] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[CreateAclsRequest, int]:

@@ -37,7 +37,7 @@ class CreateAclsResponse:
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
-    results: list[AclCreationResult] | None = field(default_factory=list)
+    results: list[AclCreationResult] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[CreateAclsResponse, int]:

@@ -26,8 +26,8 @@ _S_q = struct.Struct(">q")
 
 @dataclass(slots=True)
 class CreatableRenewers:
-    principal_type: str | None = ""
-    principal_name: str | None = ""
+    principal_type: str = ""
+    principal_name: str = ""
 
 
 @dataclass(slots=True)
@@ -38,7 +38,7 @@ class CreateDelegationTokenRequest:
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     owner_principal_type: str | None = ""
     owner_principal_name: str | None = ""
-    renewers: list[CreatableRenewers] | None = field(default_factory=list)
+    renewers: list[CreatableRenewers] = field(default_factory=list)
     max_lifetime_ms: int = 0
 
     @classmethod

@@ -32,15 +32,15 @@ class CreateDelegationTokenResponse:
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     error_code: int = 0
-    principal_type: str | None = ""
-    principal_name: str | None = ""
-    token_requester_principal_type: str | None = ""
-    token_requester_principal_name: str | None = ""
+    principal_type: str = ""
+    principal_name: str = ""
+    token_requester_principal_type: str = ""
+    token_requester_principal_name: str = ""
     issue_timestamp_ms: int = 0
     expiry_timestamp_ms: int = 0
     max_timestamp_ms: int = 0
-    token_id: str | None = ""
-    hmac: bytes | None = b""
+    token_id: str = ""
+    hmac: bytes = b""
     throttle_time_ms: int = 0
 
     @classmethod

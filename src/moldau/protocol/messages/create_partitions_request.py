@@ -26,12 +26,12 @@ _S_io = struct.Struct(">i?")
 
 @dataclass(slots=True)
 class CreatePartitionsAssignment:
-    broker_ids: list[int] | None = field(default_factory=list)
+    broker_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class CreatePartitionsTopic:
-    name: str | None = ""
+    name: str = ""
     count: int = 0
     assignments: list[CreatePartitionsAssignment] | None = field(default_factory=list)
 
@@ -42,7 +42,7 @@ class CreatePartitionsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    topics: list[CreatePartitionsTopic] | None = field(default_factory=list)
+    topics: list[CreatePartitionsTopic] = field(default_factory=list)
     timeout_ms: int = 0
     validate_only: bool = False
 

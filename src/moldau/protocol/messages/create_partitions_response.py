@@ -28,7 +28,7 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class CreatePartitionsTopicResult:
-    name: str | None = ""
+    name: str = ""
     error_code: int = 0
     error_message: str | None = None
 
@@ -40,7 +40,7 @@ class CreatePartitionsResponse:
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
-    results: list[CreatePartitionsTopicResult] | None = field(default_factory=list)
+    results: list[CreatePartitionsTopicResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -30,22 +30,22 @@ _S_io = struct.Struct(">i?")
 @dataclass(slots=True)
 class CreatableReplicaAssignment:
     partition_index: int = 0
-    broker_ids: list[int] | None = field(default_factory=list)
+    broker_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class CreatableTopicConfig:
-    name: str | None = ""
+    name: str = ""
     value: str | None = ""
 
 
 @dataclass(slots=True)
 class CreatableTopic:
-    name: str | None = ""
+    name: str = ""
     num_partitions: int = 0
     replication_factor: int = 0
-    assignments: list[CreatableReplicaAssignment] | None = field(default_factory=list)
-    configs: list[CreatableTopicConfig] | None = field(default_factory=list)
+    assignments: list[CreatableReplicaAssignment] = field(default_factory=list)
+    configs: list[CreatableTopicConfig] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -54,7 +54,7 @@ class CreateTopicsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_FROM: ClassVar[int] = 5  # -1: never
-    topics: list[CreatableTopic] | None = field(default_factory=list)
+    topics: list[CreatableTopic] = field(default_factory=list)
     timeout_ms: int = 60000
     validate_only: bool = False
 

@@ -33,7 +33,7 @@ _S_uh = struct.Struct(">16sh")
 
 @dataclass(slots=True)
 class CreatableTopicConfigs:
-    name: str | None = ""
+    name: str = ""
     value: str | None = ""
     read_only: bool = False
     config_source: int = -1
@@ -42,7 +42,7 @@ class CreatableTopicConfigs:
 
 @dataclass(slots=True)
 class CreatableTopicResult:
-    name: str | None = ""
+    name: str = ""
     topic_id: bytes = ZERO_UUID
     error_code: int = 0
     error_message: str | None = ""
@@ -59,7 +59,7 @@ class CreateTopicsResponse:
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_FROM: ClassVar[int] = 5  # -1: never
     throttle_time_ms: int = 0
-    topics: list[CreatableTopicResult] | None = field(default_factory=list)
+    topics: list[CreatableTopicResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -23,8 +23,8 @@ class DefaultPrincipalData:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    type: str | None = ""
-    name: str | None = ""
+    type: str = ""
+    name: str = ""
     token_authenticated: bool = False
 
     @classmethod

@@ -41,7 +41,7 @@ class DeleteAclsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    filters: list[DeleteAclsFilter] | None = field(default_factory=list)
+    filters: list[DeleteAclsFilter] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[DeleteAclsRequest, int]:

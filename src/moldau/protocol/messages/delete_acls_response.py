@@ -33,10 +33,10 @@ class DeleteAclsMatchingAcl:
     error_code: int = 0
     error_message: str | None = ""
     resource_type: int = 0
-    resource_name: str | None = ""
+    resource_name: str = ""
     pattern_type: int = 3
-    principal: str | None = ""
-    host: str | None = ""
+    principal: str = ""
+    host: str = ""
     operation: int = 0
     permission_type: int = 0
 
@@ -45,7 +45,7 @@ class DeleteAclsMatchingAcl:
 class DeleteAclsFilterResult:
     error_code: int = 0
     error_message: str | None = ""
-    matching_acls: list[DeleteAclsMatchingAcl] | None = field(default_factory=list)
+    matching_acls: list[DeleteAclsMatchingAcl] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -55,7 +55,7 @@ class DeleteAclsResponse:
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
-    filter_results: list[DeleteAclsFilterResult] | None = field(default_factory=list)
+    filter_results: list[DeleteAclsFilterResult] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[DeleteAclsResponse, int]:

@@ -27,7 +27,7 @@ class DeleteGroupsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    groups_names: list[str] | None = field(default_factory=list)
+    groups_names: list[str] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[DeleteGroupsRequest, int]:

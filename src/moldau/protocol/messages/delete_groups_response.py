@@ -26,7 +26,7 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class DeletableGroupResult:
-    group_id: str | None = ""
+    group_id: str = ""
     error_code: int = 0
 
 
@@ -37,7 +37,7 @@ class DeleteGroupsResponse:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
-    results: list[DeletableGroupResult] | None = field(default_factory=list)
+    results: list[DeletableGroupResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -32,8 +32,8 @@ class DeleteRecordsPartition:
 
 @dataclass(slots=True)
 class DeleteRecordsTopic:
-    name: str | None = ""
-    partitions: list[DeleteRecordsPartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[DeleteRecordsPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -42,7 +42,7 @@ class DeleteRecordsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    topics: list[DeleteRecordsTopic] | None = field(default_factory=list)
+    topics: list[DeleteRecordsTopic] = field(default_factory=list)
     timeout_ms: int = 0
 
     @classmethod

@@ -33,8 +33,8 @@ class DeleteRecordsPartitionResult:
 
 @dataclass(slots=True)
 class DeleteRecordsTopicResult:
-    name: str | None = ""
-    partitions: list[DeleteRecordsPartitionResult] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[DeleteRecordsPartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -44,7 +44,7 @@ class DeleteRecordsResponse:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
-    topics: list[DeleteRecordsTopicResult] | None = field(default_factory=list)
+    topics: list[DeleteRecordsTopicResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -29,7 +29,7 @@ class PartitionData:
 @dataclass(slots=True)
 class DeleteStateData:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -38,8 +38,8 @@ class DeleteShareGroupStateRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_id: str | None = ""
-    topics: list[DeleteStateData] | None = field(default_factory=list)
+    group_id: str = ""
+    topics: list[DeleteStateData] = field(default_factory=list)
 
     @classmethod
     def decode(

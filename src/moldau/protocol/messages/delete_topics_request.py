@@ -38,8 +38,8 @@ class DeleteTopicsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
-    topics: list[DeleteTopicState] | None = field(default_factory=list)
-    topic_names: list[str] | None = field(default_factory=list)
+    topics: list[DeleteTopicState] = field(default_factory=list)
+    topic_names: list[str] = field(default_factory=list)
     timeout_ms: int = 0
 
     @classmethod

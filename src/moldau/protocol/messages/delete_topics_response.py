@@ -42,7 +42,7 @@ class DeleteTopicsResponse:
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
     throttle_time_ms: int = 0
-    responses: list[DeletableTopicResult] | None = field(default_factory=list)
+    responses: list[DeletableTopicResult] = field(default_factory=list)
 
     @classmethod
     def decode(

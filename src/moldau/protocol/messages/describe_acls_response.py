@@ -29,8 +29,8 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class AclDescription:
-    principal: str | None = ""
-    host: str | None = ""
+    principal: str = ""
+    host: str = ""
     operation: int = 0
     permission_type: int = 0
 
@@ -38,9 +38,9 @@ class AclDescription:
 @dataclass(slots=True)
 class DescribeAclsResource:
     resource_type: int = 0
-    resource_name: str | None = ""
+    resource_name: str = ""
     pattern_type: int = 3
-    acls: list[AclDescription] | None = field(default_factory=list)
+    acls: list[AclDescription] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -52,7 +52,7 @@ class DescribeAclsResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ""
-    resources: list[DescribeAclsResource] | None = field(default_factory=list)
+    resources: list[DescribeAclsResource] = field(default_factory=list)
 
     @classmethod
     def decode(

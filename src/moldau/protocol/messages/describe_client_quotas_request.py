@@ -28,7 +28,7 @@ _S_o = struct.Struct(">?")
 
 @dataclass(slots=True)
 class ComponentData:
-    entity_type: str | None = ""
+    entity_type: str = ""
     match_type: int = 0
     match: str | None = ""
 
@@ -39,7 +39,7 @@ class DescribeClientQuotasRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
-    components: list[ComponentData] | None = field(default_factory=list)
+    components: list[ComponentData] = field(default_factory=list)
     strict: bool = False
 
     @classmethod

@@ -28,20 +28,20 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class EntityData:
-    entity_type: str | None = ""
+    entity_type: str = ""
     entity_name: str | None = ""
 
 
 @dataclass(slots=True)
 class ValueData:
-    key: str | None = ""
+    key: str = ""
     value: float = 0.0
 
 
 @dataclass(slots=True)
 class EntryData:
-    entity: list[EntityData] | None = field(default_factory=list)
-    values: list[ValueData] | None = field(default_factory=list)
+    entity: list[EntityData] = field(default_factory=list)
+    values: list[ValueData] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -25,7 +25,7 @@ _S_ih = struct.Struct(">ih")
 @dataclass(slots=True)
 class DescribeClusterBroker:
     broker_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
     rack: str | None = None
 
@@ -40,9 +40,9 @@ class DescribeClusterResponse:
     error_code: int = 0
     error_message: str | None = None
     endpoint_type: int = 1
-    cluster_id: str | None = ""
+    cluster_id: str = ""
     controller_id: int = -1
-    brokers: list[DescribeClusterBroker] | None = field(default_factory=list)
+    brokers: list[DescribeClusterBroker] = field(default_factory=list)
     cluster_authorized_operations: int = -2147483648
 
     @classmethod

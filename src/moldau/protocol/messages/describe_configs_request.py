@@ -28,7 +28,7 @@ _S_oo = struct.Struct(">??")
 @dataclass(slots=True)
 class DescribeConfigsResource:
     resource_type: int = 0
-    resource_name: str | None = ""
+    resource_name: str = ""
     configuration_keys: list[str] | None = field(default_factory=list)
 
 
@@ -38,7 +38,7 @@ class DescribeConfigsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
-    resources: list[DescribeConfigsResource] | None = field(default_factory=list)
+    resources: list[DescribeConfigsResource] = field(default_factory=list)
     include_synonyms: bool = False
     include_documentation: bool = False
 

@@ -31,20 +31,20 @@ _S_ooo = struct.Struct(">???")
 
 @dataclass(slots=True)
 class DescribeConfigsSynonym:
-    name: str | None = ""
+    name: str = ""
     value: str | None = ""
     source: int = 0
 
 
 @dataclass(slots=True)
 class DescribeConfigsResourceResult:
-    name: str | None = ""
+    name: str = ""
     value: str | None = ""
     read_only: bool = False
     is_default: bool = False
     config_source: int = -1
     is_sensitive: bool = False
-    synonyms: list[DescribeConfigsSynonym] | None = field(default_factory=list)
+    synonyms: list[DescribeConfigsSynonym] = field(default_factory=list)
     config_type: int = 0
     documentation: str | None = ""
 
@@ -54,8 +54,8 @@ class DescribeConfigsResult:
     error_code: int = 0
     error_message: str | None = ""
     resource_type: int = 0
-    resource_name: str | None = ""
-    configs: list[DescribeConfigsResourceResult] | None = field(default_factory=list)
+    resource_name: str = ""
+    configs: list[DescribeConfigsResourceResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -65,7 +65,7 @@ class DescribeConfigsResponse:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
     throttle_time_ms: int = 0
-    results: list[DescribeConfigsResult] | None = field(default_factory=list)
+    results: list[DescribeConfigsResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -23,8 +23,8 @@ from moldau.protocol.primitives import (
 
 @dataclass(slots=True)
 class DescribeDelegationTokenOwner:
-    principal_type: str | None = ""
-    principal_name: str | None = ""
+    principal_type: str = ""
+    principal_name: str = ""
 
 
 @dataclass(slots=True)

@@ -31,22 +31,22 @@ _S_qqq = struct.Struct(">qqq")
 
 @dataclass(slots=True)
 class DescribedDelegationTokenRenewer:
-    principal_type: str | None = ""
-    principal_name: str | None = ""
+    principal_type: str = ""
+    principal_name: str = ""
 
 
 @dataclass(slots=True)
 class DescribedDelegationToken:
-    principal_type: str | None = ""
-    principal_name: str | None = ""
-    token_requester_principal_type: str | None = ""
-    token_requester_principal_name: str | None = ""
+    principal_type: str = ""
+    principal_name: str = ""
+    token_requester_principal_type: str = ""
+    token_requester_principal_name: str = ""
     issue_timestamp: int = 0
     expiry_timestamp: int = 0
     max_timestamp: int = 0
-    token_id: str | None = ""
-    hmac: bytes | None = b""
-    renewers: list[DescribedDelegationTokenRenewer] | None = field(default_factory=list)
+    token_id: str = ""
+    hmac: bytes = b""
+    renewers: list[DescribedDelegationTokenRenewer] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -56,7 +56,7 @@ class DescribeDelegationTokenResponse:
     MAX_VERSION: ClassVar[int] = 3
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     error_code: int = 0
-    tokens: list[DescribedDelegationToken] | None = field(default_factory=list)
+    tokens: list[DescribedDelegationToken] = field(default_factory=list)
     throttle_time_ms: int = 0
 
     @classmethod

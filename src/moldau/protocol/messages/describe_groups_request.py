@@ -29,7 +29,7 @@ class DescribeGroupsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_FROM: ClassVar[int] = 5  # -1: never
-    groups: list[str] | None = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
     include_authorized_operations: bool = False
 
     @classmethod

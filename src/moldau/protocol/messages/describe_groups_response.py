@@ -32,22 +32,22 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class DescribedGroupMember:
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
-    client_id: str | None = ""
-    client_host: str | None = ""
-    member_metadata: bytes | None = b""
-    member_assignment: bytes | None = b""
+    client_id: str = ""
+    client_host: str = ""
+    member_metadata: bytes = b""
+    member_assignment: bytes = b""
 
 
 @dataclass(slots=True)
 class DescribedGroup:
     error_code: int = 0
-    group_id: str | None = ""
-    group_state: str | None = ""
-    protocol_type: str | None = ""
-    protocol_data: str | None = ""
-    members: list[DescribedGroupMember] | None = field(default_factory=list)
+    group_id: str = ""
+    group_state: str = ""
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: list[DescribedGroupMember] = field(default_factory=list)
     authorized_operations: int = -2147483648
 
 
@@ -58,7 +58,7 @@ class DescribeGroupsResponse:
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_FROM: ClassVar[int] = 5  # -1: never
     throttle_time_ms: int = 0
-    groups: list[DescribedGroup] | None = field(default_factory=list)
+    groups: list[DescribedGroup] = field(default_factory=list)
 
     @classmethod
     def decode(

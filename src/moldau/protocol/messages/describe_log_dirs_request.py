@@ -23,8 +23,8 @@ from moldau.protocol.primitives import (
 
 @dataclass(slots=True)
 class DescribableLogDirTopic:
-    topic: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    topic: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -37,15 +37,15 @@ class DescribeLogDirsPartition:
 
 @dataclass(slots=True)
 class DescribeLogDirsTopic:
-    name: str | None = ""
-    partitions: list[DescribeLogDirsPartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[DescribeLogDirsPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class DescribeLogDirsResult:
     error_code: int = 0
-    log_dir: str | None = ""
-    topics: list[DescribeLogDirsTopic] | None = field(default_factory=list)
+    log_dir: str = ""
+    topics: list[DescribeLogDirsTopic] = field(default_factory=list)
     total_bytes: int = -1
     usable_bytes: int = -1
 
@@ -58,7 +58,7 @@ class DescribeLogDirsResponse:
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    results: list[DescribeLogDirsResult] | None = field(default_factory=list)
+    results: list[DescribeLogDirsResult] = field(default_factory=list)
 
     @classmethod
     def decode(

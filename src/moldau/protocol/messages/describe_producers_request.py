@@ -19,8 +19,8 @@ from moldau.protocol.primitives import (
 
 @dataclass(slots=True)
 class TopicRequest:
-    name: str | None = ""
-    partition_indexes: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partition_indexes: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -29,7 +29,7 @@ class DescribeProducersRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    topics: list[TopicRequest] | None = field(default_factory=list)
+    topics: list[TopicRequest] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -37,13 +37,13 @@ class PartitionResponse:
     partition_index: int = 0
     error_code: int = 0
     error_message: str | None = None
-    active_producers: list[ProducerState] | None = field(default_factory=list)
+    active_producers: list[ProducerState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class TopicResponse:
-    name: str | None = ""
-    partitions: list[PartitionResponse] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[PartitionResponse] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -53,7 +53,7 @@ class DescribeProducersResponse:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
-    topics: list[TopicResponse] | None = field(default_factory=list)
+    topics: list[TopicResponse] = field(default_factory=list)
 
     @classmethod
     def decode(

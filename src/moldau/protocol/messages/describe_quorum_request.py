@@ -26,8 +26,8 @@ class PartitionData:
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -36,7 +36,7 @@ class DescribeQuorumRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    topics: list[TopicData] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
 
     @classmethod
     def decode(

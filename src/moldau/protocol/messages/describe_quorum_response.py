@@ -46,27 +46,27 @@ class PartitionData:
     leader_id: int = 0
     leader_epoch: int = 0
     high_watermark: int = 0
-    current_voters: list[ReplicaState] | None = field(default_factory=list)
-    observers: list[ReplicaState] | None = field(default_factory=list)
+    current_voters: list[ReplicaState] = field(default_factory=list)
+    observers: list[ReplicaState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Listener:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
 
 
 @dataclass(slots=True)
 class Node:
     node_id: int = 0
-    listeners: list[Listener] | None = field(default_factory=list)
+    listeners: list[Listener] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -77,8 +77,8 @@ class DescribeQuorumResponse:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     error_code: int = 0
     error_message: str | None = ""
-    topics: list[TopicData] | None = field(default_factory=list)
-    nodes: list[Node] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -22,12 +22,12 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class TopicRequest:
-    name: str | None = ""
+    name: str = ""
 
 
 @dataclass(slots=True)
 class Cursor:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
 
 
@@ -37,7 +37,7 @@ class DescribeTopicPartitionsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    topics: list[TopicRequest] | None = field(default_factory=list)
+    topics: list[TopicRequest] = field(default_factory=list)
     response_partition_limit: int = 2000
     cursor: Cursor | None = None
 

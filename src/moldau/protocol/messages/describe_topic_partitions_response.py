@@ -31,11 +31,11 @@ class DescribeTopicPartitionsResponsePartition:
     partition_index: int = 0
     leader_id: int = 0
     leader_epoch: int = -1
-    replica_nodes: list[int] | None = field(default_factory=list)
-    isr_nodes: list[int] | None = field(default_factory=list)
+    replica_nodes: list[int] = field(default_factory=list)
+    isr_nodes: list[int] = field(default_factory=list)
     eligible_leader_replicas: list[int] | None = None
     last_known_elr: list[int] | None = None
-    offline_replicas: list[int] | None = field(default_factory=list)
+    offline_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -44,13 +44,13 @@ class DescribeTopicPartitionsResponseTopic:
     name: str | None = ""
     topic_id: bytes = ZERO_UUID
     is_internal: bool = False
-    partitions: list[DescribeTopicPartitionsResponsePartition] | None = field(default_factory=list)
+    partitions: list[DescribeTopicPartitionsResponsePartition] = field(default_factory=list)
     topic_authorized_operations: int = -2147483648
 
 
 @dataclass(slots=True)
 class Cursor:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
 
 
@@ -61,7 +61,7 @@ class DescribeTopicPartitionsResponse:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
-    topics: list[DescribeTopicPartitionsResponseTopic] | None = field(default_factory=list)
+    topics: list[DescribeTopicPartitionsResponseTopic] = field(default_factory=list)
     next_cursor: Cursor | None = None
 
     @classmethod

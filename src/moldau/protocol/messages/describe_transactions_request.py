@@ -23,7 +23,7 @@ class DescribeTransactionsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    transactional_ids: list[str] | None = field(default_factory=list)
+    transactional_ids: list[str] = field(default_factory=list)
 
     @classmethod
     def decode(

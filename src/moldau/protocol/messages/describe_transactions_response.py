@@ -23,20 +23,20 @@ _S_iqqh = struct.Struct(">iqqh")
 
 @dataclass(slots=True)
 class TopicData:
-    topic: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    topic: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class TransactionState:
     error_code: int = 0
-    transactional_id: str | None = ""
-    transaction_state: str | None = ""
+    transactional_id: str = ""
+    transaction_state: str = ""
     transaction_timeout_ms: int = 0
     transaction_start_time_ms: int = 0
     producer_id: int = 0
     producer_epoch: int = 0
-    topics: list[TopicData] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ class DescribeTransactionsResponse:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
-    transaction_states: list[TransactionState] | None = field(default_factory=list)
+    transaction_states: list[TransactionState] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -19,7 +19,7 @@ from moldau.protocol.primitives import (
 
 @dataclass(slots=True)
 class UserName:
-    name: str | None = ""
+    name: str = ""
 
 
 @dataclass(slots=True)

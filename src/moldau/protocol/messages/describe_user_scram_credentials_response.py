@@ -30,10 +30,10 @@ class CredentialInfo:
 
 @dataclass(slots=True)
 class DescribeUserScramCredentialsResult:
-    user: str | None = ""
+    user: str = ""
     error_code: int = 0
     error_message: str | None = ""
-    credential_infos: list[CredentialInfo] | None = field(default_factory=list)
+    credential_infos: list[CredentialInfo] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class DescribeUserScramCredentialsResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ""
-    results: list[DescribeUserScramCredentialsResult] | None = field(default_factory=list)
+    results: list[DescribeUserScramCredentialsResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -26,8 +26,8 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class TopicPartitions:
-    topic: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    topic: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -35,8 +35,8 @@ class PartitionResult:
 
 @dataclass(slots=True)
 class ReplicaElectionResult:
-    topic: str | None = ""
-    partition_result: list[PartitionResult] | None = field(default_factory=list)
+    topic: str = ""
+    partition_result: list[PartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -47,7 +47,7 @@ class ElectLeadersResponse:
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    replica_election_results: list[ReplicaElectionResult] | None = field(default_factory=list)
+    replica_election_results: list[ReplicaElectionResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -39,20 +39,20 @@ class PartitionData:
     partition_index: int = 0
     leader_id: int = 0
     leader_epoch: int = 0
-    preferred_successors: list[int] | None = field(default_factory=list)
-    preferred_candidates: list[ReplicaInfo] | None = field(default_factory=list)
+    preferred_successors: list[int] = field(default_factory=list)
+    preferred_candidates: list[ReplicaInfo] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class LeaderEndpoint:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
 
 
@@ -63,8 +63,8 @@ class EndQuorumEpochRequest:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
     cluster_id: str | None = None
-    topics: list[TopicData] | None = field(default_factory=list)
-    leader_endpoints: list[LeaderEndpoint] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
+    leader_endpoints: list[LeaderEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -37,14 +37,14 @@ class PartitionData:
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class NodeEndpoint:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
 
 
@@ -55,8 +55,8 @@ class EndQuorumEpochResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
     error_code: int = 0
-    topics: list[TopicData] | None = field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(

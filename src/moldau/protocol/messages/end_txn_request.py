@@ -25,7 +25,7 @@ class EndTxnRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
-    transactional_id: str | None = ""
+    transactional_id: str = ""
     producer_id: int = 0
     producer_epoch: int = 0
     committed: bool = False

@@ -22,9 +22,9 @@ class EnvelopeRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    request_data: bytes | None = b""
+    request_data: bytes = b""
     request_principal: bytes | None = b""
-    client_host_address: bytes | None = b""
+    client_host_address: bytes = b""
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[EnvelopeRequest, int]:

@@ -25,7 +25,7 @@ class ExpireDelegationTokenRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    hmac: bytes | None = b""
+    hmac: bytes = b""
     expiry_time_period_ms: int = 0
 
     @classmethod

@@ -55,16 +55,16 @@ class FetchPartition:
 
 @dataclass(slots=True)
 class FetchTopic:
-    topic: str | None = ""
+    topic: str = ""
     topic_id: bytes = ZERO_UUID
-    partitions: list[FetchPartition] | None = field(default_factory=list)
+    partitions: list[FetchPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class ForgottenTopic:
-    topic: str | None = ""
+    topic: str = ""
     topic_id: bytes = ZERO_UUID
-    partitions: list[int] | None = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -75,16 +75,16 @@ class FetchRequest:
     FLEXIBLE_FROM: ClassVar[int] = 12  # -1: never
     cluster_id: str | None = None
     replica_id: int = -1
-    replica_state: ReplicaState | None = field(default_factory=lambda: ReplicaState())
+    replica_state: ReplicaState = field(default_factory=lambda: ReplicaState())
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 2147483647
     isolation_level: int = 0
     session_id: int = 0
     session_epoch: int = -1
-    topics: list[FetchTopic] | None = field(default_factory=list)
-    forgotten_topics_data: list[ForgottenTopic] | None = field(default_factory=list)
-    rack_id: str | None = ""
+    topics: list[FetchTopic] = field(default_factory=list)
+    forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
+    rack_id: str = ""
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[FetchRequest, int]:

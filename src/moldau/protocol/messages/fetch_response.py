@@ -68,9 +68,9 @@ class PartitionData:
     high_watermark: int = 0
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    diverging_epoch: EpochEndOffset | None = field(default_factory=lambda: EpochEndOffset())
-    current_leader: LeaderIdAndEpoch | None = field(default_factory=lambda: LeaderIdAndEpoch())
-    snapshot_id: SnapshotId | None = field(default_factory=lambda: SnapshotId())
+    diverging_epoch: EpochEndOffset = field(default_factory=lambda: EpochEndOffset())
+    current_leader: LeaderIdAndEpoch = field(default_factory=lambda: LeaderIdAndEpoch())
+    snapshot_id: SnapshotId = field(default_factory=lambda: SnapshotId())
     aborted_transactions: list[AbortedTransaction] | None = field(default_factory=list)
     preferred_read_replica: int = -1
     records: Any | None = None
@@ -78,15 +78,15 @@ class PartitionData:
 
 @dataclass(slots=True)
 class FetchableTopicResponse:
-    topic: str | None = ""
+    topic: str = ""
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class NodeEndpoint:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
     rack: str | None = None
 
@@ -100,8 +100,8 @@ class FetchResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     session_id: int = 0
-    responses: list[FetchableTopicResponse] | None = field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] | None = field(default_factory=list)
+    responses: list[FetchableTopicResponse] = field(default_factory=list)
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[FetchResponse, int]:

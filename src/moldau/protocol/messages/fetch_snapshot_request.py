@@ -35,15 +35,15 @@ class SnapshotId:
 class PartitionSnapshot:
     partition: int = 0
     current_leader_epoch: int = 0
-    snapshot_id: SnapshotId | None = field(default_factory=lambda: SnapshotId())
+    snapshot_id: SnapshotId = field(default_factory=lambda: SnapshotId())
     position: int = 0
     replica_directory_id: bytes = ZERO_UUID
 
 
 @dataclass(slots=True)
 class TopicSnapshot:
-    name: str | None = ""
-    partitions: list[PartitionSnapshot] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[PartitionSnapshot] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -55,7 +55,7 @@ class FetchSnapshotRequest:
     cluster_id: str | None = None
     replica_id: int = -1
     max_bytes: int = 2147483647
-    topics: list[TopicSnapshot] | None = field(default_factory=list)
+    topics: list[TopicSnapshot] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -42,23 +42,23 @@ class LeaderIdAndEpoch:
 class PartitionSnapshot:
     index: int = 0
     error_code: int = 0
-    snapshot_id: SnapshotId | None = field(default_factory=lambda: SnapshotId())
-    current_leader: LeaderIdAndEpoch | None = field(default_factory=lambda: LeaderIdAndEpoch())
+    snapshot_id: SnapshotId = field(default_factory=lambda: SnapshotId())
+    current_leader: LeaderIdAndEpoch = field(default_factory=lambda: LeaderIdAndEpoch())
     size: int = 0
     position: int = 0
-    unaligned_records: Any | None = None
+    unaligned_records: Any = None
 
 
 @dataclass(slots=True)
 class TopicSnapshot:
-    name: str | None = ""
-    partitions: list[PartitionSnapshot] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[PartitionSnapshot] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class NodeEndpoint:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
 
 
@@ -70,8 +70,8 @@ class FetchSnapshotResponse:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    topics: list[TopicSnapshot] | None = field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] | None = field(default_factory=list)
+    topics: list[TopicSnapshot] = field(default_factory=list)
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(

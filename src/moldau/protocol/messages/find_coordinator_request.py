@@ -27,9 +27,9 @@ class FindCoordinatorRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 6
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
-    key: str | None = ""
+    key: str = ""
     key_type: int = 0
-    coordinator_keys: list[str] | None = field(default_factory=list)
+    coordinator_keys: list[str] = field(default_factory=list)
 
     @classmethod
     def decode(

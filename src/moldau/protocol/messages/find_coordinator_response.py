@@ -27,9 +27,9 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class Coordinator:
-    key: str | None = ""
+    key: str = ""
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
     error_code: int = 0
     error_message: str | None = ""
@@ -45,9 +45,9 @@ class FindCoordinatorResponse:
     error_code: int = 0
     error_message: str | None = ""
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
-    coordinators: list[Coordinator] | None = field(default_factory=list)
+    coordinators: list[Coordinator] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -31,11 +31,11 @@ class GetTelemetrySubscriptionsResponse:
     error_code: int = 0
     client_instance_id: bytes = ZERO_UUID
     subscription_id: int = 0
-    accepted_compression_types: list[int] | None = field(default_factory=list)
+    accepted_compression_types: list[int] = field(default_factory=list)
     push_interval_ms: int = 0
     telemetry_max_bytes: int = 0
     delta_temporality: bool = False
-    requested_metrics: list[str] | None = field(default_factory=list)
+    requested_metrics: list[str] = field(default_factory=list)
 
     @classmethod
     def decode(

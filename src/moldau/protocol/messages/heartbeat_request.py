@@ -27,9 +27,9 @@ class HeartbeatRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
     generation_id: int = 0
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
 
     @classmethod

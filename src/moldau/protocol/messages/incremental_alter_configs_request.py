@@ -28,7 +28,7 @@ _S_o = struct.Struct(">?")
 
 @dataclass(slots=True)
 class AlterableConfig:
-    name: str | None = ""
+    name: str = ""
     config_operation: int = 0
     value: str | None = ""
 
@@ -36,8 +36,8 @@ class AlterableConfig:
 @dataclass(slots=True)
 class AlterConfigsResource:
     resource_type: int = 0
-    resource_name: str | None = ""
-    configs: list[AlterableConfig] | None = field(default_factory=list)
+    resource_name: str = ""
+    configs: list[AlterableConfig] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ class IncrementalAlterConfigsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
-    resources: list[AlterConfigsResource] | None = field(default_factory=list)
+    resources: list[AlterConfigsResource] = field(default_factory=list)
     validate_only: bool = False
 
     @classmethod

@@ -32,7 +32,7 @@ class AlterConfigsResourceResponse:
     error_code: int = 0
     error_message: str | None = ""
     resource_type: int = 0
-    resource_name: str | None = ""
+    resource_name: str = ""
 
 
 @dataclass(slots=True)
@@ -42,7 +42,7 @@ class IncrementalAlterConfigsResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
     throttle_time_ms: int = 0
-    responses: list[AlterConfigsResourceResponse] | None = field(default_factory=list)
+    responses: list[AlterConfigsResourceResponse] = field(default_factory=list)
 
     @classmethod
     def decode(

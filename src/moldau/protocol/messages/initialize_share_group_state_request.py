@@ -31,7 +31,7 @@ class PartitionData:
 @dataclass(slots=True)
 class InitializeStateData:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -40,8 +40,8 @@ class InitializeShareGroupStateRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_id: str | None = ""
-    topics: list[InitializeStateData] | None = field(default_factory=list)
+    group_id: str = ""
+    topics: list[InitializeStateData] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -31,7 +31,7 @@ class PartitionResult:
 @dataclass(slots=True)
 class InitializeStateResult:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionResult] | None = field(default_factory=list)
+    partitions: list[PartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -40,7 +40,7 @@ class InitializeShareGroupStateResponse:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    results: list[InitializeStateResult] | None = field(default_factory=list)
+    results: list[InitializeStateResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -32,8 +32,8 @@ _S_ii = struct.Struct(">ii")
 
 @dataclass(slots=True)
 class JoinGroupRequestProtocol:
-    name: str | None = ""
-    metadata: bytes | None = b""
+    name: str = ""
+    metadata: bytes = b""
 
 
 @dataclass(slots=True)
@@ -42,13 +42,13 @@ class JoinGroupRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_FROM: ClassVar[int] = 6  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
     session_timeout_ms: int = 0
     rebalance_timeout_ms: int = -1
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
-    protocol_type: str | None = ""
-    protocols: list[JoinGroupRequestProtocol] | None = field(default_factory=list)
+    protocol_type: str = ""
+    protocols: list[JoinGroupRequestProtocol] = field(default_factory=list)
     reason: str | None = None
 
     @classmethod

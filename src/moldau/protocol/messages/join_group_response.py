@@ -33,9 +33,9 @@ _S_o = struct.Struct(">?")
 
 @dataclass(slots=True)
 class JoinGroupResponseMember:
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
-    metadata: bytes | None = b""
+    metadata: bytes = b""
 
 
 @dataclass(slots=True)
@@ -49,10 +49,10 @@ class JoinGroupResponse:
     generation_id: int = -1
     protocol_type: str | None = None
     protocol_name: str | None = ""
-    leader: str | None = ""
+    leader: str = ""
     skip_assignment: bool = False
-    member_id: str | None = ""
-    members: list[JoinGroupResponseMember] | None = field(default_factory=list)
+    member_id: str = ""
+    members: list[JoinGroupResponseMember] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[JoinGroupResponse, int]:

@@ -34,31 +34,31 @@ _S_u = struct.Struct(">16s")
 
 @dataclass(slots=True)
 class LeaderAndIsrPartitionState:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
     controller_epoch: int = 0
     leader: int = 0
     leader_epoch: int = 0
-    isr: list[int] | None = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
     partition_epoch: int = 0
-    replicas: list[int] | None = field(default_factory=list)
-    adding_replicas: list[int] | None = field(default_factory=list)
-    removing_replicas: list[int] | None = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
     is_new: bool = False
     leader_recovery_state: int = 0
 
 
 @dataclass(slots=True)
 class LeaderAndIsrTopicState:
-    topic_name: str | None = ""
+    topic_name: str = ""
     topic_id: bytes = ZERO_UUID
-    partition_states: list[LeaderAndIsrPartitionState] | None = field(default_factory=list)
+    partition_states: list[LeaderAndIsrPartitionState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class LeaderAndIsrLiveLeader:
     broker_id: int = 0
-    host_name: str | None = ""
+    host_name: str = ""
     port: int = 0
 
 
@@ -73,11 +73,9 @@ class LeaderAndIsrRequest:
     controller_epoch: int = 0
     broker_epoch: int = -1
     type: int = 0
-    ungrouped_partition_states: list[LeaderAndIsrPartitionState] | None = field(
-        default_factory=list
-    )
-    topic_states: list[LeaderAndIsrTopicState] | None = field(default_factory=list)
-    live_leaders: list[LeaderAndIsrLiveLeader] | None = field(default_factory=list)
+    ungrouped_partition_states: list[LeaderAndIsrPartitionState] = field(default_factory=list)
+    topic_states: list[LeaderAndIsrTopicState] = field(default_factory=list)
+    live_leaders: list[LeaderAndIsrLiveLeader] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[LeaderAndIsrRequest, int]:

@@ -28,7 +28,7 @@ _S_u = struct.Struct(">16s")
 
 @dataclass(slots=True)
 class LeaderAndIsrPartitionError:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
     error_code: int = 0
 
@@ -36,7 +36,7 @@ class LeaderAndIsrPartitionError:
 @dataclass(slots=True)
 class LeaderAndIsrTopicError:
     topic_id: bytes = ZERO_UUID
-    partition_errors: list[LeaderAndIsrPartitionError] | None = field(default_factory=list)
+    partition_errors: list[LeaderAndIsrPartitionError] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -46,8 +46,8 @@ class LeaderAndIsrResponse:
     MAX_VERSION: ClassVar[int] = 7
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
     error_code: int = 0
-    partition_errors: list[LeaderAndIsrPartitionError] | None = field(default_factory=list)
-    topics: list[LeaderAndIsrTopicError] | None = field(default_factory=list)
+    partition_errors: list[LeaderAndIsrPartitionError] = field(default_factory=list)
+    topics: list[LeaderAndIsrTopicError] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -34,8 +34,8 @@ class LeaderChangeMessage:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     version: int = 0
     leader_id: int = 0
-    voters: list[Voter] | None = field(default_factory=list)
-    granting_voters: list[Voter] | None = field(default_factory=list)
+    voters: list[Voter] = field(default_factory=list)
+    granting_voters: list[Voter] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[LeaderChangeMessage, int]:

@@ -25,7 +25,7 @@ from moldau.protocol.primitives import (
 
 @dataclass(slots=True)
 class MemberIdentity:
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
     reason: str | None = None
 
@@ -36,9 +36,9 @@ class LeaveGroupRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
-    group_id: str | None = ""
-    member_id: str | None = ""
-    members: list[MemberIdentity] | None = field(default_factory=list)
+    group_id: str = ""
+    member_id: str = ""
+    members: list[MemberIdentity] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[LeaveGroupRequest, int]:

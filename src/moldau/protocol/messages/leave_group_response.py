@@ -28,7 +28,7 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class MemberResponse:
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = ""
     error_code: int = 0
 
@@ -41,7 +41,7 @@ class LeaveGroupResponse:
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    members: list[MemberResponse] | None = field(default_factory=list)
+    members: list[MemberResponse] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[LeaveGroupResponse, int]:

@@ -21,7 +21,7 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class ClientMetricsResource:
-    name: str | None = ""
+    name: str = ""
 
 
 @dataclass(slots=True)
@@ -32,7 +32,7 @@ class ListClientMetricsResourcesResponse:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    client_metrics_resources: list[ClientMetricsResource] | None = field(default_factory=list)
+    client_metrics_resources: list[ClientMetricsResource] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -23,8 +23,8 @@ class ListGroupsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
-    states_filter: list[str] | None = field(default_factory=list)
-    types_filter: list[str] | None = field(default_factory=list)
+    states_filter: list[str] = field(default_factory=list)
+    types_filter: list[str] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ListGroupsRequest, int]:

@@ -26,10 +26,10 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class ListedGroup:
-    group_id: str | None = ""
-    protocol_type: str | None = ""
-    group_state: str | None = ""
-    group_type: str | None = ""
+    group_id: str = ""
+    protocol_type: str = ""
+    group_state: str = ""
+    group_type: str = ""
 
 
 @dataclass(slots=True)
@@ -40,7 +40,7 @@ class ListGroupsResponse:
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    groups: list[ListedGroup] | None = field(default_factory=list)
+    groups: list[ListedGroup] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ListGroupsResponse, int]:

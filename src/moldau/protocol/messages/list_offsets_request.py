@@ -37,8 +37,8 @@ class ListOffsetsPartition:
 
 @dataclass(slots=True)
 class ListOffsetsTopic:
-    name: str | None = ""
-    partitions: list[ListOffsetsPartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[ListOffsetsPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class ListOffsetsRequest:
     FLEXIBLE_FROM: ClassVar[int] = 6  # -1: never
     replica_id: int = 0
     isolation_level: int = 0
-    topics: list[ListOffsetsTopic] | None = field(default_factory=list)
+    topics: list[ListOffsetsTopic] = field(default_factory=list)
     timeout_ms: int = 0
 
     @classmethod

@@ -30,7 +30,7 @@ _S_ihqqi = struct.Struct(">ihqqi")
 class ListOffsetsPartitionResponse:
     partition_index: int = 0
     error_code: int = 0
-    old_style_offsets: list[int] | None = field(default_factory=list)
+    old_style_offsets: list[int] = field(default_factory=list)
     timestamp: int = -1
     offset: int = -1
     leader_epoch: int = -1
@@ -38,8 +38,8 @@ class ListOffsetsPartitionResponse:
 
 @dataclass(slots=True)
 class ListOffsetsTopicResponse:
-    name: str | None = ""
-    partitions: list[ListOffsetsPartitionResponse] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[ListOffsetsPartitionResponse] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class ListOffsetsResponse:
     MAX_VERSION: ClassVar[int] = 10
     FLEXIBLE_FROM: ClassVar[int] = 6  # -1: never
     throttle_time_ms: int = 0
-    topics: list[ListOffsetsTopicResponse] | None = field(default_factory=list)
+    topics: list[ListOffsetsTopicResponse] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ListOffsetsResponse, int]:

@@ -21,8 +21,8 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class ListPartitionReassignmentsTopics:
-    name: str | None = ""
-    partition_indexes: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partition_indexes: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -24,15 +24,15 @@ _S_ih = struct.Struct(">ih")
 @dataclass(slots=True)
 class OngoingPartitionReassignment:
     partition_index: int = 0
-    replicas: list[int] | None = field(default_factory=list)
-    adding_replicas: list[int] | None = field(default_factory=list)
-    removing_replicas: list[int] | None = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class OngoingTopicReassignment:
-    name: str | None = ""
-    partitions: list[OngoingPartitionReassignment] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[OngoingPartitionReassignment] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -44,7 +44,7 @@ class ListPartitionReassignmentsResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ""
-    topics: list[OngoingTopicReassignment] | None = field(default_factory=list)
+    topics: list[OngoingTopicReassignment] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -25,8 +25,8 @@ class ListTransactionsRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    state_filters: list[str] | None = field(default_factory=list)
-    producer_id_filters: list[int] | None = field(default_factory=list)
+    state_filters: list[str] = field(default_factory=list)
+    producer_id_filters: list[int] = field(default_factory=list)
     duration_filter: int = -1
 
     @classmethod

@@ -22,9 +22,9 @@ _S_q = struct.Struct(">q")
 
 @dataclass(slots=True)
 class TransactionState:
-    transactional_id: str | None = ""
+    transactional_id: str = ""
     producer_id: int = 0
-    transaction_state: str | None = ""
+    transaction_state: str = ""
 
 
 @dataclass(slots=True)
@@ -35,8 +35,8 @@ class ListTransactionsResponse:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    unknown_state_filters: list[str] | None = field(default_factory=list)
-    transaction_states: list[TransactionState] | None = field(default_factory=list)
+    unknown_state_filters: list[str] = field(default_factory=list)
+    transaction_states: list[TransactionState] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -34,7 +34,7 @@ _S_uo = struct.Struct(">16s?")
 @dataclass(slots=True)
 class MetadataResponseBroker:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
     rack: str | None = None
 
@@ -45,9 +45,9 @@ class MetadataResponsePartition:
     partition_index: int = 0
     leader_id: int = 0
     leader_epoch: int = -1
-    replica_nodes: list[int] | None = field(default_factory=list)
-    isr_nodes: list[int] | None = field(default_factory=list)
-    offline_replicas: list[int] | None = field(default_factory=list)
+    replica_nodes: list[int] = field(default_factory=list)
+    isr_nodes: list[int] = field(default_factory=list)
+    offline_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -56,7 +56,7 @@ class MetadataResponseTopic:
     name: str | None = ""
     topic_id: bytes = ZERO_UUID
     is_internal: bool = False
-    partitions: list[MetadataResponsePartition] | None = field(default_factory=list)
+    partitions: list[MetadataResponsePartition] = field(default_factory=list)
     topic_authorized_operations: int = -2147483648
 
 
@@ -67,10 +67,10 @@ class MetadataResponse:
     MAX_VERSION: ClassVar[int] = 12
     FLEXIBLE_FROM: ClassVar[int] = 9  # -1: never
     throttle_time_ms: int = 0
-    brokers: list[MetadataResponseBroker] | None = field(default_factory=list)
+    brokers: list[MetadataResponseBroker] = field(default_factory=list)
     cluster_id: str | None = None
     controller_id: int = -1
-    topics: list[MetadataResponseTopic] | None = field(default_factory=list)
+    topics: list[MetadataResponseTopic] = field(default_factory=list)
     cluster_authorized_operations: int = -2147483648
 
     @classmethod

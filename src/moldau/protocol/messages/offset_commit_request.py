@@ -40,8 +40,8 @@ class OffsetCommitRequestPartition:
 
 @dataclass(slots=True)
 class OffsetCommitRequestTopic:
-    name: str | None = ""
-    partitions: list[OffsetCommitRequestPartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[OffsetCommitRequestPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -50,12 +50,12 @@ class OffsetCommitRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_FROM: ClassVar[int] = 8  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
     generation_id_or_member_epoch: int = -1
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
     retention_time_ms: int = -1
-    topics: list[OffsetCommitRequestTopic] | None = field(default_factory=list)
+    topics: list[OffsetCommitRequestTopic] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[OffsetCommitRequest, int]:

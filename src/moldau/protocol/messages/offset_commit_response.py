@@ -32,8 +32,8 @@ class OffsetCommitResponsePartition:
 
 @dataclass(slots=True)
 class OffsetCommitResponseTopic:
-    name: str | None = ""
-    partitions: list[OffsetCommitResponsePartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[OffsetCommitResponsePartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class OffsetCommitResponse:
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_FROM: ClassVar[int] = 8  # -1: never
     throttle_time_ms: int = 0
-    topics: list[OffsetCommitResponseTopic] | None = field(default_factory=list)
+    topics: list[OffsetCommitResponseTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

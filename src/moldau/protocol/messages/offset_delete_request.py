@@ -25,8 +25,8 @@ class OffsetDeleteRequestPartition:
 
 @dataclass(slots=True)
 class OffsetDeleteRequestTopic:
-    name: str | None = ""
-    partitions: list[OffsetDeleteRequestPartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[OffsetDeleteRequestPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -35,8 +35,8 @@ class OffsetDeleteRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    group_id: str | None = ""
-    topics: list[OffsetDeleteRequestTopic] | None = field(default_factory=list)
+    group_id: str = ""
+    topics: list[OffsetDeleteRequestTopic] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[OffsetDeleteRequest, int]:

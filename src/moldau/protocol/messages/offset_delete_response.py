@@ -27,8 +27,8 @@ class OffsetDeleteResponsePartition:
 
 @dataclass(slots=True)
 class OffsetDeleteResponseTopic:
-    name: str | None = ""
-    partitions: list[OffsetDeleteResponsePartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[OffsetDeleteResponsePartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -39,7 +39,7 @@ class OffsetDeleteResponse:
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
     error_code: int = 0
     throttle_time_ms: int = 0
-    topics: list[OffsetDeleteResponseTopic] | None = field(default_factory=list)
+    topics: list[OffsetDeleteResponseTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -27,19 +27,19 @@ _S_o = struct.Struct(">?")
 
 @dataclass(slots=True)
 class OffsetFetchRequestTopic:
-    name: str | None = ""
-    partition_indexes: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partition_indexes: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class OffsetFetchRequestTopics:
-    name: str | None = ""
-    partition_indexes: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partition_indexes: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class OffsetFetchRequestGroup:
-    group_id: str | None = ""
+    group_id: str = ""
     member_id: str | None = None
     member_epoch: int = -1
     topics: list[OffsetFetchRequestTopics] | None = field(default_factory=list)
@@ -51,9 +51,9 @@ class OffsetFetchRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_FROM: ClassVar[int] = 6  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
     topics: list[OffsetFetchRequestTopic] | None = field(default_factory=list)
-    groups: list[OffsetFetchRequestGroup] | None = field(default_factory=list)
+    groups: list[OffsetFetchRequestGroup] = field(default_factory=list)
     require_stable: bool = False
 
     @classmethod

@@ -39,8 +39,8 @@ class OffsetFetchResponsePartition:
 
 @dataclass(slots=True)
 class OffsetFetchResponseTopic:
-    name: str | None = ""
-    partitions: list[OffsetFetchResponsePartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[OffsetFetchResponsePartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -54,14 +54,14 @@ class OffsetFetchResponsePartitions:
 
 @dataclass(slots=True)
 class OffsetFetchResponseTopics:
-    name: str | None = ""
-    partitions: list[OffsetFetchResponsePartitions] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[OffsetFetchResponsePartitions] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class OffsetFetchResponseGroup:
-    group_id: str | None = ""
-    topics: list[OffsetFetchResponseTopics] | None = field(default_factory=list)
+    group_id: str = ""
+    topics: list[OffsetFetchResponseTopics] = field(default_factory=list)
     error_code: int = 0
 
 
@@ -72,9 +72,9 @@ class OffsetFetchResponse:
     MAX_VERSION: ClassVar[int] = 9
     FLEXIBLE_FROM: ClassVar[int] = 6  # -1: never
     throttle_time_ms: int = 0
-    topics: list[OffsetFetchResponseTopic] | None = field(default_factory=list)
+    topics: list[OffsetFetchResponseTopic] = field(default_factory=list)
     error_code: int = 0
-    groups: list[OffsetFetchResponseGroup] | None = field(default_factory=list)
+    groups: list[OffsetFetchResponseGroup] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[OffsetFetchResponse, int]:

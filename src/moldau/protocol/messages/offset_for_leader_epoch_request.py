@@ -34,8 +34,8 @@ class OffsetForLeaderPartition:
 
 @dataclass(slots=True)
 class OffsetForLeaderTopic:
-    topic: str | None = ""
-    partitions: list[OffsetForLeaderPartition] | None = field(default_factory=list)
+    topic: str = ""
+    partitions: list[OffsetForLeaderPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -45,7 +45,7 @@ class OffsetForLeaderEpochRequest:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
     replica_id: int = -2
-    topics: list[OffsetForLeaderTopic] | None = field(default_factory=list)
+    topics: list[OffsetForLeaderTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -35,8 +35,8 @@ class EpochEndOffset:
 
 @dataclass(slots=True)
 class OffsetForLeaderTopicResult:
-    topic: str | None = ""
-    partitions: list[EpochEndOffset] | None = field(default_factory=list)
+    topic: str = ""
+    partitions: list[EpochEndOffset] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -46,7 +46,7 @@ class OffsetForLeaderEpochResponse:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
     throttle_time_ms: int = 0
-    topics: list[OffsetForLeaderTopicResult] | None = field(default_factory=list)
+    topics: list[OffsetForLeaderTopicResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -36,8 +36,8 @@ class PartitionProduceData:
 
 @dataclass(slots=True)
 class TopicProduceData:
-    name: str | None = ""
-    partition_data: list[PartitionProduceData] | None = field(default_factory=list)
+    name: str = ""
+    partition_data: list[PartitionProduceData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class ProduceRequest:
     transactional_id: str | None = None
     acks: int = 0
     timeout_ms: int = 0
-    topic_data: list[TopicProduceData] | None = field(default_factory=list)
+    topic_data: list[TopicProduceData] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ProduceRequest, int]:

@@ -49,21 +49,21 @@ class PartitionProduceResponse:
     base_offset: int = 0
     log_append_time_ms: int = -1
     log_start_offset: int = -1
-    record_errors: list[BatchIndexAndErrorMessage] | None = field(default_factory=list)
+    record_errors: list[BatchIndexAndErrorMessage] = field(default_factory=list)
     error_message: str | None = None
-    current_leader: LeaderIdAndEpoch | None = field(default_factory=lambda: LeaderIdAndEpoch())
+    current_leader: LeaderIdAndEpoch = field(default_factory=lambda: LeaderIdAndEpoch())
 
 
 @dataclass(slots=True)
 class TopicProduceResponse:
-    name: str | None = ""
-    partition_responses: list[PartitionProduceResponse] | None = field(default_factory=list)
+    name: str = ""
+    partition_responses: list[PartitionProduceResponse] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class NodeEndpoint:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
     rack: str | None = None
 
@@ -74,9 +74,9 @@ class ProduceResponse:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 11
     FLEXIBLE_FROM: ClassVar[int] = 9  # -1: never
-    responses: list[TopicProduceResponse] | None = field(default_factory=list)
+    responses: list[TopicProduceResponse] = field(default_factory=list)
     throttle_time_ms: int = 0
-    node_endpoints: list[NodeEndpoint] | None = field(default_factory=list)
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ProduceResponse, int]:

@@ -28,7 +28,7 @@ class PushTelemetryRequest:
     subscription_id: int = 0
     terminating: bool = False
     compression_type: int = 0
-    metrics: bytes | None = b""
+    metrics: bytes = b""
 
     @classmethod
     def decode(

@@ -30,7 +30,7 @@ class PartitionData:
 @dataclass(slots=True)
 class ReadStateData:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -39,8 +39,8 @@ class ReadShareGroupStateRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_id: str | None = ""
-    topics: list[ReadStateData] | None = field(default_factory=list)
+    group_id: str = ""
+    topics: list[ReadStateData] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -38,13 +38,13 @@ class PartitionResult:
     error_message: str | None = None
     state_epoch: int = 0
     start_offset: int = 0
-    state_batches: list[StateBatch] | None = field(default_factory=list)
+    state_batches: list[StateBatch] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class ReadStateResult:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionResult] | None = field(default_factory=list)
+    partitions: list[PartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -53,7 +53,7 @@ class ReadShareGroupStateResponse:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    results: list[ReadStateResult] | None = field(default_factory=list)
+    results: list[ReadStateResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -30,7 +30,7 @@ class PartitionData:
 @dataclass(slots=True)
 class ReadStateSummaryData:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -39,8 +39,8 @@ class ReadShareGroupStateSummaryRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_id: str | None = ""
-    topics: list[ReadStateSummaryData] | None = field(default_factory=list)
+    group_id: str = ""
+    topics: list[ReadStateSummaryData] = field(default_factory=list)
 
     @classmethod
     def decode(

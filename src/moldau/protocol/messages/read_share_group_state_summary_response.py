@@ -34,7 +34,7 @@ class PartitionResult:
 @dataclass(slots=True)
 class ReadStateSummaryResult:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionResult] | None = field(default_factory=list)
+    partitions: list[PartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class ReadShareGroupStateSummaryResponse:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    results: list[ReadStateSummaryResult] | None = field(default_factory=list)
+    results: list[ReadStateSummaryResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -23,7 +23,7 @@ class SaslAuthenticateRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
-    auth_bytes: bytes | None = b""
+    auth_bytes: bytes = b""
 
     @classmethod
     def decode(

@@ -32,7 +32,7 @@ class SaslAuthenticateResponse:
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     error_code: int = 0
     error_message: str | None = ""
-    auth_bytes: bytes | None = b""
+    auth_bytes: bytes = b""
     session_lifetime_ms: int = 0
 
     @classmethod

@@ -15,7 +15,7 @@ class SaslHandshakeRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
-    mechanism: str | None = ""
+    mechanism: str = ""
 
     @classmethod
     def decode(

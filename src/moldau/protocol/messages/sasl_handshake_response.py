@@ -25,7 +25,7 @@ class SaslHandshakeResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = -1  # -1: never
     error_code: int = 0
-    mechanisms: list[str] | None = field(default_factory=list)
+    mechanisms: list[str] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -26,19 +26,19 @@ _S_u = struct.Struct(">16s")
 class AcknowledgementBatch:
     first_offset: int = 0
     last_offset: int = 0
-    acknowledge_types: list[int] | None = field(default_factory=list)
+    acknowledge_types: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class AcknowledgePartition:
     partition_index: int = 0
-    acknowledgement_batches: list[AcknowledgementBatch] | None = field(default_factory=list)
+    acknowledgement_batches: list[AcknowledgementBatch] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class AcknowledgeTopic:
     topic_id: bytes = ZERO_UUID
-    partitions: list[AcknowledgePartition] | None = field(default_factory=list)
+    partitions: list[AcknowledgePartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -50,7 +50,7 @@ class ShareAcknowledgeRequest:
     group_id: str | None = None
     member_id: str | None = ""
     share_session_epoch: int = 0
-    topics: list[AcknowledgeTopic] | None = field(default_factory=list)
+    topics: list[AcknowledgeTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

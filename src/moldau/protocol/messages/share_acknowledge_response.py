@@ -35,19 +35,19 @@ class PartitionData:
     partition_index: int = 0
     error_code: int = 0
     error_message: str | None = None
-    current_leader: LeaderIdAndEpoch | None = field(default_factory=lambda: LeaderIdAndEpoch())
+    current_leader: LeaderIdAndEpoch = field(default_factory=lambda: LeaderIdAndEpoch())
 
 
 @dataclass(slots=True)
 class ShareAcknowledgeTopicResponse:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class NodeEndpoint:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
     rack: str | None = None
 
@@ -61,8 +61,8 @@ class ShareAcknowledgeResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
-    responses: list[ShareAcknowledgeTopicResponse] | None = field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] | None = field(default_factory=list)
+    responses: list[ShareAcknowledgeTopicResponse] = field(default_factory=list)
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(

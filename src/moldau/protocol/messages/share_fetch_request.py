@@ -27,26 +27,26 @@ _S_u = struct.Struct(">16s")
 class AcknowledgementBatch:
     first_offset: int = 0
     last_offset: int = 0
-    acknowledge_types: list[int] | None = field(default_factory=list)
+    acknowledge_types: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class FetchPartition:
     partition_index: int = 0
     partition_max_bytes: int = 0
-    acknowledgement_batches: list[AcknowledgementBatch] | None = field(default_factory=list)
+    acknowledgement_batches: list[AcknowledgementBatch] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class FetchTopic:
     topic_id: bytes = ZERO_UUID
-    partitions: list[FetchPartition] | None = field(default_factory=list)
+    partitions: list[FetchPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class ForgottenTopic:
     topic_id: bytes = ZERO_UUID
-    partitions: list[int] | None = field(default_factory=list)
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -61,8 +61,8 @@ class ShareFetchRequest:
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 2147483647
-    topics: list[FetchTopic] | None = field(default_factory=list)
-    forgotten_topics_data: list[ForgottenTopic] | None = field(default_factory=list)
+    topics: list[FetchTopic] = field(default_factory=list)
+    forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ShareFetchRequest, int]:

@@ -47,21 +47,21 @@ class PartitionData:
     error_message: str | None = None
     acknowledge_error_code: int = 0
     acknowledge_error_message: str | None = None
-    current_leader: LeaderIdAndEpoch | None = field(default_factory=lambda: LeaderIdAndEpoch())
+    current_leader: LeaderIdAndEpoch = field(default_factory=lambda: LeaderIdAndEpoch())
     records: Any | None = None
-    acquired_records: list[AcquiredRecords] | None = field(default_factory=list)
+    acquired_records: list[AcquiredRecords] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class ShareFetchableTopicResponse:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class NodeEndpoint:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
     rack: str | None = None
 
@@ -75,8 +75,8 @@ class ShareFetchResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
-    responses: list[ShareFetchableTopicResponse] | None = field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] | None = field(default_factory=list)
+    responses: list[ShareFetchableTopicResponse] = field(default_factory=list)
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[ShareFetchResponse, int]:

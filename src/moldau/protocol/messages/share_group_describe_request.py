@@ -25,7 +25,7 @@ class ShareGroupDescribeRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_ids: list[str] | None = field(default_factory=list)
+    group_ids: list[str] = field(default_factory=list)
     include_authorized_operations: bool = False
 
     @classmethod

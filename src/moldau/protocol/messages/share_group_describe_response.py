@@ -27,36 +27,36 @@ _S_u = struct.Struct(">16s")
 @dataclass(slots=True)
 class TopicPartitions:
     topic_id: bytes = ZERO_UUID
-    topic_name: str | None = ""
-    partitions: list[int] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Assignment:
-    topic_partitions: list[TopicPartitions] | None = field(default_factory=list)
+    topic_partitions: list[TopicPartitions] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Member:
-    member_id: str | None = ""
+    member_id: str = ""
     rack_id: str | None = None
     member_epoch: int = 0
-    client_id: str | None = ""
-    client_host: str | None = ""
-    subscribed_topic_names: list[str] | None = field(default_factory=list)
-    assignment: Assignment | None = field(default_factory=lambda: Assignment())
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: list[str] = field(default_factory=list)
+    assignment: Assignment = field(default_factory=lambda: Assignment())
 
 
 @dataclass(slots=True)
 class DescribedGroup:
     error_code: int = 0
     error_message: str | None = None
-    group_id: str | None = ""
-    group_state: str | None = ""
+    group_id: str = ""
+    group_state: str = ""
     group_epoch: int = 0
     assignment_epoch: int = 0
-    assignor_name: str | None = ""
-    members: list[Member] | None = field(default_factory=list)
+    assignor_name: str = ""
+    members: list[Member] = field(default_factory=list)
     authorized_operations: int = -2147483648
 
 
@@ -67,7 +67,7 @@ class ShareGroupDescribeResponse:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
-    groups: list[DescribedGroup] | None = field(default_factory=list)
+    groups: list[DescribedGroup] = field(default_factory=list)
 
     @classmethod
     def decode(

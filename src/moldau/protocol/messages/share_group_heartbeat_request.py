@@ -26,8 +26,8 @@ class ShareGroupHeartbeatRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_id: str | None = ""
-    member_id: str | None = ""
+    group_id: str = ""
+    member_id: str = ""
     member_epoch: int = 0
     rack_id: str | None = None
     subscribed_topic_names: list[str] | None = None

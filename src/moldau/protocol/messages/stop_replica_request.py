@@ -29,14 +29,14 @@ _S_ioiq = struct.Struct(">i?iq")
 
 @dataclass(slots=True)
 class StopReplicaPartitionV0:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
 
 
 @dataclass(slots=True)
 class StopReplicaTopicV1:
-    name: str | None = ""
-    partition_indexes: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partition_indexes: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -48,8 +48,8 @@ class StopReplicaPartitionState:
 
 @dataclass(slots=True)
 class StopReplicaTopicState:
-    topic_name: str | None = ""
-    partition_states: list[StopReplicaPartitionState] | None = field(default_factory=list)
+    topic_name: str = ""
+    partition_states: list[StopReplicaPartitionState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -63,9 +63,9 @@ class StopReplicaRequest:
     controller_epoch: int = 0
     broker_epoch: int = -1
     delete_partitions: bool = False
-    ungrouped_partitions: list[StopReplicaPartitionV0] | None = field(default_factory=list)
-    topics: list[StopReplicaTopicV1] | None = field(default_factory=list)
-    topic_states: list[StopReplicaTopicState] | None = field(default_factory=list)
+    ungrouped_partitions: list[StopReplicaPartitionV0] = field(default_factory=list)
+    topics: list[StopReplicaTopicV1] = field(default_factory=list)
+    topic_states: list[StopReplicaTopicState] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[StopReplicaRequest, int]:

@@ -26,7 +26,7 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class StopReplicaPartitionError:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
     error_code: int = 0
 
@@ -38,7 +38,7 @@ class StopReplicaResponse:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 2  # -1: never
     error_code: int = 0
-    partition_errors: list[StopReplicaPartitionError] | None = field(default_factory=list)
+    partition_errors: list[StopReplicaPartitionError] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[StopReplicaResponse, int]:

@@ -31,8 +31,8 @@ _S_i = struct.Struct(">i")
 
 @dataclass(slots=True)
 class SyncGroupRequestAssignment:
-    member_id: str | None = ""
-    assignment: bytes | None = b""
+    member_id: str = ""
+    assignment: bytes = b""
 
 
 @dataclass(slots=True)
@@ -41,13 +41,13 @@ class SyncGroupRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 5
     FLEXIBLE_FROM: ClassVar[int] = 4  # -1: never
-    group_id: str | None = ""
+    group_id: str = ""
     generation_id: int = 0
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
     protocol_type: str | None = None
     protocol_name: str | None = None
-    assignments: list[SyncGroupRequestAssignment] | None = field(default_factory=list)
+    assignments: list[SyncGroupRequestAssignment] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[SyncGroupRequest, int]:

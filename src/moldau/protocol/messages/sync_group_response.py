@@ -32,7 +32,7 @@ class SyncGroupResponse:
     error_code: int = 0
     protocol_type: str | None = None
     protocol_name: str | None = None
-    assignment: bytes | None = b""
+    assignment: bytes = b""
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[SyncGroupResponse, int]:

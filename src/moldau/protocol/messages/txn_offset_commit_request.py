@@ -38,8 +38,8 @@ class TxnOffsetCommitRequestPartition:
 
 @dataclass(slots=True)
 class TxnOffsetCommitRequestTopic:
-    name: str | None = ""
-    partitions: list[TxnOffsetCommitRequestPartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[TxnOffsetCommitRequestPartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -48,14 +48,14 @@ class TxnOffsetCommitRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
-    transactional_id: str | None = ""
-    group_id: str | None = ""
+    transactional_id: str = ""
+    group_id: str = ""
     producer_id: int = 0
     producer_epoch: int = 0
     generation_id: int = -1
-    member_id: str | None = ""
+    member_id: str = ""
     group_instance_id: str | None = None
-    topics: list[TxnOffsetCommitRequestTopic] | None = field(default_factory=list)
+    topics: list[TxnOffsetCommitRequestTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

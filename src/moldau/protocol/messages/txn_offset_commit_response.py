@@ -32,8 +32,8 @@ class TxnOffsetCommitResponsePartition:
 
 @dataclass(slots=True)
 class TxnOffsetCommitResponseTopic:
-    name: str | None = ""
-    partitions: list[TxnOffsetCommitResponsePartition] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[TxnOffsetCommitResponsePartition] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class TxnOffsetCommitResponse:
     MAX_VERSION: ClassVar[int] = 4
     FLEXIBLE_FROM: ClassVar[int] = 3  # -1: never
     throttle_time_ms: int = 0
-    topics: list[TxnOffsetCommitResponseTopic] | None = field(default_factory=list)
+    topics: list[TxnOffsetCommitResponseTopic] = field(default_factory=list)
 
     @classmethod
     def decode(

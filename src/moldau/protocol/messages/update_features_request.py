@@ -24,7 +24,7 @@ _S_o = struct.Struct(">?")
 
 @dataclass(slots=True)
 class FeatureUpdateKey:
-    feature: str | None = ""
+    feature: str = ""
     max_version_level: int = 0
     allow_downgrade: bool = False
     upgrade_type: int = 1
@@ -37,7 +37,7 @@ class UpdateFeaturesRequest:
     MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     timeout_ms: int = 60000
-    feature_updates: list[FeatureUpdateKey] | None = field(default_factory=list)
+    feature_updates: list[FeatureUpdateKey] = field(default_factory=list)
     validate_only: bool = False
 
     @classmethod

@@ -23,7 +23,7 @@ _S_ih = struct.Struct(">ih")
 
 @dataclass(slots=True)
 class UpdatableFeatureResult:
-    feature: str | None = ""
+    feature: str = ""
     error_code: int = 0
     error_message: str | None = ""
 
@@ -37,7 +37,7 @@ class UpdateFeaturesResponse:
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = ""
-    results: list[UpdatableFeatureResult] | None = field(default_factory=list)
+    results: list[UpdatableFeatureResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -36,38 +36,38 @@ _S_u = struct.Struct(">16s")
 
 @dataclass(slots=True)
 class UpdateMetadataPartitionState:
-    topic_name: str | None = ""
+    topic_name: str = ""
     partition_index: int = 0
     controller_epoch: int = 0
     leader: int = 0
     leader_epoch: int = 0
-    isr: list[int] | None = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
     zk_version: int = 0
-    replicas: list[int] | None = field(default_factory=list)
-    offline_replicas: list[int] | None = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
+    offline_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class UpdateMetadataTopicState:
-    topic_name: str | None = ""
+    topic_name: str = ""
     topic_id: bytes = ZERO_UUID
-    partition_states: list[UpdateMetadataPartitionState] | None = field(default_factory=list)
+    partition_states: list[UpdateMetadataPartitionState] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class UpdateMetadataEndpoint:
     port: int = 0
-    host: str | None = ""
-    listener: str | None = ""
+    host: str = ""
+    listener: str = ""
     security_protocol: int = 0
 
 
 @dataclass(slots=True)
 class UpdateMetadataBroker:
     id: int = 0
-    v0_host: str | None = ""
+    v0_host: str = ""
     v0_port: int = 0
-    endpoints: list[UpdateMetadataEndpoint] | None = field(default_factory=list)
+    endpoints: list[UpdateMetadataEndpoint] = field(default_factory=list)
     rack: str | None = ""
 
 
@@ -82,11 +82,9 @@ class UpdateMetadataRequest:
     type: int = 0
     controller_epoch: int = 0
     broker_epoch: int = -1
-    ungrouped_partition_states: list[UpdateMetadataPartitionState] | None = field(
-        default_factory=list
-    )
-    topic_states: list[UpdateMetadataTopicState] | None = field(default_factory=list)
-    live_brokers: list[UpdateMetadataBroker] | None = field(default_factory=list)
+    ungrouped_partition_states: list[UpdateMetadataPartitionState] = field(default_factory=list)
+    topic_states: list[UpdateMetadataTopicState] = field(default_factory=list)
+    live_brokers: list[UpdateMetadataBroker] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -25,8 +25,8 @@ _S_iiu = struct.Struct(">ii16s")
 
 @dataclass(slots=True)
 class Listener:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
 
 
@@ -46,8 +46,8 @@ class UpdateRaftVoterRequest:
     current_leader_epoch: int = 0
     voter_id: int = 0
     voter_directory_id: bytes = ZERO_UUID
-    listeners: list[Listener] | None = field(default_factory=list)
-    k_raft_version_feature: KRaftVersionFeature | None = field(
+    listeners: list[Listener] = field(default_factory=list)
+    k_raft_version_feature: KRaftVersionFeature = field(
         default_factory=lambda: KRaftVersionFeature()
     )
 

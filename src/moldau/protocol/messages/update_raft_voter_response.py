@@ -24,7 +24,7 @@ _S_ii = struct.Struct(">ii")
 class CurrentLeader:
     leader_id: int = -1
     leader_epoch: int = -1
-    host: str | None = ""
+    host: str = ""
     port: int = 0
 
 
@@ -36,7 +36,7 @@ class UpdateRaftVoterResponse:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
-    current_leader: CurrentLeader | None = field(default_factory=lambda: CurrentLeader())
+    current_leader: CurrentLeader = field(default_factory=lambda: CurrentLeader())
 
     @classmethod
     def decode(

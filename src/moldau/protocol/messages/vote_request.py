@@ -36,8 +36,8 @@ class PartitionData:
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -48,7 +48,7 @@ class VoteRequest:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     cluster_id: str | None = None
     voter_id: int = -1
-    topics: list[TopicData] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[VoteRequest, int]:

@@ -34,14 +34,14 @@ class PartitionData:
 
 @dataclass(slots=True)
 class TopicData:
-    topic_name: str | None = ""
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    topic_name: str = ""
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class NodeEndpoint:
     node_id: int = 0
-    host: str | None = ""
+    host: str = ""
     port: int = 0
 
 
@@ -52,8 +52,8 @@ class VoteResponse:
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     error_code: int = 0
-    topics: list[TopicData] | None = field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] | None = field(default_factory=list)
+    topics: list[TopicData] = field(default_factory=list)
+    node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[VoteResponse, int]:

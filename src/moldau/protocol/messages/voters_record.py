@@ -25,8 +25,8 @@ _S_iu = struct.Struct(">i16s")
 
 @dataclass(slots=True)
 class Endpoint:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
 
 
@@ -40,8 +40,8 @@ class KRaftVersionFeature:
 class Voter:
     voter_id: int = 0
     voter_directory_id: bytes = ZERO_UUID
-    endpoints: list[Endpoint] | None = field(default_factory=list)
-    k_raft_version_feature: KRaftVersionFeature | None = field(
+    endpoints: list[Endpoint] = field(default_factory=list)
+    k_raft_version_feature: KRaftVersionFeature = field(
         default_factory=lambda: KRaftVersionFeature()
     )
 
@@ -53,7 +53,7 @@ class VotersRecord:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     version: int = 0
-    voters: list[Voter] | None = field(default_factory=list)
+    voters: list[Voter] = field(default_factory=list)
 
     @classmethod
     def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[VotersRecord, int]:

@@ -36,13 +36,13 @@ class PartitionData:
     state_epoch: int = 0
     leader_epoch: int = 0
     start_offset: int = 0
-    state_batches: list[StateBatch] | None = field(default_factory=list)
+    state_batches: list[StateBatch] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class WriteStateData:
     topic_id: bytes = ZERO_UUID
-    partitions: list[PartitionData] | None = field(default_factory=list)
+    partitions: list[PartitionData] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -51,8 +51,8 @@ class WriteShareGroupStateRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    group_id: str | None = ""
-    topics: list[WriteStateData] | None = field(default_factory=list)
+    group_id: str = ""
+    topics: list[WriteStateData] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -26,8 +26,8 @@ _S_qho = struct.Struct(">qh?")
 
 @dataclass(slots=True)
 class WritableTxnMarkerTopic:
-    name: str | None = ""
-    partition_indexes: list[int] | None = field(default_factory=list)
+    name: str = ""
+    partition_indexes: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -35,7 +35,7 @@ class WritableTxnMarker:
     producer_id: int = 0
     producer_epoch: int = 0
     transaction_result: bool = False
-    topics: list[WritableTxnMarkerTopic] | None = field(default_factory=list)
+    topics: list[WritableTxnMarkerTopic] = field(default_factory=list)
     coordinator_epoch: int = 0
 
 
@@ -45,7 +45,7 @@ class WriteTxnMarkersRequest:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
-    markers: list[WritableTxnMarker] | None = field(default_factory=list)
+    markers: list[WritableTxnMarker] = field(default_factory=list)
 
     @classmethod
     def decode(

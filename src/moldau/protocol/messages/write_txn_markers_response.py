@@ -32,14 +32,14 @@ class WritableTxnMarkerPartitionResult:
 
 @dataclass(slots=True)
 class WritableTxnMarkerTopicResult:
-    name: str | None = ""
-    partitions: list[WritableTxnMarkerPartitionResult] | None = field(default_factory=list)
+    name: str = ""
+    partitions: list[WritableTxnMarkerPartitionResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class WritableTxnMarkerResult:
     producer_id: int = 0
-    topics: list[WritableTxnMarkerTopicResult] | None = field(default_factory=list)
+    topics: list[WritableTxnMarkerTopicResult] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -48,7 +48,7 @@ class WriteTxnMarkersResponse:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 1  # -1: never
-    markers: list[WritableTxnMarkerResult] | None = field(default_factory=list)
+    markers: list[WritableTxnMarkerResult] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -28,10 +28,10 @@ class AccessControlEntryRecord:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     id: bytes = ZERO_UUID
     resource_type: int = 0
-    resource_name: str | None = ""
+    resource_name: str = ""
     pattern_type: int = 0
-    principal: str | None = ""
-    host: str | None = ""
+    principal: str = ""
+    host: str = ""
     operation: int = 0
     permission_type: int = 0
 

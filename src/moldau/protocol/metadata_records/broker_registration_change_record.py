@@ -30,7 +30,7 @@ class BrokerRegistrationChangeRecord:
     broker_epoch: int = 0
     fenced: int = 0
     in_controlled_shutdown: int = 0
-    log_dirs: list[bytes] | None = field(default_factory=list)
+    log_dirs: list[bytes] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -22,7 +22,7 @@ _S_do = struct.Struct(">d?")
 
 @dataclass(slots=True)
 class EntityData:
-    entity_type: str | None = ""
+    entity_type: str = ""
     entity_name: str | None = ""
 
 
@@ -32,8 +32,8 @@ class ClientQuotaRecord:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    entity: list[EntityData] | None = field(default_factory=list)
-    key: str | None = ""
+    entity: list[EntityData] = field(default_factory=list)
+    key: str = ""
     value: float = 0.0
     remove: bool = False
 

@@ -25,8 +25,8 @@ class ConfigRecord:
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     resource_type: int = 0
-    resource_name: str | None = ""
-    name: str | None = ""
+    resource_name: str = ""
+    name: str = ""
     value: str | None = ""
 
     @classmethod

@@ -25,13 +25,13 @@ class DelegationTokenRecord:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    owner: str | None = ""
-    requester: str | None = ""
-    renewers: list[str] | None = field(default_factory=list)
+    owner: str = ""
+    requester: str = ""
+    renewers: list[str] = field(default_factory=list)
     issue_timestamp: int = 0
     max_timestamp: int = 0
     expiration_timestamp: int = 0
-    token_id: str | None = ""
+    token_id: str = ""
 
     @classmethod
     def decode(

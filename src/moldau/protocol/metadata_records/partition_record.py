@@ -30,15 +30,15 @@ class PartitionRecord:
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     partition_id: int = -1
     topic_id: bytes = ZERO_UUID
-    replicas: list[int] | None = field(default_factory=list)
-    isr: list[int] | None = field(default_factory=list)
-    removing_replicas: list[int] | None = field(default_factory=list)
-    adding_replicas: list[int] | None = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+    adding_replicas: list[int] = field(default_factory=list)
     leader: int = -1
     leader_recovery_state: int = 0
     leader_epoch: int = -1
     partition_epoch: int = -1
-    directories: list[bytes] | None = field(default_factory=list)
+    directories: list[bytes] = field(default_factory=list)
     eligible_leader_replicas: list[int] | None = None
     last_known_elr: list[int] | None = None
 

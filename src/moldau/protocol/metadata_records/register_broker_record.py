@@ -30,15 +30,15 @@ _S_u = struct.Struct(">16s")
 
 @dataclass(slots=True)
 class BrokerEndpoint:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
     security_protocol: int = 0
 
 
 @dataclass(slots=True)
 class BrokerFeature:
-    name: str | None = ""
+    name: str = ""
     min_supported_version: int = 0
     max_supported_version: int = 0
 
@@ -53,12 +53,12 @@ class RegisterBrokerRecord:
     is_migrating_zk_broker: bool = False
     incarnation_id: bytes = ZERO_UUID
     broker_epoch: int = 0
-    end_points: list[BrokerEndpoint] | None = field(default_factory=list)
-    features: list[BrokerFeature] | None = field(default_factory=list)
+    end_points: list[BrokerEndpoint] = field(default_factory=list)
+    features: list[BrokerFeature] = field(default_factory=list)
     rack: str | None = ""
     fenced: bool = True
     in_controlled_shutdown: bool = False
-    log_dirs: list[bytes] | None = field(default_factory=list)
+    log_dirs: list[bytes] = field(default_factory=list)
 
     @classmethod
     def decode(

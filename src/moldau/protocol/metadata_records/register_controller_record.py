@@ -24,15 +24,15 @@ _S_iuo = struct.Struct(">i16s?")
 
 @dataclass(slots=True)
 class ControllerEndpoint:
-    name: str | None = ""
-    host: str | None = ""
+    name: str = ""
+    host: str = ""
     port: int = 0
     security_protocol: int = 0
 
 
 @dataclass(slots=True)
 class ControllerFeature:
-    name: str | None = ""
+    name: str = ""
     min_supported_version: int = 0
     max_supported_version: int = 0
 
@@ -46,8 +46,8 @@ class RegisterControllerRecord:
     controller_id: int = 0
     incarnation_id: bytes = ZERO_UUID
     zk_migration_ready: bool = False
-    end_points: list[ControllerEndpoint] | None = field(default_factory=list)
-    features: list[ControllerFeature] | None = field(default_factory=list)
+    end_points: list[ControllerEndpoint] = field(default_factory=list)
+    features: list[ControllerFeature] = field(default_factory=list)
 
     @classmethod
     def decode(

@@ -21,7 +21,7 @@ class RemoveDelegationTokenRecord:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    token_id: str | None = ""
+    token_id: str = ""
 
     @classmethod
     def decode(

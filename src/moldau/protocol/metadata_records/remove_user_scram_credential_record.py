@@ -23,7 +23,7 @@ class RemoveUserScramCredentialRecord:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    name: str | None = ""
+    name: str = ""
     mechanism: int = 0
 
     @classmethod

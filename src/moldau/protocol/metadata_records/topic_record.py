@@ -24,7 +24,7 @@ class TopicRecord:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    name: str | None = ""
+    name: str = ""
     topic_id: bytes = ZERO_UUID
 
     @classmethod

@@ -26,11 +26,11 @@ class UserScramCredentialRecord:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
-    name: str | None = ""
+    name: str = ""
     mechanism: int = 0
-    salt: bytes | None = b""
-    stored_key: bytes | None = b""
-    server_key: bytes | None = b""
+    salt: bytes = b""
+    stored_key: bytes = b""
+    server_key: bytes = b""
     iterations: int = 0
 
     @classmethod
