@@ -56,8 +56,11 @@ T = TypeVar("T")
 
 
 class ConfigResource(Protocol):
-    resource_type: int
-    resource_name: str | None
+    @property
+    def resource_type(self) -> int: ...
+
+    @property
+    def resource_name(self) -> str | None: ...
 
 
 class ControllerApis:

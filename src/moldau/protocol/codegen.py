@@ -1,10 +1,16 @@
-"""Generate message codecs from Kafka's JSON message schemas.
+"""Generate codecs from Kafka's JSON message schemas.
 
-Run ``python -m moldau.protocol.codegen`` to rewrite ``moldau/protocol/messages/``. The
-schemas are read from the kafka-python (3.x) package, which ships Kafka's files. Each
-message becomes a module with one dataclass per struct and one straight-line decoder and
-encoder per distinct wire layout (versions with identical layouts share a function), so
-the runtime does no schema interpretation at all.
+Run ``python -m moldau.protocol.codegen`` to rewrite the generated packages from the
+schemas vendored in ``moldau/protocol/schemas/`` (see ``TARGETS``): RPCs and the KRaft
+control records (``messages/``), KRaft metadata records (``metadata_records/``) and the
+group/transaction coordinators' records (``coordinator_records/``). Each schema becomes a
+module with one dataclass per struct and one straight-line decoder and encoder per
+distinct wire layout (versions with identical layouts share a function), so the runtime
+does no schema interpretation at all.
+
+Decoders trust nothing: every length and count is checked against the bytes left before
+anything is allocated (an array count must fit its elements' minimum encoded size), and a
+null where the schema does not allow one is refused, as Kafka's generated readers do.
 """
 
 from __future__ import annotations
@@ -16,13 +22,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-OUT_DIR = Path(__file__).parent / "messages"
+PACKAGE_DIR = Path(__file__).parent
+SCHEMA_DIR = PACKAGE_DIR / "schemas"
 
-# Versions Kafka 4 dropped from a schema but still advertises, so clients keep features
-# (librdkafka turns compression off without Produce v0). The fields keep their version
-# history, so the old layouts can still be generated; the handler answers them with
-# UNSUPPORTED_VERSION.
-LOWEST_VERSION = {"ProduceRequest": 0, "ProduceResponse": 0}
+# Generated package -> the vendored schema folders it is generated from. raft/ holds
+# QuorumStateData, which Kafka stores as a JSON file, so it gets no binary codec.
+TARGETS: dict[str, tuple[str, ...]] = {
+    "messages": ("clients",),
+    "metadata_records": ("metadata",),
+    "coordinator_records": ("group-coordinator", "transaction-coordinator"),
+}
 
 FIXED = {
     "int8": ("b", 1),
@@ -34,12 +43,6 @@ FIXED = {
     "bool": ("?", 1),
     "uuid": ("16s", 16),
 }
-
-
-def schema_dir() -> Path:
-    import kafka.protocol.schemas as schemas  # only needed at generation time
-
-    return Path(schemas.__file__).parent / "resources"
 
 
 def load_schema(path: Path) -> dict:
@@ -107,8 +110,7 @@ class Message:
         self.name: str = schema["name"]
         self.kind: str = schema["type"]
         self.api_key: int | None = schema.get("apiKey")
-        valid = Versions.parse(schema["validVersions"])
-        self.valid = Versions(LOWEST_VERSION.get(self.name, valid.low), valid.high)
+        self.valid = Versions.parse(schema["validVersions"])
         self.flexible = Versions.parse(schema.get("flexibleVersions", "none"))
         self.common = {s["name"]: s["fields"] for s in schema.get("commonStructs", [])}
         self.structs: dict[str, Struct] = {}
@@ -144,8 +146,8 @@ class Message:
             kind = "struct"
             struct_name = ftype
             self._build(ftype, f.get("fields") or self.common[ftype])
-        versions = Versions.parse(f.get("versions"), NONE)
         tagged = Versions.parse(f.get("taggedVersions"), NONE)
+        versions = Versions.parse(f.get("versions"), tagged)  # as Kafka: tagged-only fields
         default = f.get("default")
         return Field(
             name=f["name"],
@@ -156,7 +158,7 @@ class Message:
             versions=versions,
             nullable=Versions.parse(f.get("nullableVersions"), NONE),
             tagged=tagged,
-            tag=f.get("tag"),
+            tag=None if f.get("tag") is None else int(f["tag"]),
             flexible_override=(
                 Versions.parse(f["flexibleVersions"]) if "flexibleVersions" in f else None
             ),
@@ -213,11 +215,14 @@ def py_type(f: Field) -> str:
     }
     if f.type == "array":
         inner = f.struct if f.elem == "struct" else base[f.elem or ""]
-        return f"list[{inner}] | None"
-    if f.type == "struct":
-        return f"{f.struct} | None"
-    t = base[f.type]
-    return t if f.type in FIXED else f"{t} | None"
+        t = f"list[{inner}]"
+    elif f.type == "struct":
+        t = f.struct or ""
+    else:
+        t = base[f.type]
+    # Decoders refuse a null the schema does not allow, so only nullable fields say None.
+    nullable = f.nullable.low <= f.nullable.high or f.default == "null"
+    return f"{t} | None" if nullable and f.type not in FIXED else t
 
 
 class Emitter:
@@ -244,31 +249,54 @@ class Emitter:
     def present(self, s: Struct, v: int) -> list[Field]:
         return [f for f in s.fields if v in f.versions]
 
+    # -- sizes ---------------------------------------------------------------
+    def min_size(self, f: Field, kind: str, v: int, nullable: bool) -> int:
+        """The fewest bytes one value of ``kind`` can take on the wire."""
+        flex = self.flexible(f, v)
+        if kind in FIXED:
+            return FIXED[kind][1]
+        if kind == "string":
+            return 1 if flex else 2
+        if kind in ("bytes", "records", "array"):
+            return 1 if flex else 4
+        if nullable:  # a nullable struct may be just its -1 marker
+            return 1
+        return self.struct_min_size(f.struct or "", v)
+
+    def struct_min_size(self, struct_name: str, v: int) -> int:
+        s = self.msg.structs[struct_name]
+        fields = [f for f in self.present(s, v) if v not in f.tagged]
+        size = sum(self.min_size(f, f.type, v, v in f.nullable) for f in fields)
+        return size + (1 if self.flexible(None, v) else 0)  # the tagged-field count
+
     # -- decoding ------------------------------------------------------------
-    def read_expr(self, kind: str, f: Field, v: int, var: str) -> list[str]:
+    def read_expr(self, kind: str, f: Field, v: int, var: str, nullable: bool) -> list[str]:
         """Lines that read one value of ``kind`` into ``var`` and advance pos."""
         flex = self.flexible(f, v)
         if kind in FIXED:
             fmt, size = FIXED[kind]
             c = self.fmt_const(fmt)
             return [f"({var},) = {c}.unpack_from(buf, pos)", f"pos += {size}"]
+        fn = "read_" + ("nullable_" if nullable else "") + ("compact_" if flex else "")
         if kind == "string":
-            fn = "read_compact_string" if flex else "read_string"
-            return [f"{var}, pos = {fn}(buf, pos)"]
+            return [f"{var}, pos = {fn}string(buf, pos)"]
         if kind == "bytes":
-            fn = "read_compact_bytes" if flex else "read_bytes"
-            return [f"{var}, pos = {fn}(buf, pos)", f"if {var} is not None: {var} = bytes({var})"]
-        if kind == "records":
-            fn = "read_compact_bytes" if flex else "read_bytes"
-            return [f"{var}, pos = {fn}(buf, pos)"]
+            lines = [f"{var}, pos = {fn}bytes(buf, pos)"]
+            if nullable:
+                return [*lines, f"if {var} is not None: {var} = bytes({var})"]
+            return [*lines, f"{var} = bytes({var})"]
+        if kind == "records":  # zero-copy: a view of the request frame
+            return [f"{var}, pos = {fn}bytes(buf, pos)"]
         raise AssertionError(kind)
 
     def decode_field(self, f: Field, v: int, var: str) -> list[str]:
         flex = self.flexible(f, v)
+        nullable = v in f.nullable
+        null_error = f"raise ProtocolDecodeError('non-nullable field {f.name} was null')"
         if f.type == "struct":
             fn = self.decoder(f.struct or "", v)
             lines = []
-            if v in f.nullable:
+            if nullable:
                 lines += [
                     "(_m,) = _S_b.unpack_from(buf, pos)",
                     "pos += 1",
@@ -281,25 +309,27 @@ class Emitter:
             return lines
         if f.type == "array":
             ln = "read_compact_array_len" if flex else "read_array_len"
-            lines = [f"_n, pos = {ln}(buf, pos)", f"if _n < 0: {var} = None"]
+            size = max(1, self.min_size(f, f.elem or "", v, False))
+            head = [f"_n, pos = {ln}(buf, pos, {size})"]
             if f.elem in FIXED and f.elem != "uuid":
                 fmt, size = FIXED[f.elem]
-                lines += [
-                    "else:",
-                    f"    {var} = list(struct.unpack_from('>' + '{fmt}' * _n, buf, pos))",
-                    f"    pos += {size} * _n",
+                items = [
+                    f"{var} = list(struct.unpack_from('>' + '{fmt}' * _n, buf, pos))",
+                    f"pos += {size} * _n",
                 ]
-                return lines
-            if f.elem == "struct":
-                fn = self.decoder(f.struct or "", v)
-                body = [f"_x, pos = {fn}(buf, pos)"]
             else:
-                body = self.read_expr(f.elem or "", f, v, "_x")
-            lines += ["else:", f"    {var} = []", "    for _ in range(_n):"]
-            lines += ["        " + b for b in body]
-            lines.append(f"        {var}.append(_x)")
-            return lines
-        return self.read_expr(f.type, f, v, var)
+                if f.elem == "struct":
+                    fn = self.decoder(f.struct or "", v)
+                    body = [f"_x, pos = {fn}(buf, pos)"]
+                else:  # elements of a string or bytes array are never null
+                    body = self.read_expr(f.elem or "", f, v, "_x", False)
+                items = [f"{var} = []", "for _ in range(_n):"]
+                items += ["    " + b for b in body]
+                items.append(f"    {var}.append(_x)")
+            if nullable:
+                return [*head, f"if _n < 0: {var} = None", "else:", *("    " + i for i in items)]
+            return [*head, f"if _n < 0: {null_error}", *items]
+        return self.read_expr(f.type, f, v, var, nullable)
 
     def decoder(self, struct_name: str, v: int) -> str:
         key = (struct_name, v)
@@ -336,14 +366,14 @@ class Emitter:
             body.append("    _tag, pos = read_uvarint(buf, pos)")
             body.append("    _ts, pos = read_uvarint(buf, pos)")
             body.append("    _end = pos + _ts")
+            body.append(
+                "    if _end > len(buf): raise ProtocolDecodeError('tagged field overruns')"
+            )
             for j, f in enumerate(tagged):
                 kw = "if" if j == 0 else "elif"
                 body.append(f"    {kw} _tag == {f.tag}:")
-                body.append("        _save = pos")
                 body += ["        " + ln for ln in self.decode_field(f, v, f"v_{f.attr}")]
-                body.append("        pos = _save")
             body.append("    pos = _end")
-            body.append("    if pos > len(buf): raise ProtocolDecodeError('tagged field overruns')")
         args = ", ".join(f"{f.attr}=v_{f.attr}" for f in fields)
         body.append(f"return {struct_name}({args}), pos")
         code = "\n".join("    " + ln for ln in body)
@@ -369,6 +399,10 @@ class Emitter:
         """Lines that encode ``expr``; ``w`` is the Writer, ``out`` its current buffer."""
         flex = self.flexible(f, v)
         if f.type == "records":
+            if self.msg.kind == "response":
+                # Kafka answers an empty record set, never null: librdkafka 2.0.2 fails to
+                # parse a null one (MessageSetSize -1).
+                expr = f'b"" if {expr} is None else {expr}'
             return [f"{w}.records({expr}, {flex})", f"{out} = {w}.buf"]
         if f.type == "struct":
             fn = self.encoder(f.struct or "", v)
@@ -470,50 +504,50 @@ def module_name(msg_name: str) -> str:
     return snake(msg_name)
 
 
-def render(msg: Message) -> str:
+PRIMITIVES = (
+    "ZERO_UUID",
+    "ProtocolDecodeError",
+    "Writer",
+    *(
+        f"{op}_{null}{compact}{kind}"
+        for op, null in (("read", ""), ("read", "nullable_"), ("write", ""))
+        for compact in ("", "compact_")
+        for kind in ("string", "bytes")
+    ),
+    "read_array_len",
+    "read_compact_array_len",
+    "read_uvarint",
+    "write_array_len",
+    "write_compact_array_len",
+    "write_tagged",
+)
+
+
+def render(msg: Message, source: str) -> str:
     em = Emitter(msg)
     versions = range(msg.valid.low, msg.valid.high + 1)
     dec = {v: em.decoder(msg.name, v) for v in versions}
     enc = {v: em.encoder(msg.name, v) for v in versions}
-    out: list[str] = [
-        f'"""Generated by moldau.protocol.codegen from Kafka\'s {msg.name}.json. Do not edit."""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "import struct",
-        "from dataclasses import dataclass, field",
-        "from typing import Any, ClassVar",
-        "",
-        "from moldau.protocol.primitives import (",
-        "    ZERO_UUID, ProtocolDecodeError, Writer, read_array_len, read_bytes,",
-        "    read_compact_array_len, read_compact_bytes, read_compact_string, read_string,",
-        "    read_uvarint, write_array_len, write_bytes, write_compact_array_len,",
-        "    write_compact_bytes, write_compact_string, write_string, write_tagged,",
-        ")",
-        "",
-    ]
-    for const, fmt in sorted(em.structs_fmt.items()):
-        out.append(f"{const} = struct.Struct('>{fmt}')")
-    out.append("")
+    classes: list[str] = []
     for name in msg.order:
         s = msg.structs[name]
-        out.append("")
-        out.append("@dataclass(slots=True)")
-        out.append(f"class {name}:")
+        classes.append("")
+        classes.append("@dataclass(slots=True)")
+        classes.append(f"class {name}:")
         if name == msg.name:
-            out.append(f"    API_KEY: ClassVar[int | None] = {msg.api_key}")
-            out.append(f"    MIN_VERSION: ClassVar[int] = {msg.valid.low}")
-            out.append(f"    MAX_VERSION: ClassVar[int] = {msg.valid.high}")
+            classes.append(f"    API_KEY: ClassVar[int | None] = {msg.api_key}")
+            classes.append(f"    MIN_VERSION: ClassVar[int] = {msg.valid.low}")
+            classes.append(f"    MAX_VERSION: ClassVar[int] = {msg.valid.high}")
             flex_from = msg.flexible.low if msg.flexible.low <= msg.flexible.high else -1
-            out.append(f"    FLEXIBLE_FROM: ClassVar[int] = {flex_from}  # -1: never")
+            classes.append(f"    FLEXIBLE_FROM: ClassVar[int] = {flex_from}  # -1: never")
         seen: set[str] = set()
         for f in s.fields:
             if f.attr in seen:
                 continue
             seen.add(f.attr)
-            out.append(f"    {f.attr}: {py_type(f)} = {py_default(f)}")
+            classes.append(f"    {f.attr}: {py_type(f)} = {py_default(f)}")
         if name == msg.name:
-            out += [
+            classes += [
                 "",
                 "    @classmethod",
                 f"    def decode(cls, buf: memoryview, version: int, pos: int = 0) -> tuple[{name}, int]:",
@@ -532,7 +566,25 @@ def render(msg: Message) -> str:
                 "        return w.finish()",
             ]
         if not s.fields and name != msg.name:
-            out.append("    pass")
+            classes.append("    pass")
+    code = "\n".join(classes + em.lines)
+    used = [p for p in PRIMITIVES if re.search(rf"\b{p}\b", code)]
+    out: list[str] = [
+        f'"""Generated by moldau.protocol.codegen from Kafka\'s {source}. Do not edit."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "import struct",
+        "from dataclasses import dataclass, field",
+        "from typing import Any, ClassVar",
+        "",
+        f"from moldau.protocol.primitives import ({', '.join(sorted(used))})",
+        "",
+    ]
+    for const, fmt in sorted(em.structs_fmt.items()):
+        out.append(f"{const} = struct.Struct('>{fmt}')")
+    out.append("")
+    out += classes
     out.append("")
     out.append("")
     out += em.lines
@@ -541,37 +593,83 @@ def render(msg: Message) -> str:
     return "\n".join(out) + "\n"
 
 
-def generate(out_dir: Path = OUT_DIR) -> list[str]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.py"):
-        old.unlink()
-    names: list[tuple[str, Message]] = []
-    for path in sorted(schema_dir().glob("*.json")):
-        msg = Message(load_schema(path))
-        mod = module_name(msg.name)
-        (out_dir / f"{mod}.py").write_text(render(msg))
-        names.append((mod, msg))
-    index = [
-        '"""Generated index of message codecs by API key. Do not edit."""',
+def render_index(package: str, messages: list[tuple[str, str, Message]]) -> str:
+    """The package's ``__init__``: RPCs by API key, metadata records by api key, and
+    coordinator (key, value) classes by record type (the key's version)."""
+    tables: dict[str, list[tuple[int, str]]] = {}
+    imported: set[str] = set()
+    if package == "messages":
+        doc = "Generated index of message codecs by API key. Do not edit."
+        for _, _, m in messages:
+            if m.kind in ("request", "response"):
+                tables.setdefault(f"{m.kind.upper()}S", []).append((m.api_key or 0, m.name))
+                imported.add(m.name)
+    elif package == "metadata_records":
+        doc = "Generated index of KRaft metadata record codecs by api key. Do not edit."
+        tables["RECORDS"] = [(m.api_key or 0, m.name) for _, _, m in messages]
+        imported = {m.name for _, _, m in messages}
+    else:
+        doc = "Generated index of coordinator record codecs by record type. Do not edit."
+        for folder, _, m in messages:
+            if m.name.endswith("Key"):
+                value = m.name[: -len("Key")] + "Value"
+                types = tables.setdefault(f"{folder.split('-')[0].upper()}_RECORD_TYPES", [])
+                types += [(v, f"({m.name}, {value})") for v in range(m.valid.low, m.valid.high + 1)]
+                imported |= {m.name, value}
+    lines = [
+        f'"""{doc}"""',
         "",
         "from __future__ import annotations",
         "",
         "from typing import Any",
         "",
     ]
-    for mod, msg in names:
-        if msg.kind in ("request", "response"):
-            index.append(f"from moldau.protocol.messages.{mod} import {msg.name}")
-    index += ["", "REQUESTS: dict[int, Any] = {"]
-    index += [f"    {m.api_key}: {m.name}," for _, m in names if m.kind == "request"]
-    index += ["}", "", "RESPONSES: dict[int, Any] = {"]
-    index += [f"    {m.api_key}: {m.name}," for _, m in names if m.kind == "response"]
-    index += ["}", ""]
-    (out_dir / "__init__.py").write_text("\n".join(index))
-    subprocess.run([sys.executable, "-m", "ruff", "format", "--quiet", "--isolated", "--line-length", "100", str(out_dir)], check=False)
-    return [m for m, _ in names]
+    lines += [
+        f"from moldau.protocol.{package}.{mod} import {m.name}"
+        for _, mod, m in messages
+        if m.name in imported
+    ]
+    for table, rows in tables.items():
+        lines += ["", f"{table}: dict[int, Any] = {{"]
+        lines += [f"    {k}: {n}," for k, n in sorted(rows)]
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def generate(out_root: Path = PACKAGE_DIR) -> list[str]:
+    """Write every target package under ``out_root``; returns the module paths written."""
+    written: list[str] = []
+    for package, folders in TARGETS.items():
+        out_dir = out_root / package
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for old in out_dir.glob("*.py"):
+            old.unlink()
+        messages: list[tuple[str, str, Message]] = []
+        for folder in folders:
+            for path in sorted((SCHEMA_DIR / folder).glob("*.json")):
+                msg = Message(load_schema(path))
+                mod = module_name(msg.name)
+                (out_dir / f"{mod}.py").write_text(render(msg, f"{folder}/{path.name}"))
+                messages.append((folder, mod, msg))
+                written.append(f"{package}/{mod}.py")
+        (out_dir / "__init__.py").write_text(render_index(package, messages))
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ruff",
+                "format",
+                "--quiet",
+                "--isolated",
+                "--line-length",
+                "100",
+                str(out_dir),
+            ],
+            check=True,
+        )
+    return written
 
 
 if __name__ == "__main__":
     mods = generate()
-    print(f"generated {len(mods)} message modules in {OUT_DIR}")
+    print(f"generated {len(mods)} modules under {PACKAGE_DIR}")

@@ -77,9 +77,17 @@ def _short(pos: int, n: int, buf: memoryview) -> ProtocolDecodeError:
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
+    if pos >= len(buf):
+        raise _short(pos, 1, buf)
+    b = buf[pos]
+    if b < 0x80:  # the usual case: lengths, counts and tag sections below 128
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
     while True:
+        if shift > 28:  # Kafka's limit: five bytes
+            raise ProtocolDecodeError("varint too long")
         if pos >= len(buf):
             raise _short(pos, 1, buf)
         b = buf[pos]
@@ -88,8 +96,6 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
         if not b & 0x80:
             return result, pos
         shift += 7
-        if shift > 35:
-            raise ProtocolDecodeError("varint too long")
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
@@ -99,7 +105,7 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def read_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
+def read_nullable_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     (n,) = INT16.unpack_from(buf, pos)
     pos += 2
     if n < 0:
@@ -110,7 +116,7 @@ def read_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_compact_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
+def read_nullable_compact_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -120,7 +126,7 @@ def read_compact_string(buf: memoryview, pos: int) -> tuple[str | None, int]:
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
+def read_nullable_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
     (n,) = INT32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -131,7 +137,7 @@ def read_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
     return buf[pos:end], end
 
 
-def read_compact_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
+def read_nullable_compact_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -141,31 +147,58 @@ def read_compact_bytes(buf: memoryview, pos: int) -> tuple[memoryview | None, in
     return buf[pos:end], end
 
 
-def read_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
-    """Array length (-1 for null); rejects lengths the remaining bytes cannot hold."""
+def _null() -> ProtocolDecodeError:
+    return ProtocolDecodeError("null where the schema does not allow one")
+
+
+def read_string(buf: memoryview, pos: int) -> tuple[str, int]:
+    value, pos = read_nullable_string(buf, pos)
+    if value is None:
+        raise _null()
+    return value, pos
+
+
+def read_compact_string(buf: memoryview, pos: int) -> tuple[str, int]:
+    value, pos = read_nullable_compact_string(buf, pos)
+    if value is None:
+        raise _null()
+    return value, pos
+
+
+def read_bytes(buf: memoryview, pos: int) -> tuple[memoryview, int]:
+    value, pos = read_nullable_bytes(buf, pos)
+    if value is None:
+        raise _null()
+    return value, pos
+
+
+def read_compact_bytes(buf: memoryview, pos: int) -> tuple[memoryview, int]:
+    value, pos = read_nullable_compact_bytes(buf, pos)
+    if value is None:
+        raise _null()
+    return value, pos
+
+
+def read_array_len(buf: memoryview, pos: int, elem_size: int) -> tuple[int, int]:
+    """Array length (-1 for null); refuses counts whose elements, at ``elem_size`` bytes or
+    more each, cannot fit in the bytes left, before anything is allocated."""
     (n,) = INT32.unpack_from(buf, pos)
-    if n > len(buf) - pos:
-        raise _short(pos, n, buf)
-    return n, pos + 4
+    pos += 4
+    if n * elem_size > len(buf) - pos:
+        raise ProtocolDecodeError(
+            f"array of {n} at {pos - 4} exceeds the {len(buf) - pos} bytes left"
+        )
+    return n, pos
 
 
-def read_compact_array_len(buf: memoryview, pos: int) -> tuple[int, int]:
+def read_compact_array_len(buf: memoryview, pos: int, elem_size: int) -> tuple[int, int]:
+    start = pos
     n, pos = read_uvarint(buf, pos)
-    if n - 1 > len(buf) - pos:
-        raise _short(pos, n, buf)
+    if (n - 1) * elem_size > len(buf) - pos:
+        raise ProtocolDecodeError(
+            f"array of {n - 1} at {start} exceeds the {len(buf) - pos} bytes left"
+        )
     return n - 1, pos
-
-
-def skip_tagged(buf: memoryview, pos: int) -> int:
-    """Skip a tagged-field section whose tags are all unknown to us."""
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise _short(pos, size, buf)
-    return pos
 
 
 def write_string(out: bytearray, value: str | None) -> None:

@@ -114,6 +114,36 @@ def test_decode_group_value_v0():
     )
 
 
+def test_decode_flexible_and_future_group_values():
+    # member: id "m1", null instance id, client "c1", host "/h", timeouts, blobs, no tags
+    member = b"\x03m1\x00\x03c1\x03/h" + struct.pack(">ii", 30_000, 10_000) + b"\x04sub\x04asg\x00"
+    unknown_tag = b"\x01\x05\x01z"  # one tagged field this version does not know: skipped
+    v4 = (
+        b"\x00\x04\x09consumer"
+        + struct.pack(">i", 2)
+        + b"\x06range\x03m1"
+        + struct.pack(">q", 77)
+        + b"\x02"  # one member
+        + member
+        + unknown_tag
+    )
+    expected = GroupMetadataValue(
+        "consumer",
+        2,
+        "range",
+        "m1",
+        77,
+        (MemberMetadataValue("m1", None, "c1", "/h", 30_000, 10_000, b"sub", b"asg"),),
+    )
+    assert decode_group_value(v4) == expected
+    # KIP-915: a later version only adds tagged fields, so it is read as the newest we know
+    assert decode_group_value(b"\x00\x05" + v4[2:]) == expected
+    v5 = b"\x00\x05" + struct.pack(">qi", 5, 2) + b"\x02m" + struct.pack(">q", 99) + b"\x00"
+    assert decode_offset_value(v5) == OffsetAndMetadata(5, 2, "m", 99)
+    with pytest.raises(ValueError):
+        decode_group_value(b"\xff\xff" + v4[2:])
+
+
 def test_subscription_and_assignment_topics():
     assert subscription_topics(subscription("a", "b")) == ["a", "b"]
     assert subscription_topics(subscription("a", version=1)) == ["a"]
@@ -165,3 +195,18 @@ def test_partition_for_group_matches_java():
 def test_java_hash_matches_closed_form(text):
     assert java_string_hash(text) == java_hash_closed_form(text)
     assert partition_for_group(text) == (java_hash_closed_form(text) & 0x7FFFFFFF) % 50
+
+
+def test_newer_consumer_protocol_versions_are_read_with_the_newest_layout():
+    v9 = (
+        struct.pack(">hi", 9, 1)
+        + s16("x")
+        + b32(b"")
+        + struct.pack(">i", 0)  # no owned partitions
+        + struct.pack(">i", 3)  # generation
+        + s16("rack")
+        + b"fields of v4-v9"
+    )
+    assert subscription_topics(v9) == ["x"]
+    with pytest.raises(ValueError):
+        subscription_topics(b"\xff\xff" + v9[2:])

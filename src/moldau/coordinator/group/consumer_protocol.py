@@ -1,30 +1,45 @@
-"""Just enough of the consumer protocol (subscription/assignment v0-3) to know topics.
+"""Just enough of the consumer protocol to know topics.
 
 The coordinator needs subscribed topics for OffsetDelete (GROUP_SUBSCRIBED_TO_TOPIC) and
-offset expiry of Stable groups; `groups describe` needs assigned partitions. Topics come
-first in every version, so the trailing version-specific fields are never read.
+offset expiry of Stable groups; `groups describe` needs assigned partitions. The blobs are
+decoded with the generated ConsumerProtocolSubscription/Assignment codecs; as Kafka's
+ConsumerProtocol does, a version newer than we know is read with the newest layout.
 """
 
 from __future__ import annotations
 
-from .byte_reader import ByteReader
+import struct
+from typing import Any
+
+from moldau.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+from moldau.protocol.messages.consumer_protocol_subscription import (
+    ConsumerProtocolSubscription,
+)
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+
+_VERSION = struct.Struct(">h")
+
+
+def _decode(cls: Any, data: bytes) -> Any:
+    """Raises ValueError (ProtocolDecodeError) when malformed."""
+    if len(data) < 2:
+        raise ValueError("consumer protocol blob shorter than its version")
+    (version,) = _VERSION.unpack_from(data)
+    if version < 0:
+        raise ValueError(f"consumer protocol version {version}")
+    return cls.decode(memoryview(data), min(version, cls.MAX_VERSION), 2)[0]
 
 
 def subscription_topics(data: bytes) -> list[str]:
     """Topics of a ConsumerProtocolSubscription; raises ValueError when malformed."""
-    reader = ByteReader(data)
-    reader.int16()
-    return [reader.string() for _ in range(reader.array_length())]
+    topics: list[str] = _decode(ConsumerProtocolSubscription, data).topics
+    return topics
 
 
 def assignment_partitions(data: bytes) -> dict[str, list[int]]:
     """Assigned partitions by topic of a ConsumerProtocolAssignment; ValueError when malformed."""
-    reader = ByteReader(data)
-    reader.int16()
     assigned: dict[str, list[int]] = {}
-    for _ in range(reader.array_length()):
-        topic = reader.string()
-        assigned.setdefault(topic, []).extend(reader.int32() for _ in range(reader.array_length()))
+    for tp in _decode(ConsumerProtocolAssignment, data).assigned_partitions:
+        assigned.setdefault(tp.topic, []).extend(tp.partitions)
     return assigned

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
-MAX_VERSION = 13
+MAX_VERSION = 12
 
 
 def describe_topic(topic: TopicImage, image: MetadataImage) -> MetadataResponseTopic:
