@@ -109,14 +109,28 @@ class Controller:
         except KafkaError as e:
             return Outcome(ErrorCode.INVALID_CONFIG, str(e))
         topic_id = uuid.uuid4().bytes
-        records: list[MetadataRecord] = [TopicRecord(name, topic_id)]
-        records += [ConfigRecord(TOPIC_RESOURCE, name, k, v) for k, v in sorted(configs.items())]
+        records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
+        records += [
+            ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
+            for k, v in sorted(configs.items())
+        ]
         records += self._partitions(topic_id, range(num_partitions))
         return Outcome(records=records)
 
     def _partitions(self, topic_id: bytes, ids: range) -> list[MetadataRecord]:
         n = self.node_id
-        return [PartitionRecord(topic_id, p, [n], [n], n, 0, 0) for p in ids]
+        return [
+            PartitionRecord(
+                partition_id=p,
+                topic_id=topic_id,
+                replicas=[n],
+                isr=[n],
+                leader=n,
+                leader_epoch=0,
+                partition_epoch=0,
+            )
+            for p in ids
+        ]
 
     def delete_topic(self, image: MetadataImage, name: str) -> Outcome:
         topic = image.topics.get(name)
@@ -125,7 +139,7 @@ class Controller:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 "This server does not host this topic-partition.",
             )
-        return Outcome(records=[RemoveTopicRecord(topic.topic_id)])
+        return Outcome(records=[RemoveTopicRecord(topic_id=topic.topic_id)])
 
     def create_partitions(self, image: MetadataImage, name: str, count: int) -> Outcome:
         topic = image.topics.get(name)
@@ -181,14 +195,22 @@ class Controller:
         """Reserve a block of producer ids; the record makes the reservation durable."""
         start = image.next_producer_id
         block = range(start, start + PRODUCER_ID_BLOCK)
-        return block, Outcome(records=[ProducerIdsRecord(self.node_id, block.stop)])
+        return block, Outcome(
+            records=[ProducerIdsRecord(broker_id=self.node_id, next_producer_id=block.stop)]
+        )
 
 
 def _config_records(
     resource_type: int, name: str, old: Mapping[str, str], new: Mapping[str, str]
 ) -> list[MetadataRecord]:
     records: list[MetadataRecord] = [
-        ConfigRecord(resource_type, name, k, None) for k in old if k not in new
+        ConfigRecord(resource_type=resource_type, resource_name=name, name=k, value=None)
+        for k in old
+        if k not in new
     ]
-    records += [ConfigRecord(resource_type, name, k, v) for k, v in new.items() if old.get(k) != v]
+    records += [
+        ConfigRecord(resource_type=resource_type, resource_name=name, name=k, value=v)
+        for k, v in new.items()
+        if old.get(k) != v
+    ]
     return records

@@ -7,15 +7,18 @@ replicate to, so a batch is committed when it is durable locally and the commit 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from moldau.metadata.records import MetadataRecord, decode_record
+from moldau.metadata.records import MetadataRecord, decode_record, encode_record
 from moldau.metadata.topics import METADATA_TOPIC
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
+
+logger = logging.getLogger(__name__)
 
 METADATA_DIR = f"{METADATA_TOPIC}-0"
 _CONFIG = LogConfig(segment_bytes=64 << 20, retention_ms=-1, retention_bytes=-1)
@@ -35,12 +38,28 @@ class MetadataLog:
         return cls(Log.open(log_dir / METADATA_DIR, _CONFIG, recovery_point=0))
 
     def batches(self) -> Iterator[tuple[list[MetadataRecord], int]]:
-        """Every committed batch, oldest first: (records, last offset)."""
+        """Every committed batch, oldest first: (records, last offset). A record that
+        does not decode (written by a newer release, or damaged) is skipped with an error
+        naming its offset: a node must always be able to start on its own data."""
         offset = self.log.log_start_offset
         while offset < self.log.log_end_offset:
             data = self.log.read_bytes(offset, _READ_CHUNK)
             for info, records in decode_all(data):
-                yield [decode_record(r.key or b"", r.value or b"") for r in records], info.last_offset
+                decoded = []
+                for i, r in enumerate(records):
+                    try:
+                        record = decode_record(r.key, r.value)
+                    except ValueError as e:
+                        logger.error(
+                            "%s: skipping the record at offset %d: %s",
+                            METADATA_DIR,
+                            info.base_offset + i,
+                            e,
+                        )
+                        continue
+                    if record is not None:
+                        decoded.append(record)
+                yield decoded, info.last_offset
                 offset = info.next_offset
 
     def set_commit_callback(self, callback: CommitCallback) -> None:
@@ -48,7 +67,7 @@ class MetadataLog:
 
     def append(self, records: Sequence[MetadataRecord]) -> int:
         """Append one batch holding ``records``, fsync it, announce the commit."""
-        batch = bytearray(build_batch([r.encode() for r in records]))
+        batch = bytearray(build_batch([encode_record(r) for r in records]))
         result = self.log.append(batch, scan_batches(batch, strict=False))
         self.log.flush()
         self.log.high_watermark = self.log.log_end_offset

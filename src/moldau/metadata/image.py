@@ -15,7 +15,6 @@ from types import MappingProxyType
 from typing import Any
 
 from moldau.metadata.records import (
-    ClusterIdRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -119,6 +118,10 @@ class MetadataImage:
             delta.replay(rec)
         return delta.apply(offset)
 
+    def with_cluster_id(self, cluster_id: str) -> MetadataImage:
+        """The cluster id is not a record: it comes from ``meta.properties``."""
+        return replace(self, cluster_id=cluster_id)
+
     def partition(self, topic: str, partition: int) -> PartitionImage | None:
         t = self.topics.get(topic)
         return None if t is None else t.partitions.get(partition)
@@ -133,7 +136,6 @@ class MetadataDelta:
         self._partitions: dict[str, dict[int, PartitionImage]] = {}
         self._configs: dict[tuple[int, str], dict[str, str]] = {}
         self._brokers: dict[int, BrokerImage] = {}
-        self._cluster_id = image.cluster_id
         self._next_producer_id = image.next_producer_id
         self._ids: dict[bytes, str | None] = {}
 
@@ -194,21 +196,19 @@ class MetadataDelta:
             self._replay_config(rec)
         elif isinstance(rec, ProducerIdsRecord):
             self._next_producer_id = rec.next_producer_id
-        elif isinstance(rec, ClusterIdRecord):
-            self._cluster_id = rec.cluster_id
         elif isinstance(rec, RegisterBrokerRecord):
             self._brokers[rec.broker_id] = BrokerImage(
                 rec.broker_id,
-                tuple(Endpoint(e["name"], e["host"], e["port"]) for e in rec.endpoints),
-                rec.rack,
+                tuple(Endpoint(e.name, e.host, e.port) for e in rec.end_points),
+                rec.rack or None,
                 rec.fenced,
                 rec.broker_epoch,
             )
         elif isinstance(rec, FenceBrokerRecord | UnfenceBrokerRecord):
-            broker = self._broker(rec.broker_id)
+            broker = self._broker(rec.id)
             if broker is not None:
                 fenced = isinstance(rec, FenceBrokerRecord)
-                self._brokers[rec.broker_id] = replace(broker, fenced=fenced)
+                self._brokers[rec.id] = replace(broker, fenced=fenced)
 
     def _replay_config(self, rec: ConfigRecord) -> None:
         key = (rec.resource_type, rec.resource_name)
@@ -266,7 +266,7 @@ class MetadataDelta:
             brokers = dict(image.brokers)
             brokers.update(self._brokers)
         return MetadataImage(
-            cluster_id=self._cluster_id,
+            cluster_id=image.cluster_id,
             topics=image.topics if topics is None else MappingProxyType(topics),
             topics_by_id=image.topics_by_id if by_id is None else MappingProxyType(by_id),
             brokers=image.brokers if brokers is None else MappingProxyType(brokers),

@@ -1,143 +1,115 @@
-"""Metadata records: the events of the cluster metadata log (KRaft's record types).
+"""Metadata records: the events of the cluster metadata log, in KRaft's binary format.
 
-Every change to cluster state is one of these records, appended to ``__cluster_metadata``
-and applied to the in-memory :class:`~moldau.metadata.image.MetadataImage`. They are
-stored as a record batch whose record key is the record type and whose value is JSON.
+The record types are Kafka's (generated from its schemas in
+``moldau.protocol.metadata_records``); each is stored as a record with a null key and a
+value framed as Kafka's MetadataRecordSerde writes it (frame version, api key, record
+version, body), so a ``__cluster_metadata`` log reads the same as Kafka's.
+
+Data directories written by earlier Moldau releases hold JSON records (the key names the
+type): they are still read, converted to the binary records on the fly.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import Any
+
+from moldau.protocol.metadata_record_serde import decode_metadata_record, encode_metadata_record
+from moldau.protocol.metadata_records.config_record import ConfigRecord
+from moldau.protocol.metadata_records.feature_level_record import FeatureLevelRecord
+from moldau.protocol.metadata_records.fence_broker_record import FenceBrokerRecord
+from moldau.protocol.metadata_records.no_op_record import NoOpRecord
+from moldau.protocol.metadata_records.partition_change_record import PartitionChangeRecord
+from moldau.protocol.metadata_records.partition_record import PartitionRecord
+from moldau.protocol.metadata_records.producer_ids_record import ProducerIdsRecord
+from moldau.protocol.metadata_records.register_broker_record import (
+    BrokerEndpoint,
+    RegisterBrokerRecord,
+)
+from moldau.protocol.metadata_records.remove_topic_record import RemoveTopicRecord
+from moldau.protocol.metadata_records.topic_record import TopicRecord
+from moldau.protocol.metadata_records.unfence_broker_record import UnfenceBrokerRecord
+from moldau.protocol.metadata_records.unregister_broker_record import UnregisterBrokerRecord
+
+__all__ = [
+    "BrokerEndpoint",
+    "ConfigRecord",
+    "FeatureLevelRecord",
+    "FenceBrokerRecord",
+    "MetadataRecord",
+    "NoOpRecord",
+    "PartitionChangeRecord",
+    "PartitionRecord",
+    "ProducerIdsRecord",
+    "RegisterBrokerRecord",
+    "RemoveTopicRecord",
+    "TopicRecord",
+    "UnfenceBrokerRecord",
+    "UnregisterBrokerRecord",
+    "decode_record",
+    "encode_record",
+]
+
+MetadataRecord = Any
+"""One of the generated metadata record classes."""
 
 
-@dataclass(frozen=True)
-class MetadataRecord:
-    TYPE: ClassVar[str] = ""
-
-    def encode(self) -> tuple[bytes, bytes]:
-        value = {k: _enc(v) for k, v in asdict(self).items()}
-        return self.TYPE.encode(), json.dumps(value, separators=(",", ":")).encode()
+def encode_record(record: MetadataRecord) -> tuple[None, bytes]:
+    """(key, value) of the log record that stores ``record``."""
+    return None, encode_metadata_record(record)
 
 
-def _enc(v: Any) -> Any:
-    return {"$b": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
+def decode_record(key: bytes | None, value: bytes | None) -> MetadataRecord | None:
+    """The record stored as (key, value); None for a legacy record with no KRaft
+    counterpart. Raises ValueError (UnknownMetadataRecordError for newer types)."""
+    if key is not None:
+        return _legacy(key, value or b"{}")
+    if value is None:
+        raise ValueError("a metadata record has no value")
+    return decode_metadata_record(value)
 
 
-def _dec(v: Any) -> Any:
-    if isinstance(v, dict) and "$b" in v:
-        return base64.b64decode(v["$b"])
-    return v
+def _b(v: Any) -> bytes:
+    return base64.b64decode(v["$b"])
 
 
-@dataclass(frozen=True)
-class TopicRecord(MetadataRecord):
-    TYPE: ClassVar[str] = "TopicRecord"
-    name: str
-    topic_id: bytes
-
-
-@dataclass(frozen=True)
-class PartitionRecord(MetadataRecord):
-    TYPE: ClassVar[str] = "PartitionRecord"
-    topic_id: bytes
-    partition_id: int
-    replicas: list[int]
-    isr: list[int]
-    leader: int
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-
-
-@dataclass(frozen=True)
-class PartitionChangeRecord(MetadataRecord):
-    """Only the fields that are not None change; leader -2 keeps the leader."""
-
-    TYPE: ClassVar[str] = "PartitionChangeRecord"
-    topic_id: bytes
-    partition_id: int
-    leader: int = -2
-    isr: list[int] | None = None
-    replicas: list[int] | None = None
-    removing_replicas: list[int] | None = None
-    adding_replicas: list[int] | None = None
-
-
-@dataclass(frozen=True)
-class RemoveTopicRecord(MetadataRecord):
-    TYPE: ClassVar[str] = "RemoveTopicRecord"
-    topic_id: bytes
-
-
-@dataclass(frozen=True)
-class ConfigRecord(MetadataRecord):
-    """A topic (resource_type 2) or broker (4) config; value None deletes the key."""
-
-    TYPE: ClassVar[str] = "ConfigRecord"
-    resource_type: int
-    resource_name: str
-    name: str
-    value: str | None
-
-
-@dataclass(frozen=True)
-class ProducerIdsRecord(MetadataRecord):
-    """A block of producer ids handed out: ids below next_producer_id are never reused."""
-
-    TYPE: ClassVar[str] = "ProducerIdsRecord"
-    broker_id: int
-    next_producer_id: int
-
-
-@dataclass(frozen=True)
-class ClusterIdRecord(MetadataRecord):
-    TYPE: ClassVar[str] = "ClusterIdRecord"
-    cluster_id: str
-
-
-@dataclass(frozen=True)
-class RegisterBrokerRecord(MetadataRecord):
-    TYPE: ClassVar[str] = "RegisterBrokerRecord"
-    broker_id: int
-    endpoints: list[dict[str, Any]] = field(default_factory=list)
-    rack: str | None = None
-    fenced: bool = False
-    broker_epoch: int = 0
-
-
-@dataclass(frozen=True)
-class FenceBrokerRecord(MetadataRecord):
-    TYPE: ClassVar[str] = "FenceBrokerRecord"
-    broker_id: int
-    broker_epoch: int = 0
-
-
-@dataclass(frozen=True)
-class UnfenceBrokerRecord(MetadataRecord):
-    TYPE: ClassVar[str] = "UnfenceBrokerRecord"
-    broker_id: int
-    broker_epoch: int = 0
-
-
-RECORD_TYPES: dict[str, type[MetadataRecord]] = {
-    cls.TYPE: cls
-    for cls in (
-        TopicRecord,
-        PartitionRecord,
-        PartitionChangeRecord,
-        RemoveTopicRecord,
-        ConfigRecord,
-        ProducerIdsRecord,
-        ClusterIdRecord,
-        RegisterBrokerRecord,
-        FenceBrokerRecord,
-        UnfenceBrokerRecord,
-    )
-}
-
-
-def decode_record(key: bytes, value: bytes) -> MetadataRecord:
-    cls = RECORD_TYPES[key.decode()]
-    return cls(**{k: _dec(v) for k, v in json.loads(value).items()})
+def _legacy(key: bytes, value: bytes) -> MetadataRecord | None:
+    """A JSON record of the first Moldau releases, as its KRaft record."""
+    kind, v = key.decode(), json.loads(value)
+    if kind == "TopicRecord":
+        return TopicRecord(name=v["name"], topic_id=_b(v["topic_id"]))
+    if kind == "PartitionRecord":
+        return PartitionRecord(
+            partition_id=v["partition_id"],
+            topic_id=_b(v["topic_id"]),
+            replicas=v["replicas"],
+            isr=v["isr"],
+            leader=v["leader"],
+            leader_epoch=v.get("leader_epoch", 0),
+            partition_epoch=v.get("partition_epoch", 0),
+        )
+    if kind == "RemoveTopicRecord":
+        return RemoveTopicRecord(topic_id=_b(v["topic_id"]))
+    if kind == "ConfigRecord":
+        return ConfigRecord(
+            resource_type=v["resource_type"],
+            resource_name=v["resource_name"],
+            name=v["name"],
+            value=v["value"],
+        )
+    if kind == "ProducerIdsRecord":
+        return ProducerIdsRecord(broker_id=v["broker_id"], next_producer_id=v["next_producer_id"])
+    if kind == "RegisterBrokerRecord":
+        return RegisterBrokerRecord(
+            broker_id=v["broker_id"],
+            end_points=[
+                BrokerEndpoint(name=e["name"], host=e["host"], port=e["port"])
+                for e in v.get("endpoints", [])
+            ],
+            rack=v.get("rack"),
+            fenced=False,
+        )
+    if kind == "ClusterIdRecord":
+        return None  # the cluster id lives in meta.properties, as in KRaft
+    raise ValueError(f"unknown legacy metadata record type {kind!r}")

@@ -8,10 +8,8 @@ configured is a controller quorum of one: its metadata log commits locally.
 
 from __future__ import annotations
 
-import base64
 import logging
 import uuid
-from pathlib import Path
 
 from moldau.clock import AsyncioScheduler
 from moldau.controller.apis import ControllerApis
@@ -23,7 +21,7 @@ from moldau.coordinator.group.service import GroupCoordinatorService
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import MetadataLoader, replay
 from moldau.metadata.publisher import MetadataPublisher
-from moldau.metadata.records import ClusterIdRecord, RegisterBrokerRecord
+from moldau.metadata.records import BrokerEndpoint, RegisterBrokerRecord
 from moldau.metadata.topics import OFFSETS_TOPIC
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
 from moldau.server.config import BrokerConfig, Listener
@@ -32,9 +30,9 @@ from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
-from moldau.storage.checkpoint import write_properties
 from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import LogManager
+from moldau.storage.meta_properties import ensure_formatted
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +89,11 @@ class Broker:
         makes this node leader of its partitions) and load the coordinators."""
         for d in self.config.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        cluster_id = ensure_formatted(
+            self.config.log_dirs, self.node_id, self.config.get("cluster.id") or None
+        )
         self.metadata_log = MetadataLog.open(self.config.log_dirs[0])
-        image = replay(self.metadata_log.batches())
+        image = replay(self.metadata_log.batches()).with_cluster_id(cluster_id)
         self.log_manager.load_logs(lambda topic: _topic_configs(image, topic))
         self.controller = QuorumController(self.metadata_log, image)
         self.controller.add_commit_listener(MetadataLoader(self.publisher).handle_commit)
@@ -108,17 +109,19 @@ class Broker:
         self.channel = LocalControllerChannel(apis)
         self.producer_ids = ProducerIdManager(self.node_id, self.channel)
         self.publisher.publish(image)
-        if not image.cluster_id:
-            cluster_id = self.config.get("cluster.id") or _new_cluster_id()
-            await self.channel.commit([ClusterIdRecord(cluster_id)])
-        self._write_meta_properties()
         await self.groups.runtime.wait_loaded()
 
     async def register(self, listeners: list[Listener]) -> None:
         """Record where clients reach this broker (advertised listeners)."""
         assert self.channel is not None
-        endpoints = [{"name": li.name, "host": li.host, "port": li.port} for li in listeners]
-        await self.channel.commit([RegisterBrokerRecord(self.node_id, endpoints)])
+        endpoints = [BrokerEndpoint(name=li.name, host=li.host, port=li.port) for li in listeners]
+        record = RegisterBrokerRecord(
+            broker_id=self.node_id,
+            incarnation_id=uuid.uuid4().bytes,
+            end_points=endpoints,
+            fenced=False,
+        )
+        await self.channel.commit([record])
 
     def start_background(self) -> None:
         c, every = self.config, self.scheduler.every
@@ -184,22 +187,7 @@ class Broker:
             },
         )
 
-    def _write_meta_properties(self) -> None:
-        props = {
-            "version": "1",
-            "node.id": str(self.node_id),
-            "cluster.id": self.publisher.image.cluster_id,
-        }
-        for d in self.config.log_dirs:
-            path = Path(d) / "meta.properties"
-            if not path.exists():
-                write_properties(path, props)
-
 
 def _topic_configs(image: MetadataImage, topic: str) -> dict[str, str]:
     t = image.topics.get(topic)
     return dict(t.configs) if t is not None else {}
-
-
-def _new_cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+
 from moldau.controller.controller import PRODUCER_ID_BLOCK, Controller
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.records import ClusterIdRecord, decode_record
+from moldau.metadata.records import decode_record, encode_record
 from moldau.metadata.topics import topic_name_error
 from moldau.protocol.errors import ErrorCode
 
@@ -93,9 +95,33 @@ def test_producer_id_blocks_never_overlap():
 
 def test_records_survive_encoding():
     c, image = make()
-    records = c.create_topic(image, "t", 2, 1, {"retention.ms": "5"}).records + [
-        ClusterIdRecord("x")
-    ]
-    decoded = [decode_record(*r.encode()) for r in records]
+    records = c.create_topic(image, "t", 2, 1, {"retention.ms": "5"}).records
+    decoded = [decode_record(*encode_record(r)) for r in records]
     assert decoded == records
     assert image.apply(decoded).topics["t"].configs == {"retention.ms": "5"}
+
+
+def test_legacy_json_records_are_read() -> None:
+    """Data dirs of the first releases stored JSON records (key = type name)."""
+    topic_id = b"\x01" * 16
+    encoded = '{"$b": "' + base64.b64encode(topic_id).decode() + '"}'
+    legacy = [
+        (b"ClusterIdRecord", b'{"cluster_id": "abc"}'),
+        (b"TopicRecord", ('{"name": "t", "topic_id": ' + encoded + "}").encode()),
+        (
+            b"PartitionRecord",
+            (
+                '{"topic_id": ' + encoded + ', "partition_id": 0, "replicas": [1], "isr": [1], '
+                '"leader": 1, "leader_epoch": 0, "partition_epoch": 0}'
+            ).encode(),
+        ),
+        (
+            b"RegisterBrokerRecord",
+            b'{"broker_id": 1, "endpoints": [{"name": "PLAINTEXT", "host": "h", "port": 9}], '
+            b'"rack": null}',
+        ),
+    ]
+    records = [r for r in (decode_record(k, v) for k, v in legacy) if r is not None]
+    image = MetadataImage().apply(records)
+    assert image.topics["t"].partitions[0].leader == 1
+    assert image.brokers[1].endpoint().port == 9 and not image.brokers[1].fenced

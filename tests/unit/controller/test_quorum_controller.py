@@ -23,7 +23,9 @@ from moldau.protocol.messages.create_topics_request import CreatableTopic, Creat
 
 def create(*names: str, partitions: int = 1) -> CreateTopicsRequest:
     return CreateTopicsRequest(
-        topics=[CreatableTopic(name=n, num_partitions=partitions, replication_factor=-1) for n in names]
+        topics=[
+            CreatableTopic(name=n, num_partitions=partitions, replication_factor=-1) for n in names
+        ]
     )
 
 
