@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from moldau.metadata.records import (
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -25,6 +26,7 @@ from moldau.metadata.records import (
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
 )
 from moldau.metadata.topics import is_internal
 
@@ -93,6 +95,13 @@ class BrokerImage:
     rack: str | None = None
     fenced: bool = False
     epoch: int = 0
+    incarnation_id: bytes = b""
+    in_controlled_shutdown: bool = False
+
+    @property
+    def alive(self) -> bool:
+        """Eligible to lead and to be in an ISR: unfenced and not shutting down."""
+        return not self.fenced and not self.in_controlled_shutdown
 
     def endpoint(self, listener: str | None = None) -> Endpoint | None:
         """The endpoint of ``listener`` (the first one when None)."""
@@ -135,7 +144,7 @@ class MetadataDelta:
         self._topics: dict[str, TopicImage | None] = {}  # None: removed
         self._partitions: dict[str, dict[int, PartitionImage]] = {}
         self._configs: dict[tuple[int, str], dict[str, str]] = {}
-        self._brokers: dict[int, BrokerImage] = {}
+        self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._next_producer_id = image.next_producer_id
         self._ids: dict[bytes, str | None] = {}
 
@@ -158,7 +167,9 @@ class MetadataDelta:
         return parts
 
     def _broker(self, broker_id: int) -> BrokerImage | None:
-        return self._brokers.get(broker_id) or self.image.brokers.get(broker_id)
+        if broker_id in self._brokers:
+            return self._brokers[broker_id]
+        return self.image.brokers.get(broker_id)
 
     # -- replay --------------------------------------------------------------------
     def replay(self, rec: MetadataRecord) -> None:
@@ -203,7 +214,21 @@ class MetadataDelta:
                 rec.rack or None,
                 rec.fenced,
                 rec.broker_epoch,
+                rec.incarnation_id,
+                rec.in_controlled_shutdown,
             )
+        elif isinstance(rec, BrokerRegistrationChangeRecord):
+            broker = self._broker(rec.broker_id)
+            if broker is not None:
+                # fenced: 1 fence, -1 unfence, 0 no change; in_controlled_shutdown: 1 yes
+                fenced = broker.fenced if rec.fenced == 0 else rec.fenced == 1
+                shutting = broker.in_controlled_shutdown or rec.in_controlled_shutdown == 1
+                self._brokers[rec.broker_id] = replace(
+                    broker, fenced=fenced, in_controlled_shutdown=shutting
+                )
+        elif isinstance(rec, UnregisterBrokerRecord):
+            if self._broker(rec.broker_id) is not None:
+                self._brokers[rec.broker_id] = None
         elif isinstance(rec, FenceBrokerRecord | UnfenceBrokerRecord):
             broker = self._broker(rec.id)
             if broker is not None:
@@ -264,7 +289,11 @@ class MetadataDelta:
         brokers = None
         if self._brokers:
             brokers = dict(image.brokers)
-            brokers.update(self._brokers)
+            for broker_id, broker in self._brokers.items():
+                if broker is None:
+                    brokers.pop(broker_id, None)
+                else:
+                    brokers[broker_id] = broker
         return MetadataImage(
             cluster_id=image.cluster_id,
             topics=image.topics if topics is None else MappingProxyType(topics),

@@ -16,6 +16,9 @@ import json
 from typing import Any
 
 from moldau.protocol.metadata_record_serde import decode_metadata_record, encode_metadata_record
+from moldau.protocol.metadata_records.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
 from moldau.protocol.metadata_records.config_record import ConfigRecord
 from moldau.protocol.metadata_records.feature_level_record import FeatureLevelRecord
 from moldau.protocol.metadata_records.fence_broker_record import FenceBrokerRecord
@@ -34,6 +37,7 @@ from moldau.protocol.metadata_records.unregister_broker_record import Unregister
 
 __all__ = [
     "BrokerEndpoint",
+    "BrokerRegistrationChangeRecord",
     "ConfigRecord",
     "FeatureLevelRecord",
     "FenceBrokerRecord",

@@ -1,0 +1,186 @@
+"""The controller's view of brokers: registration, heartbeats, fencing, controlled shutdown.
+
+As Kafka's ClusterControlManager and BrokerHeartbeatManager:
+
+- BrokerRegistration records a broker (fenced) under a new broker epoch; another live
+  broker with the same id (a different incarnation that still heartbeats) is refused with
+  DUPLICATE_BROKER_REGISTRATION.
+- BrokerHeartbeat every ``broker.heartbeat.interval.ms`` keeps the session; a fenced broker
+  is unfenced once it reports metadata up to its own registration; one that misses
+  heartbeats for ``broker.session.timeout.ms`` is fenced, and a fenced broker leads
+  nothing and is in no ISR.
+- A heartbeat that asks to shut down starts a controlled shutdown: the broker's
+  leaderships move away, and it is told it may stop once it leads nothing.
+
+Liveness (when each broker last heartbeated) is the active controller's memory, not
+metadata: a newly elected controller gives every broker a full session to check in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from moldau.controller.replication_control import ReplicationControl
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.records import (
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    UnfenceBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from moldau.protocol.errors import ErrorCode
+
+
+@dataclass
+class HeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+    records: list[MetadataRecord] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    broker_id: int
+    incarnation_id: bytes
+    cluster_id: str
+    endpoints: tuple[tuple[str, str, int, int], ...]  # (listener, host, port, protocol)
+    rack: str | None
+
+
+class ClusterControl:
+    def __init__(
+        self,
+        cluster_id: str,
+        replication: ReplicationControl,
+        session_timeout_ms: int = 9_000,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.replication = replication
+        self.session_timeout_ms = session_timeout_ms
+        self._last_contact: dict[int, int] = {}
+
+    def activate(self, image: MetadataImage, now_ms: int) -> None:
+        """A new active controller: every registered broker gets a fresh session."""
+        self._last_contact = dict.fromkeys(image.brokers, now_ms)
+
+    def has_session(self, broker_id: int, now_ms: int) -> bool:
+        last = self._last_contact.get(broker_id)
+        return last is not None and now_ms - last <= self.session_timeout_ms
+
+    # -- registration --------------------------------------------------------------------
+    def register(
+        self, image: MetadataImage, reg: Registration, epoch: int, now_ms: int
+    ) -> tuple[ErrorCode, str | None, list[MetadataRecord]]:
+        """(error, message, records); ``epoch`` is the new broker epoch (the offset its
+        registration gets in the metadata log, so epochs only grow)."""
+        if reg.cluster_id != self.cluster_id:
+            return (
+                ErrorCode.INCONSISTENT_CLUSTER_ID,
+                f"Expected cluster id {self.cluster_id}, got {reg.cluster_id}",
+                [],
+            )
+        existing = image.brokers.get(reg.broker_id)
+        if (
+            existing is not None
+            and existing.incarnation_id != reg.incarnation_id
+            and not existing.fenced
+            and self.has_session(reg.broker_id, now_ms)
+        ):
+            return (
+                ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                f"Another broker is registered with broker id {reg.broker_id}",
+                [],
+            )
+        self._last_contact[reg.broker_id] = now_ms
+        record = RegisterBrokerRecord(
+            broker_id=reg.broker_id,
+            incarnation_id=reg.incarnation_id,
+            broker_epoch=epoch,
+            end_points=[
+                BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
+                for n, h, p, s in reg.endpoints
+            ],
+            rack=reg.rack,
+            fenced=True,
+        )
+        records: list[MetadataRecord] = [record]
+        if existing is not None and not existing.fenced:
+            # A restart without controlled shutdown: what the old incarnation led moves.
+            records += self.replication.broker_lost(image, reg.broker_id)
+        return ErrorCode.NONE, None, records
+
+    def unregister(self, image: MetadataImage, broker_id: int) -> tuple[ErrorCode, list[MetadataRecord]]:
+        broker = image.brokers.get(broker_id)
+        if broker is None:
+            return ErrorCode.BROKER_ID_NOT_REGISTERED, []
+        self._last_contact.pop(broker_id, None)
+        records = self.replication.broker_lost(image, broker_id)
+        records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch))
+        return ErrorCode.NONE, records
+
+    # -- heartbeats ----------------------------------------------------------------------
+    def heartbeat(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        broker_epoch: int,
+        metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        now_ms: int,
+    ) -> HeartbeatResult:
+        broker = image.brokers.get(broker_id)
+        if broker is None:
+            return HeartbeatResult(ErrorCode.BROKER_ID_NOT_REGISTERED)
+        if broker.epoch != broker_epoch:
+            return HeartbeatResult(ErrorCode.STALE_BROKER_EPOCH)
+        self._last_contact[broker_id] = now_ms
+        caught_up = metadata_offset >= broker.epoch
+        result = HeartbeatResult(is_caught_up=caught_up, is_fenced=broker.fenced)
+        if want_shut_down:
+            if not broker.in_controlled_shutdown:
+                result.records.append(
+                    BrokerRegistrationChangeRecord(
+                        broker_id=broker_id, broker_epoch=broker.epoch, in_controlled_shutdown=1
+                    )
+                )
+                result.records += self.replication.broker_lost(image, broker_id)
+            after = image.apply(result.records)
+            result.should_shut_down = self.replication.leaders(after, broker_id) == 0
+        elif broker.fenced and caught_up and not want_fence:
+            result.records.append(UnfenceBrokerRecord(id=broker_id, epoch=broker.epoch))
+            after = image.apply(result.records)
+            result.records += self.replication.broker_back(after, broker_id)
+            result.is_fenced = False
+        elif not broker.fenced and want_fence:
+            result.records += self._fence(image, broker_id)
+            result.is_fenced = True
+        return result
+
+    def expire_sessions(self, image: MetadataImage, now_ms: int) -> list[MetadataRecord]:
+        """Fence every unfenced broker whose session timed out."""
+        records: list[MetadataRecord] = []
+        for broker in image.brokers.values():
+            if broker.fenced or self.has_session(broker.broker_id, now_ms):
+                continue
+            records += self._fence(image.apply(records), broker.broker_id)
+        return records
+
+    def _fence(self, image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
+        broker = image.brokers[broker_id]
+        records: list[MetadataRecord] = [FenceBrokerRecord(id=broker_id, epoch=broker.epoch)]
+        records += self.replication.broker_lost(image.apply(records), broker_id)
+        return records
+
+    def next_expiry_ms(self, image: MetadataImage) -> int | None:
+        deadlines = [
+            self._last_contact.get(b.broker_id, 0) + self.session_timeout_ms
+            for b in image.brokers.values()
+            if not b.fenced
+        ]
+        return min(deadlines) if deadlines else None
