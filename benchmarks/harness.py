@@ -83,7 +83,7 @@ def write_result(name: str, args: argparse.Namespace, results: object) -> Path:
     document = {
         "benchmark": name,
         "time": now.isoformat(timespec="seconds"),
-        "broker": args.bootstrap or "moldau subprocess",
+        "broker": getattr(args, "bootstrap", None) or "moldau subprocess",
         "args": vars(args),
         "environment": {
             "cpus": os.cpu_count(),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer
 
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 
 
 def moldau(
