@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import logging
@@ -209,6 +210,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the test run, not for us
     control = socket.socket(fileno=int(sys.argv[1]))
     preload()
+    gc.freeze()  # the imported modules stay shared with every broker, never scanned by its GC
     ForkServer(control).serve()
     sys.stdout.flush()
     os._exit(0)  # nothing to finalize; the test run is waiting for us
