@@ -7,10 +7,11 @@ without a consumer group (``assign``), so it never disturbs the groups under tes
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -106,7 +107,7 @@ class ClientHelpers:
             {"bootstrap.servers": self.bootstrap_servers, "acks": "all", "linger.ms": 0}
         )
 
-        def on_delivery(index: int, err: Any, msg: Any) -> None:
+        def on_delivery(index: int, err: Any, msg: Any) -> None:  # confluent_kafka.Message
             if err is not None:
                 errors.append(str(err))
                 return
@@ -123,7 +124,7 @@ class ClientHelpers:
                 headers=list(r.headers),
                 partition=-1 if r.partition is None else r.partition,
                 timestamp=r.timestamp or 0,
-                on_delivery=lambda err, msg, i=index: on_delivery(i, err, msg),
+                on_delivery=functools.partial(on_delivery, index),
             )
         left = producer.flush(timeout)
         if errors or left:
@@ -163,25 +164,21 @@ class ClientHelpers:
                         f"not read to their high watermark within {timeout} s"
                     )
                 for msg in consumer.consume(1000, timeout=min(left, 0.2)):
-                    p, error, high = msg.partition(), msg.error(), ends[msg.partition()][1]
+                    p, offset, error = msg.partition() or 0, msg.offset() or 0, msg.error()
+                    high = ends[p][1]
                     if error is not None:
                         if error.code() != KafkaError._PARTITION_EOF:
                             raise RuntimeError(f"consume from {topic!r}: {error}")
-                        if msg.offset() >= high:  # the end, past any control records
+                        if offset >= high:  # the end, past any control records
                             pending.discard(p)
                         continue
-                    if msg.offset() < high:
+                    if offset < high:
+                        headers = cast(list[tuple[str, bytes | None]], msg.headers() or [])
+                        timestamp = msg.timestamp()[1]
                         records.append(
-                            Record(
-                                msg.value(),
-                                msg.key(),
-                                tuple(msg.headers() or ()),
-                                p,
-                                msg.offset(),
-                                msg.timestamp()[1],
-                            )
+                            Record(msg.value(), msg.key(), tuple(headers), p, offset, timestamp)
                         )
-                    if msg.offset() + 1 >= high:
+                    if offset + 1 >= high:
                         pending.discard(p)
             return sorted(records, key=lambda r: (r.partition, r.offset))
         finally:

@@ -172,8 +172,9 @@ class ForkServer:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                ours = [self.control, self.wakeup_r, self.wakeup_w, self.selector]
-                inherited = [f.fileno() for f in ours] + self.receiver.fds  # others' pipes
+                ours = [self.control, self.wakeup_r, self.wakeup_w]
+                inherited = [s.fileno() for s in ours] + [self.selector.fileno()]
+                inherited += self.receiver.fds  # other brokers' output pipes
                 run_broker(message["overrides"], output, message["cwd"], inherited)
             os.close(output)
             self.children.add(pid)

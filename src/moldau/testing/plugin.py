@@ -23,12 +23,13 @@ import itertools
 import re
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any, NoReturn
 
+import pluggy
 import pytest
 
-from moldau.testing.clients import ClientHelpers, ExternalCluster, kafka_configs
+from moldau.testing.clients import ClientHelpers, ExternalCluster
 from moldau.testing.process import TEST_DEFAULTS, BrokerProcess, running_brokers
 
 REPORTED_LINES = 200
@@ -115,7 +116,7 @@ def moldau_topic(moldau_broker: ClientHelpers, request: pytest.FixtureRequest) -
     partitions = int(options.pop("partitions", 1))
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name).strip("-")[:180]
     name = f"{base}-{next(_topic_numbers)}-{uuid.uuid4().hex[:6]}"
-    moldau_broker.create_topic(name, partitions, **kafka_configs(options))
+    moldau_broker.create_topic(name, partitions, **options)
     yield name
     if isinstance(moldau_broker, BrokerProcess) and not moldau_broker.running:
         return  # the test stopped it; the topic goes with the session's data
@@ -138,10 +139,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     """Attach what the brokers wrote during a failing test (setup and teardown included)."""
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
+    report = (yield).get_result()
     if not report.failed:
         return
     marks = item.stash.get(_output_marks, {})
