@@ -123,33 +123,44 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="fresh interpreters per case")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="2 runs")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        choices=["cli", "broker"],
+        default=["cli", "broker"],
+        help="cli: `python -m moldau server`; broker: moldau.testing.broker() cold, warm, restart",
+    )
     args = parser.parse_args()
     if args.child:
         child(args.runs)
         return
     if args.quick:
         args.runs = 2
-    cli = [cli_run() for _ in range(args.runs)]
-    cold, warm, restart = [], [], []
-    for _ in range(args.runs):
-        out = subprocess.run(
-            [sys.executable, "-m", "benchmarks.startup", "--child", "--runs", "3"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        runs = json.loads(out.splitlines()[-1])
-        cold.append(runs["cold"])
-        warm += runs["warm"]
-        restart += runs["restart"]
-    results = {
+    results: dict[str, object] = {
         "bytecode_cache": not sys.flags.dont_write_bytecode,
-        "cpu_load_1min": os.getloadavg()[0],
-        "cli": summary(cli),
-        "broker_cold": summary(cold),
-        "broker_warm": summary(warm),
-        "restart": summary(restart),
+        "cpu_load_1min_before": os.getloadavg()[0],
     }
+    if "cli" in args.cases:
+        results["cli"] = summary([cli_run() for _ in range(args.runs)])
+    if "broker" in args.cases:
+        cold, warm, restart = [], [], []
+        for _ in range(args.runs):
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.startup", "--child", "--runs", "3"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            runs = json.loads(out.splitlines()[-1])
+            cold.append(runs["cold"])
+            warm += runs["warm"]
+            restart += runs["restart"]
+        results |= {
+            "broker_cold": summary(cold),
+            "broker_warm": summary(warm),
+            "restart": summary(restart),
+        }
+    results["cpu_load_1min_after"] = os.getloadavg()[0]
     path = write_result("startup", args, results)
     print(json.dumps(results, indent=2))
     print(f"written to {path}")

@@ -78,8 +78,9 @@ class Launcher:
         self.children: dict[int, ForkedProcess] = {}
         self.ids = itertools.count()
         self.lock = threading.Lock()
+        self.drain = threading.Thread(target=self._drain, name="moldau-forkserver-out", daemon=True)
+        self.drain.start()
         threading.Thread(target=self._receive, name="moldau-forkserver", daemon=True).start()
-        threading.Thread(target=self._drain, name="moldau-forkserver-out", daemon=True).start()
 
     def spawn(self, overrides: list[str], output: int, timeout: float) -> ForkedProcess:
         """Fork a `moldau server -o ...` writing to the pipe end ``output``."""
@@ -126,6 +127,7 @@ class Launcher:
         except OSError:
             pass
         self.server.wait()
+        self.drain.join(5)
         self._fail(RuntimeError("the moldau fork server exited:\n" + "\n".join(self.output)))
 
     def _handle(self, message: dict[str, Any]) -> None:

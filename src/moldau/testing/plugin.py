@@ -30,12 +30,14 @@ import pluggy
 import pytest
 
 from moldau.testing.clients import ClientHelpers, ExternalCluster
+from moldau.testing.launcher import launcher
 from moldau.testing.process import TEST_DEFAULTS, BrokerProcess, running_brokers
 
 REPORTED_LINES = 200
 
 _session_broker = pytest.StashKey[BrokerProcess]()
 _session_configs = pytest.StashKey[dict[str, str]]()
+_prestarted = pytest.StashKey[bool]()
 _output_marks = pytest.StashKey[dict[BrokerProcess, int]]()
 _topic_numbers = itertools.count()
 
@@ -93,6 +95,18 @@ class _ExternalBroker(ExternalCluster):
 
     def stop(self) -> NoReturn:
         pytest.skip("stop() needs a broker of its own (--moldau-bootstrap is set)")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Start the fork server when the first test that needs a broker is collected: it
+    imports the broker while pytest collects the rest."""
+    config = item.config
+    if config.stash.get(_prestarted, False) or config.option.collectonly:
+        return
+    wanted = {"moldau_broker", "moldau_topic"}.intersection(getattr(item, "fixturenames", ()))
+    if wanted and not config.getoption("moldau_bootstrap"):
+        config.stash[_prestarted] = True
+        launcher()
 
 
 @pytest.fixture(scope="session")

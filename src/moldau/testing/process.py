@@ -46,7 +46,8 @@ class BrokerProcess(ClientHelpers):
     ``configs`` are server properties (``{"num.partitions": "3"}``).
 
     Brokers are forked from a helper process that imported the broker once (see
-    ``moldau.testing.forkserver``), so a start takes milliseconds after the first.
+    ``moldau.testing.forkserver``), so a start takes milliseconds after the first; they run
+    with the environment the test process had when it started its first broker.
     """
 
     def __init__(
@@ -124,13 +125,14 @@ class BrokerProcess(ClientHelpers):
 
     def _read_output(self, fd: int, listening: threading.Event) -> None:
         self._output_fd = fd
-        with open(fd, errors="replace") as lines:
+        with open(fd, encoding="utf-8", errors="replace") as lines:
             for line in lines:
                 self.output.append(line.rstrip())
                 self.lines_seen += 1
                 if not listening.is_set() and (match := _LISTENING.search(line)):
                     self.host, self.port = match.group(1), int(match.group(2))
                     listening.set()
+            self._output_fd = -1
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM and wait: a clean shutdown (kill -9 after ``timeout``). Returns the exit

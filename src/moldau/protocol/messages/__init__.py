@@ -1,244 +1,147 @@
-"""Generated index of message codecs by API key. Do not edit."""
+"""Generated index of message codecs by API key. Do not edit.
+
+A codec module is imported when its class is first looked up: a broker uses a few
+dozen of them, and importing them all was most of its start-up time.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from moldau.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
-from moldau.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
-from moldau.protocol.messages.add_partitions_to_txn_request import AddPartitionsToTxnRequest
-from moldau.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
-from moldau.protocol.messages.alter_client_quotas_request import AlterClientQuotasRequest
-from moldau.protocol.messages.alter_client_quotas_response import AlterClientQuotasResponse
-from moldau.protocol.messages.alter_configs_request import AlterConfigsRequest
-from moldau.protocol.messages.alter_configs_response import AlterConfigsResponse
-from moldau.protocol.messages.alter_partition_reassignments_request import (
-    AlterPartitionReassignmentsRequest,
-)
-from moldau.protocol.messages.alter_partition_reassignments_response import (
-    AlterPartitionReassignmentsResponse,
-)
-from moldau.protocol.messages.alter_replica_log_dirs_request import AlterReplicaLogDirsRequest
-from moldau.protocol.messages.alter_replica_log_dirs_response import AlterReplicaLogDirsResponse
-from moldau.protocol.messages.alter_user_scram_credentials_request import (
-    AlterUserScramCredentialsRequest,
-)
-from moldau.protocol.messages.alter_user_scram_credentials_response import (
-    AlterUserScramCredentialsResponse,
-)
-from moldau.protocol.messages.api_versions_request import ApiVersionsRequest
-from moldau.protocol.messages.api_versions_response import ApiVersionsResponse
-from moldau.protocol.messages.create_acls_request import CreateAclsRequest
-from moldau.protocol.messages.create_acls_response import CreateAclsResponse
-from moldau.protocol.messages.create_partitions_request import CreatePartitionsRequest
-from moldau.protocol.messages.create_partitions_response import CreatePartitionsResponse
-from moldau.protocol.messages.create_topics_request import CreateTopicsRequest
-from moldau.protocol.messages.create_topics_response import CreateTopicsResponse
-from moldau.protocol.messages.delete_acls_request import DeleteAclsRequest
-from moldau.protocol.messages.delete_acls_response import DeleteAclsResponse
-from moldau.protocol.messages.delete_groups_request import DeleteGroupsRequest
-from moldau.protocol.messages.delete_groups_response import DeleteGroupsResponse
-from moldau.protocol.messages.delete_records_request import DeleteRecordsRequest
-from moldau.protocol.messages.delete_records_response import DeleteRecordsResponse
-from moldau.protocol.messages.delete_topics_request import DeleteTopicsRequest
-from moldau.protocol.messages.delete_topics_response import DeleteTopicsResponse
-from moldau.protocol.messages.describe_acls_request import DescribeAclsRequest
-from moldau.protocol.messages.describe_acls_response import DescribeAclsResponse
-from moldau.protocol.messages.describe_client_quotas_request import DescribeClientQuotasRequest
-from moldau.protocol.messages.describe_client_quotas_response import DescribeClientQuotasResponse
-from moldau.protocol.messages.describe_cluster_request import DescribeClusterRequest
-from moldau.protocol.messages.describe_cluster_response import DescribeClusterResponse
-from moldau.protocol.messages.describe_configs_request import DescribeConfigsRequest
-from moldau.protocol.messages.describe_configs_response import DescribeConfigsResponse
-from moldau.protocol.messages.describe_groups_request import DescribeGroupsRequest
-from moldau.protocol.messages.describe_groups_response import DescribeGroupsResponse
-from moldau.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
-from moldau.protocol.messages.describe_log_dirs_response import DescribeLogDirsResponse
-from moldau.protocol.messages.describe_producers_request import DescribeProducersRequest
-from moldau.protocol.messages.describe_producers_response import DescribeProducersResponse
-from moldau.protocol.messages.describe_quorum_request import DescribeQuorumRequest
-from moldau.protocol.messages.describe_quorum_response import DescribeQuorumResponse
-from moldau.protocol.messages.describe_topic_partitions_request import (
-    DescribeTopicPartitionsRequest,
-)
-from moldau.protocol.messages.describe_topic_partitions_response import (
-    DescribeTopicPartitionsResponse,
-)
-from moldau.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
-from moldau.protocol.messages.describe_transactions_response import DescribeTransactionsResponse
-from moldau.protocol.messages.describe_user_scram_credentials_request import (
-    DescribeUserScramCredentialsRequest,
-)
-from moldau.protocol.messages.describe_user_scram_credentials_response import (
-    DescribeUserScramCredentialsResponse,
-)
-from moldau.protocol.messages.elect_leaders_request import ElectLeadersRequest
-from moldau.protocol.messages.elect_leaders_response import ElectLeadersResponse
-from moldau.protocol.messages.end_txn_request import EndTxnRequest
-from moldau.protocol.messages.end_txn_response import EndTxnResponse
-from moldau.protocol.messages.fetch_request import FetchRequest
-from moldau.protocol.messages.fetch_response import FetchResponse
-from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
-from moldau.protocol.messages.find_coordinator_response import FindCoordinatorResponse
-from moldau.protocol.messages.heartbeat_request import HeartbeatRequest
-from moldau.protocol.messages.heartbeat_response import HeartbeatResponse
-from moldau.protocol.messages.incremental_alter_configs_request import (
-    IncrementalAlterConfigsRequest,
-)
-from moldau.protocol.messages.incremental_alter_configs_response import (
-    IncrementalAlterConfigsResponse,
-)
-from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
-from moldau.protocol.messages.init_producer_id_response import InitProducerIdResponse
-from moldau.protocol.messages.join_group_request import JoinGroupRequest
-from moldau.protocol.messages.join_group_response import JoinGroupResponse
-from moldau.protocol.messages.leave_group_request import LeaveGroupRequest
-from moldau.protocol.messages.leave_group_response import LeaveGroupResponse
-from moldau.protocol.messages.list_config_resources_request import ListConfigResourcesRequest
-from moldau.protocol.messages.list_config_resources_response import ListConfigResourcesResponse
-from moldau.protocol.messages.list_groups_request import ListGroupsRequest
-from moldau.protocol.messages.list_groups_response import ListGroupsResponse
-from moldau.protocol.messages.list_offsets_request import ListOffsetsRequest
-from moldau.protocol.messages.list_offsets_response import ListOffsetsResponse
-from moldau.protocol.messages.list_partition_reassignments_request import (
-    ListPartitionReassignmentsRequest,
-)
-from moldau.protocol.messages.list_partition_reassignments_response import (
-    ListPartitionReassignmentsResponse,
-)
-from moldau.protocol.messages.list_transactions_request import ListTransactionsRequest
-from moldau.protocol.messages.list_transactions_response import ListTransactionsResponse
-from moldau.protocol.messages.metadata_request import MetadataRequest
-from moldau.protocol.messages.metadata_response import MetadataResponse
-from moldau.protocol.messages.offset_commit_request import OffsetCommitRequest
-from moldau.protocol.messages.offset_commit_response import OffsetCommitResponse
-from moldau.protocol.messages.offset_delete_request import OffsetDeleteRequest
-from moldau.protocol.messages.offset_delete_response import OffsetDeleteResponse
-from moldau.protocol.messages.offset_fetch_request import OffsetFetchRequest
-from moldau.protocol.messages.offset_fetch_response import OffsetFetchResponse
-from moldau.protocol.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
-from moldau.protocol.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
-from moldau.protocol.messages.produce_request import ProduceRequest
-from moldau.protocol.messages.produce_response import ProduceResponse
-from moldau.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
-from moldau.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
-from moldau.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
-from moldau.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
-from moldau.protocol.messages.sync_group_request import SyncGroupRequest
-from moldau.protocol.messages.sync_group_response import SyncGroupResponse
-from moldau.protocol.messages.txn_offset_commit_request import TxnOffsetCommitRequest
-from moldau.protocol.messages.txn_offset_commit_response import TxnOffsetCommitResponse
-from moldau.protocol.messages.update_features_request import UpdateFeaturesRequest
-from moldau.protocol.messages.update_features_response import UpdateFeaturesResponse
-from moldau.protocol.messages.write_txn_markers_request import WriteTxnMarkersRequest
-from moldau.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 
-REQUESTS: dict[int, Any] = {
-    25: AddOffsetsToTxnRequest,
-    24: AddPartitionsToTxnRequest,
-    49: AlterClientQuotasRequest,
-    33: AlterConfigsRequest,
-    45: AlterPartitionReassignmentsRequest,
-    34: AlterReplicaLogDirsRequest,
-    51: AlterUserScramCredentialsRequest,
-    18: ApiVersionsRequest,
-    30: CreateAclsRequest,
-    37: CreatePartitionsRequest,
-    19: CreateTopicsRequest,
-    31: DeleteAclsRequest,
-    42: DeleteGroupsRequest,
-    21: DeleteRecordsRequest,
-    20: DeleteTopicsRequest,
-    29: DescribeAclsRequest,
-    48: DescribeClientQuotasRequest,
-    60: DescribeClusterRequest,
-    32: DescribeConfigsRequest,
-    15: DescribeGroupsRequest,
-    35: DescribeLogDirsRequest,
-    61: DescribeProducersRequest,
-    55: DescribeQuorumRequest,
-    75: DescribeTopicPartitionsRequest,
-    65: DescribeTransactionsRequest,
-    50: DescribeUserScramCredentialsRequest,
-    43: ElectLeadersRequest,
-    26: EndTxnRequest,
-    1: FetchRequest,
-    10: FindCoordinatorRequest,
-    12: HeartbeatRequest,
-    44: IncrementalAlterConfigsRequest,
-    22: InitProducerIdRequest,
-    11: JoinGroupRequest,
-    13: LeaveGroupRequest,
-    74: ListConfigResourcesRequest,
-    16: ListGroupsRequest,
-    2: ListOffsetsRequest,
-    46: ListPartitionReassignmentsRequest,
-    66: ListTransactionsRequest,
-    3: MetadataRequest,
-    8: OffsetCommitRequest,
-    47: OffsetDeleteRequest,
-    9: OffsetFetchRequest,
-    23: OffsetForLeaderEpochRequest,
-    0: ProduceRequest,
-    36: SaslAuthenticateRequest,
-    17: SaslHandshakeRequest,
-    14: SyncGroupRequest,
-    28: TxnOffsetCommitRequest,
-    57: UpdateFeaturesRequest,
-    27: WriteTxnMarkersRequest,
-}
+class _Index(Mapping[int, Any]):
+    def __init__(self, where: dict[int, tuple[str, str]]) -> None:
+        self._where = where  # API key -> (module, class)
+        self._classes: dict[int, Any] = {}
 
-RESPONSES: dict[int, Any] = {
-    25: AddOffsetsToTxnResponse,
-    24: AddPartitionsToTxnResponse,
-    49: AlterClientQuotasResponse,
-    33: AlterConfigsResponse,
-    45: AlterPartitionReassignmentsResponse,
-    34: AlterReplicaLogDirsResponse,
-    51: AlterUserScramCredentialsResponse,
-    18: ApiVersionsResponse,
-    30: CreateAclsResponse,
-    37: CreatePartitionsResponse,
-    19: CreateTopicsResponse,
-    31: DeleteAclsResponse,
-    42: DeleteGroupsResponse,
-    21: DeleteRecordsResponse,
-    20: DeleteTopicsResponse,
-    29: DescribeAclsResponse,
-    48: DescribeClientQuotasResponse,
-    60: DescribeClusterResponse,
-    32: DescribeConfigsResponse,
-    15: DescribeGroupsResponse,
-    35: DescribeLogDirsResponse,
-    61: DescribeProducersResponse,
-    55: DescribeQuorumResponse,
-    75: DescribeTopicPartitionsResponse,
-    65: DescribeTransactionsResponse,
-    50: DescribeUserScramCredentialsResponse,
-    43: ElectLeadersResponse,
-    26: EndTxnResponse,
-    1: FetchResponse,
-    10: FindCoordinatorResponse,
-    12: HeartbeatResponse,
-    44: IncrementalAlterConfigsResponse,
-    22: InitProducerIdResponse,
-    11: JoinGroupResponse,
-    13: LeaveGroupResponse,
-    74: ListConfigResourcesResponse,
-    16: ListGroupsResponse,
-    2: ListOffsetsResponse,
-    46: ListPartitionReassignmentsResponse,
-    66: ListTransactionsResponse,
-    3: MetadataResponse,
-    8: OffsetCommitResponse,
-    47: OffsetDeleteResponse,
-    9: OffsetFetchResponse,
-    23: OffsetForLeaderEpochResponse,
-    0: ProduceResponse,
-    36: SaslAuthenticateResponse,
-    17: SaslHandshakeResponse,
-    14: SyncGroupResponse,
-    28: TxnOffsetCommitResponse,
-    57: UpdateFeaturesResponse,
-    27: WriteTxnMarkersResponse,
-}
+    def __getitem__(self, api_key: int) -> Any:
+        try:
+            return self._classes[api_key]
+        except KeyError:
+            module, name = self._where[api_key]
+            cls = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+            self._classes[api_key] = cls
+            return cls
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._where)
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+
+REQUESTS: Mapping[int, Any] = _Index(
+    {
+        25: ("add_offsets_to_txn_request", "AddOffsetsToTxnRequest"),
+        24: ("add_partitions_to_txn_request", "AddPartitionsToTxnRequest"),
+        49: ("alter_client_quotas_request", "AlterClientQuotasRequest"),
+        33: ("alter_configs_request", "AlterConfigsRequest"),
+        45: ("alter_partition_reassignments_request", "AlterPartitionReassignmentsRequest"),
+        34: ("alter_replica_log_dirs_request", "AlterReplicaLogDirsRequest"),
+        51: ("alter_user_scram_credentials_request", "AlterUserScramCredentialsRequest"),
+        18: ("api_versions_request", "ApiVersionsRequest"),
+        30: ("create_acls_request", "CreateAclsRequest"),
+        37: ("create_partitions_request", "CreatePartitionsRequest"),
+        19: ("create_topics_request", "CreateTopicsRequest"),
+        31: ("delete_acls_request", "DeleteAclsRequest"),
+        42: ("delete_groups_request", "DeleteGroupsRequest"),
+        21: ("delete_records_request", "DeleteRecordsRequest"),
+        20: ("delete_topics_request", "DeleteTopicsRequest"),
+        29: ("describe_acls_request", "DescribeAclsRequest"),
+        48: ("describe_client_quotas_request", "DescribeClientQuotasRequest"),
+        60: ("describe_cluster_request", "DescribeClusterRequest"),
+        32: ("describe_configs_request", "DescribeConfigsRequest"),
+        15: ("describe_groups_request", "DescribeGroupsRequest"),
+        35: ("describe_log_dirs_request", "DescribeLogDirsRequest"),
+        61: ("describe_producers_request", "DescribeProducersRequest"),
+        55: ("describe_quorum_request", "DescribeQuorumRequest"),
+        75: ("describe_topic_partitions_request", "DescribeTopicPartitionsRequest"),
+        65: ("describe_transactions_request", "DescribeTransactionsRequest"),
+        50: ("describe_user_scram_credentials_request", "DescribeUserScramCredentialsRequest"),
+        43: ("elect_leaders_request", "ElectLeadersRequest"),
+        26: ("end_txn_request", "EndTxnRequest"),
+        1: ("fetch_request", "FetchRequest"),
+        10: ("find_coordinator_request", "FindCoordinatorRequest"),
+        12: ("heartbeat_request", "HeartbeatRequest"),
+        44: ("incremental_alter_configs_request", "IncrementalAlterConfigsRequest"),
+        22: ("init_producer_id_request", "InitProducerIdRequest"),
+        11: ("join_group_request", "JoinGroupRequest"),
+        13: ("leave_group_request", "LeaveGroupRequest"),
+        74: ("list_config_resources_request", "ListConfigResourcesRequest"),
+        16: ("list_groups_request", "ListGroupsRequest"),
+        2: ("list_offsets_request", "ListOffsetsRequest"),
+        46: ("list_partition_reassignments_request", "ListPartitionReassignmentsRequest"),
+        66: ("list_transactions_request", "ListTransactionsRequest"),
+        3: ("metadata_request", "MetadataRequest"),
+        8: ("offset_commit_request", "OffsetCommitRequest"),
+        47: ("offset_delete_request", "OffsetDeleteRequest"),
+        9: ("offset_fetch_request", "OffsetFetchRequest"),
+        23: ("offset_for_leader_epoch_request", "OffsetForLeaderEpochRequest"),
+        0: ("produce_request", "ProduceRequest"),
+        36: ("sasl_authenticate_request", "SaslAuthenticateRequest"),
+        17: ("sasl_handshake_request", "SaslHandshakeRequest"),
+        14: ("sync_group_request", "SyncGroupRequest"),
+        28: ("txn_offset_commit_request", "TxnOffsetCommitRequest"),
+        57: ("update_features_request", "UpdateFeaturesRequest"),
+        27: ("write_txn_markers_request", "WriteTxnMarkersRequest"),
+    }
+)
+
+RESPONSES: Mapping[int, Any] = _Index(
+    {
+        25: ("add_offsets_to_txn_response", "AddOffsetsToTxnResponse"),
+        24: ("add_partitions_to_txn_response", "AddPartitionsToTxnResponse"),
+        49: ("alter_client_quotas_response", "AlterClientQuotasResponse"),
+        33: ("alter_configs_response", "AlterConfigsResponse"),
+        45: ("alter_partition_reassignments_response", "AlterPartitionReassignmentsResponse"),
+        34: ("alter_replica_log_dirs_response", "AlterReplicaLogDirsResponse"),
+        51: ("alter_user_scram_credentials_response", "AlterUserScramCredentialsResponse"),
+        18: ("api_versions_response", "ApiVersionsResponse"),
+        30: ("create_acls_response", "CreateAclsResponse"),
+        37: ("create_partitions_response", "CreatePartitionsResponse"),
+        19: ("create_topics_response", "CreateTopicsResponse"),
+        31: ("delete_acls_response", "DeleteAclsResponse"),
+        42: ("delete_groups_response", "DeleteGroupsResponse"),
+        21: ("delete_records_response", "DeleteRecordsResponse"),
+        20: ("delete_topics_response", "DeleteTopicsResponse"),
+        29: ("describe_acls_response", "DescribeAclsResponse"),
+        48: ("describe_client_quotas_response", "DescribeClientQuotasResponse"),
+        60: ("describe_cluster_response", "DescribeClusterResponse"),
+        32: ("describe_configs_response", "DescribeConfigsResponse"),
+        15: ("describe_groups_response", "DescribeGroupsResponse"),
+        35: ("describe_log_dirs_response", "DescribeLogDirsResponse"),
+        61: ("describe_producers_response", "DescribeProducersResponse"),
+        55: ("describe_quorum_response", "DescribeQuorumResponse"),
+        75: ("describe_topic_partitions_response", "DescribeTopicPartitionsResponse"),
+        65: ("describe_transactions_response", "DescribeTransactionsResponse"),
+        50: ("describe_user_scram_credentials_response", "DescribeUserScramCredentialsResponse"),
+        43: ("elect_leaders_response", "ElectLeadersResponse"),
+        26: ("end_txn_response", "EndTxnResponse"),
+        1: ("fetch_response", "FetchResponse"),
+        10: ("find_coordinator_response", "FindCoordinatorResponse"),
+        12: ("heartbeat_response", "HeartbeatResponse"),
+        44: ("incremental_alter_configs_response", "IncrementalAlterConfigsResponse"),
+        22: ("init_producer_id_response", "InitProducerIdResponse"),
+        11: ("join_group_response", "JoinGroupResponse"),
+        13: ("leave_group_response", "LeaveGroupResponse"),
+        74: ("list_config_resources_response", "ListConfigResourcesResponse"),
+        16: ("list_groups_response", "ListGroupsResponse"),
+        2: ("list_offsets_response", "ListOffsetsResponse"),
+        46: ("list_partition_reassignments_response", "ListPartitionReassignmentsResponse"),
+        66: ("list_transactions_response", "ListTransactionsResponse"),
+        3: ("metadata_response", "MetadataResponse"),
+        8: ("offset_commit_response", "OffsetCommitResponse"),
+        47: ("offset_delete_response", "OffsetDeleteResponse"),
+        9: ("offset_fetch_response", "OffsetFetchResponse"),
+        23: ("offset_for_leader_epoch_response", "OffsetForLeaderEpochResponse"),
+        0: ("produce_response", "ProduceResponse"),
+        36: ("sasl_authenticate_response", "SaslAuthenticateResponse"),
+        17: ("sasl_handshake_response", "SaslHandshakeResponse"),
+        14: ("sync_group_response", "SyncGroupResponse"),
+        28: ("txn_offset_commit_response", "TxnOffsetCommitResponse"),
+        57: ("update_features_response", "UpdateFeaturesResponse"),
+        27: ("write_txn_markers_response", "WriteTxnMarkersResponse"),
+    }
+)
