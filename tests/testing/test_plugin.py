@@ -173,12 +173,17 @@ def test_failing_tests_get_the_broker_output_of_their_own_run(pytester: pytest.P
 
         def test_passes(moldau_broker):
             unknown_api(moldau_broker.bootstrap_servers, 9003)
+
+        def test_quiet(moldau_broker):
+            assert False, "the broker had nothing to say"
         """,
     )
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=1, failed=3)
     out = result.stdout.str()
     first = out[out.index("_ test_first _") : out.index("_ test_second _")]
-    second = out[out.index("_ test_second _") :]
+    second = out[out.index("_ test_second _") : out.index("_ test_quiet _")]
+    quiet = out[out.index("_ test_quiet _") : out.index("short test summary")]
+    assert "moldau broker" not in quiet
     assert "moldau broker 127.0.0.1:" in first and "(running)" in first
     assert "unknown API key 9001" in first and "listening on" in first
     assert "unknown API key 9002" in second

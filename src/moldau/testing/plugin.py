@@ -15,6 +15,7 @@ Fixtures:
 
 When a test fails, the output its brokers (every broker started through
 :mod:`moldau.testing` and not closed) wrote during the test is added to the report.
+``-p no:moldau.testing.plugin`` turns the plugin off.
 """
 
 from __future__ import annotations
@@ -164,5 +165,6 @@ def pytest_runtest_makereport(
     for b in running_brokers():
         b.settle_output()
         lines = b.output_since(marks.get(b, 0))[-REPORTED_LINES:]
-        where = f"{b.host}:{b.port}" if b.port else str(b.data_dir)
-        report.sections.append((f"moldau broker {where} ({b.state()})", "\n".join(lines)))
+        if lines or not b.running:  # a quiet, healthy broker has nothing to tell
+            where = f"{b.host}:{b.port}" if b.port else str(b.data_dir)
+            report.sections.append((f"moldau broker {where} ({b.state()})", "\n".join(lines)))
