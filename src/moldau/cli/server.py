@@ -28,7 +28,9 @@ def server(
     ] = None,
     ephemeral: Annotated[
         bool,
-        typer.Option(help="Keep the data in a new temporary log.dirs, removed on exit."),
+        typer.Option(
+            "--ephemeral", help="Keep the data in a new temporary log.dirs, removed on exit."
+        ),
     ] = False,
 ) -> None:
     """Start the broker. Stops cleanly on SIGTERM/SIGINT (flush + checkpoints)."""
