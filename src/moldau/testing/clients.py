@@ -117,15 +117,20 @@ class ClientHelpers:
             )
 
         for index, r in enumerate(wanted):
-            producer.produce(
-                topic,
-                value=r.value,
-                key=r.key,
-                headers=list(r.headers),
-                partition=-1 if r.partition is None else r.partition,
-                timestamp=r.timestamp or 0,
-                on_delivery=functools.partial(on_delivery, index),
-            )
+            while True:
+                try:
+                    producer.produce(
+                        topic,
+                        value=r.value,
+                        key=r.key,
+                        headers=list(r.headers),
+                        partition=-1 if r.partition is None else r.partition,
+                        timestamp=r.timestamp or 0,
+                        on_delivery=functools.partial(on_delivery, index),
+                    )
+                    break
+                except BufferError:  # the client's queue is full: let it send
+                    producer.poll(0.1)
         left = producer.flush(timeout)
         if errors or left:
             raise RuntimeError(
