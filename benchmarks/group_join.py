@@ -26,7 +26,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, Producer
 
 from benchmarks.harness import RESULTS, create_topic
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 
 DELAYS_MS = (3000, 0)
 TIMEOUT_S = 60.0

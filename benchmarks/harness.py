@@ -1,7 +1,7 @@
 """What the benchmarks share: a broker to measure, topic setup, and JSON result files.
 
-Run benchmarks from the repository root as modules (`python -m benchmarks.latency`), so
-`tests.broker` (the broker subprocess used by the integration tests) is importable.
+Run benchmarks from the repository root as modules (`python -m benchmarks.latency`).
+Brokers are `moldau.testing.BrokerProcess`es, as in the integration tests.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import platform
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from moldau.testing import BrokerProcess
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -45,13 +46,8 @@ def broker(args: argparse.Namespace) -> Iterator[str]:
     if args.bootstrap:
         yield args.bootstrap
         return
-    from tests.broker import BrokerProcess
-
     overrides = dict(pair.split("=", 1) for pair in args.broker_override)
-    with (
-        tempfile.TemporaryDirectory(prefix="moldau-bench-") as data_dir,
-        BrokerProcess(Path(data_dir), overrides) as process,
-    ):
+    with BrokerProcess(configs=overrides) as process:
         yield process.bootstrap
 
 
@@ -83,7 +79,7 @@ def write_result(name: str, args: argparse.Namespace, results: object) -> Path:
     document = {
         "benchmark": name,
         "time": now.isoformat(timespec="seconds"),
-        "broker": args.bootstrap or "moldau subprocess",
+        "broker": getattr(args, "bootstrap", None) or "moldau subprocess",
         "args": vars(args),
         "environment": {
             "cpus": os.cpu_count(),

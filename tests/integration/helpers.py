@@ -49,7 +49,7 @@ from moldau.protocol.messages.request_header import RequestHeader
 from moldau.protocol.messages.response_header import ResponseHeader
 from moldau.records.record import build_batch
 from moldau.server.dispatch import is_flexible
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 DEADLINE_S = 60.0  # generous: a slow CI box must not turn a correct broker red
@@ -59,7 +59,6 @@ METADATA_VERSION = 12
 INIT_PRODUCER_ID_VERSION = 4
 
 FreshBroker = Callable[..., BrokerProcess]  # the `fresh_broker` fixture
-RUNNING_BROKERS: list[BrokerProcess] = []  # their output is attached to failing tests
 
 
 @dataclass(frozen=True)

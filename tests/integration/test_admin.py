@@ -38,7 +38,7 @@ from moldau.protocol.messages.describe_configs_request import (
 )
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.records.record import build_batch
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
     DEADLINE_S,
     FreshBroker,

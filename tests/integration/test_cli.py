@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 
 
 def moldau(

@@ -20,7 +20,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from moldau.protocol.errors import ErrorCode
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
     CODECS,
     CONSUMERS,

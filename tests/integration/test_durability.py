@@ -20,7 +20,7 @@ from moldau.records.batch import scan_batches
 from moldau.records.record import decode_all
 from moldau.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_checkpoint
 from moldau.storage.log_manager import CLEAN_SHUTDOWN_FILE
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
     DEADLINE_S,
     PRODUCE_VERSION,
@@ -133,8 +133,8 @@ def test_kill_9_keeps_every_acknowledged_record(fresh_broker: FreshBroker, topic
 
 
 def restart_on_same_port(b: BrokerProcess, *, kill: bool) -> None:
-    """Stop (or kill -9) and start again where running clients can reconnect."""
-    b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{b.port}"
+    """Stop (or kill -9) and start again where running clients can reconnect (a
+    BrokerProcess keeps its port)."""
     if kill:
         b.kill()
     else:

@@ -28,7 +28,7 @@ from moldau.protocol.messages.join_group_request import (
     JoinGroupRequest,
     JoinGroupRequestProtocol,
 )
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 from tests.integration.group_helpers import (
     Member,
     MemberProcess,
@@ -42,7 +42,6 @@ from tests.integration.group_helpers import (
 )
 from tests.integration.helpers import (
     DEADLINE_S,
-    RUNNING_BROKERS,
     RawClient,
     admin,
     confluent_consumer,
@@ -63,9 +62,7 @@ Position = tuple[int, int]
 def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for the module, without the initial rebalance delay."""
     with BrokerProcess(tmp_path_factory.mktemp("groups"), FAST) as running:
-        RUNNING_BROKERS.append(running)
         yield running
-        RUNNING_BROKERS.remove(running)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from moldau.protocol.messages.response_header import ResponseHeader
 from moldau.records.batch import RECORDS_OFFSET
 from moldau.records.compression import Compression
 from moldau.records.record import build_batch
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
     METADATA_VERSION,
     PRODUCE_VERSION,

@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from moldau.spark.session import local_session
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +26,12 @@ def server(
         list[str] | None,
         typer.Option("--override", "-o", help="key=value, overrides the file; repeatable."),
     ] = None,
+    ephemeral: Annotated[
+        bool,
+        typer.Option(
+            "--ephemeral", help="Keep the data in a new temporary log.dirs, removed on exit."
+        ),
+    ] = False,
 ) -> None:
     """Start the broker. Stops cleanly on SIGTERM/SIGINT (flush + checkpoints)."""
     logging.basicConfig(
@@ -31,8 +39,20 @@ def server(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not ephemeral:
+        _run(config, override or [])
+        return
+    data_dir = tempfile.mkdtemp(prefix="moldau-ephemeral-")
+    log.info("ephemeral: data in %s, removed on exit", data_dir)
     try:
-        broker_config = BrokerConfig.load(config, override or [])
+        _run(config, [*(override or []), f"log.dirs={data_dir}"])
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _run(config: Path | None, override: list[str]) -> None:
+    try:
+        broker_config = BrokerConfig.load(config, override)
     except ConfigError as e:
         typer.echo(f"moldau server: invalid configuration: {e}", err=True)
         raise typer.Exit(2) from None

@@ -593,18 +593,57 @@ def render(msg: Message, source: str) -> str:
     return "\n".join(out) + "\n"
 
 
+_LAZY_INDEX = [
+    "import importlib",
+    "from collections.abc import Iterator, Mapping",
+    "from typing import Any",
+    "",
+    "",
+    "class _Index(Mapping[int, Any]):",
+    '    """Classes by API key, each module imported when first looked up: a broker uses',
+    '    a few dozen of the codecs, and importing them all was most of its start-up."""',
+    "",
+    "    def __init__(self, where: dict[int, tuple[str, str]]) -> None:",
+    "        self._where = where  # API key -> (module, class)",
+    "        self._classes: dict[int, Any] = {}",
+    "",
+    "    def __getitem__(self, api_key: int) -> Any:",
+    "        try:",
+    "            return self._classes[api_key]",
+    "        except KeyError:",
+    "            module, name = self._where[api_key]",
+    '            cls = getattr(importlib.import_module(f"{__name__}.{module}"), name)',
+    "            self._classes[api_key] = cls",
+    "            return cls",
+    "",
+    "    def __iter__(self) -> Iterator[int]:",
+    "        return iter(self._where)",
+    "",
+    "    def __len__(self) -> int:",
+    "        return len(self._where)",
+]
+
+
 def render_index(package: str, messages: list[tuple[str, str, Message]]) -> str:
-    """The package's ``__init__``: RPCs by API key, metadata records by api key, and
-    coordinator (key, value) classes by record type (the key's version)."""
+    """The package's ``__init__``: RPCs by API key (imported lazily), metadata records by
+    api key, and coordinator (key, value) classes by record type (the key's version)."""
+    if package == "messages":
+        lines = [
+            '"""Generated index of message codecs by API key. Do not edit."""',
+            "",
+            "from __future__ import annotations",
+            "",
+            *_LAZY_INDEX,
+        ]
+        for table, kind in (("REQUESTS", "request"), ("RESPONSES", "response")):
+            rows = sorted((m.api_key or 0, mod, m.name) for _, mod, m in messages if m.kind == kind)
+            lines += ["", f"{table}: Mapping[int, Any] = _Index(", "    {"]
+            lines += [f'        {k}: ("{mod}", "{name}"),' for k, mod, name in rows]
+            lines += ["    }", ")"]
+        return "\n".join(lines) + "\n"
     tables: dict[str, list[tuple[int, str]]] = {}
     imported: set[str] = set()
-    if package == "messages":
-        doc = "Generated index of message codecs by API key. Do not edit."
-        for _, _, m in messages:
-            if m.kind in ("request", "response"):
-                tables.setdefault(f"{m.kind.upper()}S", []).append((m.api_key or 0, m.name))
-                imported.add(m.name)
-    elif package == "metadata_records":
+    if package == "metadata_records":
         doc = "Generated index of KRaft metadata record codecs by api key. Do not edit."
         tables["RECORDS"] = [(m.api_key or 0, m.name) for _, _, m in messages]
         imported = {m.name for _, _, m in messages}
