@@ -87,7 +87,7 @@ def measure(
 
 
 def main() -> None:
-    from tests.broker import BrokerProcess
+    from moldau.testing import BrokerProcess
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--partitions", type=int, default=1000)

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient
 from playwright.sync_api import Browser, Page, sync_playwright
 
 # The one place the broker helper is imported (it is becoming a pytest plugin).
-from tests.broker import BrokerProcess
+from moldau.testing import BrokerProcess
 
 CHROMIUM = os.environ.get("MOLDAU_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
