@@ -430,12 +430,14 @@ class ReplicaManager:
             return OffsetLookup(offset=hw, leader_epoch=epoch)
         if timestamp == MAX_TIMESTAMP:
             offset, ts = replica_log.max_timestamp_offset()
+            if offset < 0:
+                return OffsetLookup()  # an empty log: like Kafka, no offset and no epoch
             return OffsetLookup(offset=offset, timestamp=ts, leader_epoch=epoch)
         if timestamp < 0:
             return OffsetLookup(ErrorCode.INVALID_REQUEST)
         found = replica_log.offset_for_timestamp(timestamp, max_offset=hw)
         if found is None:
-            return OffsetLookup(leader_epoch=epoch)
+            return OffsetLookup()  # nothing at or after it: no offset and no epoch (Kafka's -1s)
         return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
