@@ -342,9 +342,16 @@ class ReplicaManager:
         self, params: FetchParams, requested: Sequence[FetchRequestPartition]
     ) -> list[FetchResult]:
         """Read every partition; long-poll (woken by HW moves, or appends for followers)
-        until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error."""
+        until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error.
+        No partitions (e.g. a fetch that closes its session) is answered at once, as Kafka
+        does: nothing could ever arrive."""
         results, total = self._read_all(params, requested)
-        if total >= params.min_bytes or params.max_wait_ms <= 0 or _has_error(results):
+        if (
+            not requested
+            or total >= params.min_bytes
+            or params.max_wait_ms <= 0
+            or _has_error(results)
+        ):
             return results
         kind = "leo" if params.from_follower else "hw"
         keys = [(kind, (p.topic, p.partition)) for p in requested]

@@ -163,6 +163,18 @@ def test_consumer_long_poll_is_woken_by_the_hw_not_the_append(tmp_path: Path) ->
     run(test)
 
 
+def test_a_fetch_of_no_partitions_does_not_wait(tmp_path: Path) -> None:
+    """Java consumers close their fetch session with such a fetch (max wait 500 ms)."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image())
+        fetch = node.rm.fetch_messages(FetchParams(max_wait_ms=10_000), [])
+        assert await asyncio.wait_for(fetch, 1) == []  # the manual clock never moves
+
+    run(test)
+
+
 def test_leadership_and_epoch_errors(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path)
