@@ -8,8 +8,10 @@ broker must not log a warning or an error while a Java client talks to it.
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -343,13 +345,16 @@ def test_admin(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
     ]
     produce_confluent(broker.bootstrap, topic, records)
     specs = ["earliest", "latest", "max-timestamp", str(base + 25), str(base + 1000)]
+    unknown_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
     result = java.admin(
         broker.bootstrap,
         *(["list-offsets", "--topic", topic, "--spec", spec] for spec in specs),
+        ["describe-topics", "--id", created["topic_id"]],
+        ["describe-topics", "--id", unknown_id],
         ["delete-topic", "--topic", topic],
         ["describe-topics", "--topic", topic],
     )
-    assert result.returncode == 1, str(result)  # describing the deleted topic
+    assert result.returncode == 1, str(result)  # the unknown id, the deleted topic
     found = {e["spec"]: e["offsets"] for e in result.of("list-offsets")}
     p0 = {spec: (o["0"]["offset"], o["0"]["timestamp"]) for spec, o in found.items()}
     assert p0 == {
@@ -370,9 +375,13 @@ def test_admin(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
     # Kafka answers "not found" without a leader epoch (-1): Java reports none.
     assert found[str(base + 1000)]["0"]["leader_epoch"] is None
     assert found["max-timestamp"]["1"]["leader_epoch"] is None
+    (by_id,) = result.one("describe-topics")["topics"]
+    assert by_id == described
     assert result.one("delete-topic")["deleted"] == [topic]
-    (error,) = result.errors
-    assert error["error"] == "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"
+    assert [(e["stage"], e["error"].rsplit(".", 1)[1]) for e in result.errors] == [
+        ("describe-topics", "UnknownTopicIdException"),
+        ("describe-topics", "UnknownTopicOrPartitionException"),
+    ], str(result)
 
 
 # --- transactions (no coordinator yet) ---------------------------------------------------------

@@ -47,7 +47,9 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.Header;
@@ -574,7 +576,7 @@ public final class MoldauClient {
                 admin.deleteTopics(args.all("topic")).all().get();
                 yield Json.obj("deleted", args.all("topic"));
             }
-            case "describe-topics" -> describeTopics(admin, args.all("topic"));
+            case "describe-topics" -> describeTopics(admin, args.all("topic"), args.all("id"));
             case "describe-cluster" -> describeCluster(admin);
             case "list-groups" -> listGroups(admin);
             case "describe-groups" -> describeGroups(admin, args.all("group"));
@@ -605,11 +607,22 @@ public final class MoldauClient {
                 "replication_factor", (int) result.replicationFactor(name).get());
     }
 
-    private static Map<String, Object> describeTopics(Admin admin, List<String> topics) throws Exception {
-        Map<String, TopicDescription> found = admin.describeTopics(topics).allTopicNames().get();
+    /** By {@code --topic} name or by {@code --id} (topic ids, as printed), in that order. */
+    private static Map<String, Object> describeTopics(Admin admin, List<String> names, List<String> ids)
+            throws Exception {
+        List<TopicDescription> found = new ArrayList<>();
+        if (!names.isEmpty()) {
+            Map<String, TopicDescription> byName = admin.describeTopics(names).allTopicNames().get();
+            names.forEach(name -> found.add(byName.get(name)));
+        }
+        if (!ids.isEmpty()) {
+            List<Uuid> uuids = ids.stream().map(Uuid::fromString).toList();
+            Map<Uuid, TopicDescription> byId =
+                    admin.describeTopics(TopicCollection.ofTopicIds(uuids)).allTopicIds().get();
+            uuids.forEach(id -> found.add(byId.get(id)));
+        }
         List<Object> out = new ArrayList<>();
-        for (String name : topics) {
-            TopicDescription d = found.get(name);
+        for (TopicDescription d : found) {
             List<Object> partitions = new ArrayList<>();
             for (TopicPartitionInfo p : d.partitions()) {
                 partitions.add(Json.obj("partition", p.partition(), "leader", nodeId(p.leader()),
