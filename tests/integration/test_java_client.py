@@ -119,6 +119,30 @@ def test_roundtrip(broker: BrokerProcess, java: JavaClient, topic: str, codec: s
     assert codecs == {CODEC_IDS[codec]}, f"stored batches use codecs {codecs}"
 
 
+def test_log_append_time(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
+    """With message.timestamp.type=LogAppendTime the broker's clock wins: the producer's
+    acks carry the append time (Produce's log_append_time_ms), the consumer gets the same."""
+    create_topic(broker.bootstrap, topic, 2, {"message.timestamp.type": "LogAppendTime"})
+    records = make_records(200, seed=5, timestamp=1_000_000_000_000)
+    consumer = java.start(
+        "consume", "--bootstrap", broker.bootstrap, "--topic", topic, "--from-earliest",
+        "--max-records", str(len(records)),
+    )  # fmt: skip
+    before = now_ms()
+    produced = java.run(
+        "produce", "--bootstrap", broker.bootstrap, "--topic", topic, "--stdin",
+        stdin=b"".join(map(encode_record, records)),
+    ).check()  # fmt: skip
+    result = consumer.result().check()
+    acked = {records[a["index"]].value: a for a in produced.of("ack")}
+    got = result.of("record")
+    assert len(got) == len(records) and {e["timestamp_type"] for e in got} == {"LogAppendTime"}
+    for e in got:
+        ack = acked[decode_record(e).value or b""]
+        assert (e["partition"], e["offset"]) == (ack["partition"], ack["offset"])
+        assert e["timestamp"] == ack["timestamp"] and before <= e["timestamp"] <= now_ms()
+
+
 @pytest.mark.parametrize("acks", ["0", "1"])
 def test_weaker_acks(broker: BrokerProcess, java: JavaClient, topic: str, acks: str) -> None:
     """acks=0 and acks=1, idempotence off (Kafka requires acks=all for it): on one healthy

@@ -35,6 +35,7 @@ import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -51,6 +52,7 @@ import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -100,6 +102,7 @@ public final class MoldauClient {
                 case "consume" -> status = consume(new Args(rest));
                 case "admin" -> status = admin(rest);
                 case "txn-copy" -> status = txnCopy(new Args(rest));
+                case "warmup" -> status = warmup();
                 default -> throw new UsageError("unknown command " + argv[0]);
             }
         } catch (UsageError e) {
@@ -332,8 +335,14 @@ public final class MoldauClient {
                 }
                 if (!offsets.isEmpty() && !commit.equals("none")) {
                     if (commit.equals("sync")) {
-                        consumer.commitSync(offsets);
-                        emit("event", "committed", "offsets", offsetsJson(offsets));
+                        try {
+                            consumer.commitSync(offsets);
+                            emit("event", "committed", "offsets", offsetsJson(offsets));
+                        } catch (RebalanceInProgressException | CommitFailedException e) {
+                            // What an application lives with: these records may come again.
+                            emit("event", "commit_failed", "error", e.getClass().getName(),
+                                    "message", String.valueOf(e.getMessage()));
+                        }
                     } else {
                         consumer.commitAsync(offsets, (done, error) -> {
                             if (error != null) {
@@ -723,6 +732,38 @@ public final class MoldauClient {
                     "timestamp", info.timestamp(), "leader_epoch", info.leaderEpoch().orElse(null)));
         }
         return Json.obj("topic", topic, "spec", spec, "offsets", out);
+    }
+
+    // --- warmup ---------------------------------------------------------------------------
+
+    /**
+     * Make a producer, a consumer and an admin client that reach nothing (port 1) and close
+     * them: run once with {@code -XX:ArchiveClassesAtExit}, it puts their classes in a
+     * class-data archive that makes every later JVM start about a second sooner.
+     */
+    private static int warmup() {
+        Args args = new Args(List.of("--bootstrap", "127.0.0.1:1", "--max-block-ms", "1",
+                "--compression", "zstd"));
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(args))) {
+            producer.send(new ProducerRecord<>("warmup", new byte[1]), (meta, error) -> { });
+        }
+        Properties cprops = common(args, "moldau-java-warmup");
+        cprops.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cprops.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(cprops)) {
+            consumer.assign(List.of(new TopicPartition("warmup", 0)));
+            consumer.poll(Duration.ZERO);
+        }
+        Properties aprops = common(args, "moldau-java-warmup");
+        aprops.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "100");
+        aprops.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "100");
+        try (Admin admin = Admin.create(aprops)) {
+            admin.describeCluster().clusterId().get();
+        } catch (ExecutionException | InterruptedException e) {
+            // nothing listens on port 1: the classes are loaded all the same
+        }
+        emit("event", "warmup");
+        return 0;
     }
 
     // --- shared ---------------------------------------------------------------------------

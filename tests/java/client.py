@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from tests.integration.helpers import DEADLINE_S, Acked, Consumed, Got, Rec
-from tests.java.jars import JVM_OPTIONS, MAIN_CLASS, build, find_javac, java_command
+from tests.java.jars import ClientBuild, build, find_javac
 
 Event = dict[str, Any]
 # A JVM that outlives its own timeouts by this much is hung, not slow.
@@ -33,7 +33,7 @@ def java_client() -> JavaClient | None:
     javac = find_javac()
     if javac is None:
         return None
-    return JavaClient(java_command(javac), build(javac))
+    return JavaClient(build(javac))
 
 
 @dataclass
@@ -73,22 +73,12 @@ class JavaResult:
 
 
 class JavaClient:
-    def __init__(self, java: str, classpath: list[str], log_level: str = "WARN") -> None:
-        self.java = java
-        self.classpath = classpath
+    def __init__(self, program: ClientBuild, log_level: str = "WARN") -> None:
+        self.program = program
         self.log_level = log_level
 
     def command(self, args: Sequence[str]) -> list[str]:
-        return [
-            self.java,
-            *JVM_OPTIONS,
-            "-Dslf4j.internal.verbosity=WARN",
-            f"-Dmoldau.java.log={self.log_level}",
-            "-cp",
-            ":".join(self.classpath),
-            MAIN_CLASS,
-            *args,
-        ]
+        return self.program.command(args, self.log_level)
 
     def run(
         self, *args: str, stdin: bytes | None = None, timeout: float = DEADLINE_S

