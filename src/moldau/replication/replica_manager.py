@@ -342,9 +342,16 @@ class ReplicaManager:
         self, params: FetchParams, requested: Sequence[FetchRequestPartition]
     ) -> list[FetchResult]:
         """Read every partition; long-poll (woken by HW moves, or appends for followers)
-        until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error."""
+        until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error.
+        No partitions (e.g. a fetch that closes its session) is answered at once, as Kafka
+        does: nothing could ever arrive."""
         results, total = self._read_all(params, requested)
-        if total >= params.min_bytes or params.max_wait_ms <= 0 or _has_error(results):
+        if (
+            not requested
+            or total >= params.min_bytes
+            or params.max_wait_ms <= 0
+            or _has_error(results)
+        ):
             return results
         kind = "leo" if params.from_follower else "hw"
         keys = [(kind, (p.topic, p.partition)) for p in requested]
@@ -430,12 +437,14 @@ class ReplicaManager:
             return OffsetLookup(offset=hw, leader_epoch=epoch)
         if timestamp == MAX_TIMESTAMP:
             offset, ts = replica_log.max_timestamp_offset()
+            if offset < 0:
+                return OffsetLookup()  # an empty log: like Kafka, no offset and no epoch
             return OffsetLookup(offset=offset, timestamp=ts, leader_epoch=epoch)
         if timestamp < 0:
             return OffsetLookup(ErrorCode.INVALID_REQUEST)
         found = replica_log.offset_for_timestamp(timestamp, max_offset=hw)
         if found is None:
-            return OffsetLookup(leader_epoch=epoch)
+            return OffsetLookup()  # nothing at or after it: no offset and no epoch (Kafka's -1s)
         return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:

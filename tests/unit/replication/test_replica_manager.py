@@ -15,9 +15,11 @@ from moldau.protocol.errors import ErrorCode
 from moldau.records.record import build_batch
 from moldau.replication.replica_manager import (
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     AppendOrigin,
     FetchParams,
     FetchRequestPartition,
+    OffsetLookup,
     ReplicaManager,
 )
 from moldau.storage.config import LogConfig
@@ -161,6 +163,18 @@ def test_consumer_long_poll_is_woken_by_the_hw_not_the_append(tmp_path: Path) ->
     run(test)
 
 
+def test_a_fetch_of_no_partitions_does_not_wait(tmp_path: Path) -> None:
+    """Java consumers close their fetch session with such a fetch (max wait 500 ms)."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image())
+        fetch = node.rm.fetch_messages(FetchParams(max_wait_ms=10_000), [])
+        assert await asyncio.wait_for(fetch, 1) == []  # the manual clock never moves
+
+    run(test)
+
+
 def test_leadership_and_epoch_errors(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path)
@@ -200,6 +214,22 @@ def test_new_leader_answers_offset_not_available_until_its_hw_catches_up(
         assert lookup.error == ErrorCode.OFFSET_NOT_AVAILABLE
         await node.fetch(2, replica_id=2)
         assert node.rm.offset_for_timestamp(TP, LATEST_TIMESTAMP).offset == 2
+
+    run(test)
+
+
+def test_offset_lookups_that_find_nothing_carry_no_leader_epoch(tmp_path: Path) -> None:
+    """Kafka answers -1 for offset, timestamp and leader epoch alike (Java's Admin then
+    reports no epoch), not the current epoch with no offset."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(epoch=3))
+        assert node.rm.offset_for_timestamp(TP, MAX_TIMESTAMP) == OffsetLookup()
+        await node.produce(2, acks=1)
+        newest = node.rm.offset_for_timestamp(TP, MAX_TIMESTAMP)
+        assert newest.offset >= 0 and newest.leader_epoch == 3
+        assert node.rm.offset_for_timestamp(TP, newest.timestamp + 1) == OffsetLookup()
 
     run(test)
 

@@ -15,6 +15,7 @@ from moldau.protocol.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from moldau.protocol.primitives import ZERO_UUID
 from moldau.server.auto_create import auto_create_topics
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 API_KEY = ApiKey.METADATA
 MIN_VERSION = 0
 MAX_VERSION = 12
+TOPIC_IDS_VERSION = 12  # topics may be asked for by id (Java's Admin.describeTopics(ids))
 
 
 def describe_topic(topic: TopicImage, image: MetadataImage) -> MetadataResponseTopic:
@@ -58,18 +60,32 @@ def brokers(image: MetadataImage) -> list[MetadataResponseBroker]:
     ]
 
 
+def _requested_ids(version: int, request: MetadataRequest) -> list[bytes]:
+    if version < TOPIC_IDS_VERSION:
+        return []
+    return list(dict.fromkeys(t.topic_id for t in request.topics or [] if t.topic_id != ZERO_UUID))
+
+
 async def handle(
     services: Services, ctx: RequestContext, request: MetadataRequest
 ) -> MetadataResponse:
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
-    if all_topics:
-        names = list(services.image.topics)
-    else:
-        names = [t.name for t in request.topics or [] if t.name is not None]
-        if request.allow_auto_topic_creation:
-            await auto_create_topics(services, names)
+    ids = [] if all_topics else _requested_ids(ctx.api_version, request)
+    names = [t.name for t in request.topics or [] if t.name is not None]
+    if not all_topics and not ids and request.allow_auto_topic_creation:
+        await auto_create_topics(services, names)
     image = services.image
     topics = []
+    if all_topics:
+        names = list(image.topics)
+    elif ids:
+        # As Kafka: ids win over names; an unknown id answers UNKNOWN_TOPIC_ID and no name.
+        names = [image.topics_by_id[i] for i in ids if i in image.topics_by_id]
+        topics += [
+            MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=i)
+            for i in ids
+            if i not in image.topics_by_id
+        ]
     for name in names:
         topic = image.topics.get(name)
         if topic is not None:
