@@ -15,9 +15,9 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from tests.broker import BrokerProcess
 
 from moldau.records.batch import BatchInfo, scan_log_prefix
+from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
     CODECS,
     Acked,
