@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from moldau.controller.configs import Changes, apply_changes
+from moldau.controller.placement import place
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import (
     ConfigRecord,
@@ -54,10 +55,12 @@ class Controller:
         broker_props: Mapping[str, str],
         default_partitions: int,
         check_broker_config: BrokerConfigCheck = _no_dynamic_broker_configs,
+        default_replication_factor: int = 1,
     ):
         self.node_id = node_id
         self.broker_props = broker_props
         self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
         self.check_broker_config = check_broker_config
 
     def validate_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
@@ -77,32 +80,36 @@ class Controller:
         if name in image.topics:
             return Outcome(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if assignments:
-            num_partitions = len(assignments)
-            bad = [p for p, r in assignments.items() if r != [self.node_id]]
-            if bad or sorted(assignments) != list(range(num_partitions)):
+            if num_partitions != -1 or replication_factor != -1:
                 return Outcome(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Replica assignment must place partitions 0..n-1 on broker {self.node_id}",
+                    ErrorCode.INVALID_REQUEST,
+                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                    "Both cannot be used at the same time.",
                 )
-        if num_partitions == -1:
-            num_partitions = self.default_partitions
-        if num_partitions <= 0:
-            return Outcome(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-            )
-        if replication_factor == -1:
-            replication_factor = 1
-        if replication_factor <= 0:
-            return Outcome(
-                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-            )
-        if replication_factor > 1:
-            return Outcome(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                "The target replication factor of "
-                f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
-            )
+            error = _check_assignment(image, assignments)
+            if error is not None:
+                return Outcome(ErrorCode.INVALID_REPLICA_ASSIGNMENT, error)
+            replicas = [list(assignments[p]) for p in sorted(assignments)]
+        else:
+            if num_partitions == -1:
+                num_partitions = self.default_partitions
+            if num_partitions <= 0:
+                return Outcome(
+                    ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+                )
+            if replication_factor == -1:
+                replication_factor = self.default_replication_factor
+            if replication_factor <= 0:
+                return Outcome(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "Replication factor must be larger than 0.",
+                )
+            try:
+                replicas = place(
+                    live_racks(image), num_partitions, replication_factor, _placed(image)
+                )
+            except KafkaError as e:
+                return Outcome(e.code, str(e))
         configs = dict(configs or {})
         try:
             self.validate_topic_configs(configs)
@@ -114,23 +121,8 @@ class Controller:
             ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)
             for k, v in sorted(configs.items())
         ]
-        records += self._partitions(topic_id, range(num_partitions))
+        records += _partitions(topic_id, 0, replicas)
         return Outcome(records=records)
-
-    def _partitions(self, topic_id: bytes, ids: range) -> list[MetadataRecord]:
-        n = self.node_id
-        return [
-            PartitionRecord(
-                partition_id=p,
-                topic_id=topic_id,
-                replicas=[n],
-                isr=[n],
-                leader=n,
-                leader_epoch=0,
-                partition_epoch=0,
-            )
-            for p in ids
-        ]
 
     def delete_topic(self, image: MetadataImage, name: str) -> Outcome:
         topic = image.topics.get(name)
@@ -154,7 +146,12 @@ class Controller:
             )
         if count == current:
             return Outcome(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
-        return Outcome(records=self._partitions(topic.topic_id, range(current, count)))
+        factor = len(next(iter(topic.partitions.values())).replicas)
+        try:
+            replicas = place(live_racks(image), count - current, factor, _placed(image))
+        except KafkaError as e:
+            return Outcome(e.code, str(e))
+        return Outcome(records=_partitions(topic.topic_id, current, replicas))
 
     def alter_topic_configs(
         self, image: MetadataImage, name: str, changes: Changes, *, replace: bool
@@ -214,3 +211,43 @@ def _config_records(
         if old.get(k) != v
     ]
     return records
+
+
+def live_racks(image: MetadataImage) -> dict[int, str | None]:
+    """Brokers that may get new replicas (alive: unfenced, not shutting down)."""
+    return {b.broker_id: b.rack for b in image.brokers.values() if b.alive}
+
+
+def _placed(image: MetadataImage) -> int:
+    """The cluster-wide leader cursor: how many partitions exist."""
+    return sum(len(t.partitions) for t in image.topics.values())
+
+
+def _check_assignment(image: MetadataImage, assignments: Mapping[int, list[int]]) -> str | None:
+    if sorted(assignments) != list(range(len(assignments))):
+        return "Replica assignments must name partitions 0..n-1"
+    sizes = {len(r) for r in assignments.values()}
+    if len(sizes) != 1 or 0 in sizes:
+        return "All partitions must have the same, non-zero number of replicas"
+    for partition, replicas in assignments.items():
+        if len(set(replicas)) != len(replicas):
+            return f"Duplicate brokers in the assignment of partition {partition}"
+        unknown = [b for b in replicas if b not in image.brokers]
+        if unknown:
+            return f"Unknown broker(s) {unknown} in the assignment of partition {partition}"
+    return None
+
+
+def _partitions(topic_id: bytes, first: int, replicas: list[list[int]]) -> list[MetadataRecord]:
+    return [
+        PartitionRecord(
+            partition_id=first + i,
+            topic_id=topic_id,
+            replicas=r,
+            isr=r,
+            leader=r[0],
+            leader_epoch=0,
+            partition_epoch=0,
+        )
+        for i, r in enumerate(replicas)
+    ]

@@ -6,13 +6,17 @@ import base64
 
 from moldau.controller.controller import PRODUCER_ID_BLOCK, Controller
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.records import decode_record, encode_record
+from moldau.metadata.records import RegisterBrokerRecord, decode_record, encode_record
 from moldau.metadata.topics import topic_name_error
 from moldau.protocol.errors import ErrorCode
 
 
 def make() -> tuple[Controller, MetadataImage]:
-    return Controller(node_id=1, broker_props={}, default_partitions=3), MetadataImage()
+    """A controller and the image of a one-broker cluster (broker 1, registered and live)."""
+    broker = RegisterBrokerRecord(broker_id=1, fenced=False)
+    return Controller(node_id=1, broker_props={}, default_partitions=3), MetadataImage().apply(
+        [broker]
+    )
 
 
 def test_create_topic_records_build_the_image():

@@ -15,7 +15,7 @@ from moldau.controller.controller import Controller
 from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.quorum_controller import QuorumController
 from moldau.metadata.loader import replay
-from moldau.metadata.records import MetadataRecord
+from moldau.metadata.records import MetadataRecord, RegisterBrokerRecord
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -31,6 +31,8 @@ def create(*names: str, partitions: int = 1) -> CreateTopicsRequest:
 
 def controller(path: Path) -> tuple[ControllerApis, MetadataLog, list[int]]:
     log = MetadataLog.open(path)
+    if log.log.log_end_offset == 0:
+        log.append([RegisterBrokerRecord(broker_id=1, fenced=False)])  # a live broker
     quorum = QuorumController(log, replay(log.batches()))
     committed: list[int] = []
     quorum.add_commit_listener(lambda records, offset: committed.append(offset))
