@@ -11,9 +11,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from moldau.clock import Clock, SystemClock
+from moldau.controller import broker_apis, partition_apis
+from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.configs import Changes, incremental, replacement
 from moldau.controller.controller import Controller, Outcome
 from moldau.controller.quorum_controller import ControllerResult, QuorumController
+from moldau.controller.replication_control import PREFERRED, ReplicationControl
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.topics import is_internal, missing_topic, topic_name_error
@@ -71,11 +75,42 @@ class ControllerApis:
         quorum: QuorumController,
         decisions: Controller,
         *,
+        cluster: ClusterControl | None = None,
+        clock: Clock | None = None,
         delete_topic_enable: bool = True,
     ) -> None:
         self.quorum = quorum
         self.decisions = decisions
+        self.replication = cluster.replication if cluster is not None else ReplicationControl()
+        self.cluster = cluster or ClusterControl("", self.replication)
+        self.clock: Clock = clock or SystemClock()
         self.delete_topic_enable = delete_topic_enable
+
+    # -- upkeep of the active controller ----------------------------------------------
+    async def expire_broker_sessions(self) -> None:
+        """Fence the brokers whose heartbeats stopped (run periodically)."""
+        now = self.clock.now_ms()
+        await self.quorum.write(
+            lambda image: ControllerResult(None, self.cluster.expire_sessions(image, now))
+        )
+
+    async def balance_leaders(self, max_imbalance_percent: int) -> None:
+        """``auto.leader.rebalance.enable``: preferred elections where brokers lead too
+        few of the partitions they prefer."""
+
+        def op(image: MetadataImage) -> ControllerResult[None]:
+            records: list[MetadataRecord] = []
+            for topic, partition in self.replication.imbalanced_partitions(
+                image, max_imbalance_percent
+            ):
+                _, _, record = self.replication.elect(
+                    image.apply(records), topic, partition, PREFERRED
+                )
+                if record is not None:
+                    records.append(record)
+            return ControllerResult(None, records)
+
+        await self.quorum.write(op)
 
     async def handle(self, api_key: int, version: int, request: Any) -> Any:
         handler = self.HANDLERS.get(api_key)
@@ -317,6 +352,13 @@ class ControllerApis:
 
 
 ControllerApis.HANDLERS = {
+    ApiKey.BROKER_REGISTRATION: broker_apis.broker_registration,
+    ApiKey.BROKER_HEARTBEAT: broker_apis.broker_heartbeat,
+    ApiKey.UNREGISTER_BROKER: broker_apis.unregister_broker,
+    ApiKey.ALTER_PARTITION: partition_apis.alter_partition,
+    ApiKey.ELECT_LEADERS: partition_apis.elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_apis.alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_apis.list_partition_reassignments,
     ApiKey.CREATE_TOPICS: ControllerApis.create_topics,
     ApiKey.DELETE_TOPICS: ControllerApis.delete_topics,
     ApiKey.CREATE_PARTITIONS: ControllerApis.create_partitions,

@@ -37,6 +37,9 @@ _MODULES = [
     "list_groups",
     "delete_groups",
     "offset_delete",
+    "elect_leaders",
+    "alter_partition_reassignments",
+    "list_partition_reassignments",
 ]
 
 
