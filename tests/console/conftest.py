@@ -100,8 +100,10 @@ def admin(broker: BrokerProcess) -> AdminClient:
     return AdminClient({"bootstrap.servers": broker.bootstrap})
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
+    """Package scope: Playwright's sync API keeps an event loop running in this thread,
+    so it must stop before tests elsewhere call asyncio.run()."""
     if shutil.which(CHROMIUM) is None:
         pytest.fail(
             f"{CHROMIUM} is missing: run ./scripts/setup.sh test (apt-get install chromium)"

@@ -100,6 +100,7 @@ async def _serve(config: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    await broker.controlled_shutdown()
     for srv in servers:
         srv.close()
     broker.shutdown()

@@ -114,7 +114,9 @@ class ClusterControl:
             records += self.replication.broker_lost(image, reg.broker_id)
         return ErrorCode.NONE, None, records
 
-    def unregister(self, image: MetadataImage, broker_id: int) -> tuple[ErrorCode, list[MetadataRecord]]:
+    def unregister(
+        self, image: MetadataImage, broker_id: int
+    ) -> tuple[ErrorCode, list[MetadataRecord]]:
         broker = image.brokers.get(broker_id)
         if broker is None:
             return ErrorCode.BROKER_ID_NOT_REGISTERED, []

@@ -59,9 +59,7 @@ def change_record(
     None when nothing would change."""
     target = part if replicas is None else _with_replicas(part, replicas)
     new_isr = part.isr if isr is None else isr
-    leader, was_unclean = elect_leader(
-        target, new_isr, alive, unclean=unclean, preferred=preferred
-    )
+    leader, was_unclean = elect_leader(target, new_isr, alive, unclean=unclean, preferred=preferred)
     if was_unclean:
         new_isr = (leader,)
     changed_isr = new_isr != part.isr

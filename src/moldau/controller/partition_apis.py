@@ -84,7 +84,9 @@ async def alter_partition(
                     result.partition_epoch = after.partition_epoch
                 results.append(result)
             topics.append(
-                AlterPartitionTopic(topic_name=t.topic_name, topic_id=t.topic_id, partitions=results)
+                AlterPartitionTopic(
+                    topic_name=t.topic_name, topic_id=t.topic_id, partitions=results
+                )
             )
         return ControllerResult(AlterPartitionResponse(topics=topics), records)
 

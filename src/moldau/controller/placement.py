@@ -50,9 +50,7 @@ def place(
         )
     order = broker_order(racks)
     n = len(order)
-    return [
-        _replicas(order, racks, (start + p) % n, replication_factor) for p in range(partitions)
-    ]
+    return [_replicas(order, racks, (start + p) % n, replication_factor) for p in range(partitions)]
 
 
 def _replicas(

@@ -9,21 +9,23 @@ configured is a controller quorum of one: its metadata log commits locally.
 from __future__ import annotations
 
 import logging
-import uuid
 
 from moldau.clock import AsyncioScheduler
 from moldau.controller.apis import ControllerApis
+from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.controller import Controller
 from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.quorum_controller import QuorumController
+from moldau.controller.replication_control import ReplicationControl
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import MetadataLoader, replay
 from moldau.metadata.publisher import MetadataPublisher
-from moldau.metadata.records import BrokerEndpoint, RegisterBrokerRecord
 from moldau.metadata.topics import OFFSETS_TOPIC
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
+from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.config import BrokerConfig, Listener
 from moldau.server.controller_channel import LocalControllerChannel
 from moldau.server.dynamic_config import DynamicBrokerConfig
@@ -35,6 +37,10 @@ from moldau.storage.log_manager import LogManager
 from moldau.storage.meta_properties import ensure_formatted
 
 log = logging.getLogger(__name__)
+
+UNFENCE_TIMEOUT_S = 60.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+SESSION_CHECK_INTERVAL_MS = 1_000
 
 
 class Broker:
@@ -81,7 +87,9 @@ class Broker:
         self.metadata_log: MetadataLog | None = None
         self.controller: QuorumController | None = None
         self.channel: LocalControllerChannel | None = None
+        self.controller_apis: ControllerApis | None = None
         self.producer_ids: ProducerIdManager | None = None
+        self.lifecycle: BrokerLifecycle | None = None
 
     # -- lifecycle ------------------------------------------------------------------
     async def start(self) -> None:
@@ -97,31 +105,60 @@ class Broker:
         self.log_manager.load_logs(lambda topic: _topic_configs(image, topic))
         self.controller = QuorumController(self.metadata_log, image)
         self.controller.add_commit_listener(MetadataLoader(self.publisher).handle_commit)
+        c = self.config
         decisions = Controller(
             self.node_id,
-            self.config.log_defaults,
-            self.config.int("num.partitions"),
+            c.log_defaults,
+            c.int("num.partitions"),
             self.dynamic_config.check,
+            c.int("default.replication.factor"),
         )
-        apis = ControllerApis(
-            self.controller, decisions, delete_topic_enable=self.config.bool("delete.topic.enable")
+        cluster = ClusterControl(
+            cluster_id,
+            ReplicationControl(c.bool("unclean.leader.election.enable")),
+            c.int("broker.session.timeout.ms"),
         )
-        self.channel = LocalControllerChannel(apis)
+        cluster.activate(image, self.clock.now_ms())
+        self.controller_apis = ControllerApis(
+            self.controller,
+            decisions,
+            cluster=cluster,
+            clock=self.clock,
+            delete_topic_enable=c.bool("delete.topic.enable"),
+        )
+        self.channel = LocalControllerChannel(self.controller_apis)
         self.producer_ids = ProducerIdManager(self.node_id, self.channel)
+        self.lifecycle = BrokerLifecycle(
+            self.node_id,
+            cluster_id,
+            self.channel,
+            lambda: self.publisher.image.offset,
+            rack=c.get("broker.rack") or None,
+            heartbeat_interval_ms=c.int("broker.heartbeat.interval.ms"),
+        )
         self.publisher.publish(image)
-        await self.groups.runtime.wait_loaded()
 
     async def register(self, listeners: list[Listener]) -> None:
-        """Record where clients reach this broker (advertised listeners)."""
-        assert self.channel is not None
-        endpoints = [BrokerEndpoint(name=li.name, host=li.host, port=li.port) for li in listeners]
-        record = RegisterBrokerRecord(
-            broker_id=self.node_id,
-            incarnation_id=uuid.uuid4().bytes,
-            end_points=endpoints,
-            fenced=False,
-        )
-        await self.channel.commit([record])
+        """Register where clients reach this broker (advertised listeners) and wait until
+        the controller unfences it and its coordinators have loaded."""
+        assert self.lifecycle is not None
+        self.lifecycle.start([(li.name, li.host, li.port) for li in listeners])
+        if not await self.lifecycle.wait_unfenced(UNFENCE_TIMEOUT_S):
+            raise KafkaError(
+                f"broker {self.node_id} was not unfenced within {UNFENCE_TIMEOUT_S:.0f} s",
+                ErrorCode.BROKER_NOT_AVAILABLE,
+            )
+        await self.groups.runtime.wait_loaded()
+
+    async def controlled_shutdown(self) -> None:
+        """Move this broker's leaderships away before it stops (Kafka's controlled
+        shutdown); gives up after ``controlled.shutdown.timeout`` and stops anyway."""
+        if (
+            self.lifecycle is not None
+            and self.config.bool("controlled.shutdown.enable")
+            and not await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        ):
+            log.warning("controlled shutdown timed out; stopping anyway")
 
     def start_background(self) -> None:
         c, every = self.config, self.scheduler.every
@@ -130,6 +167,14 @@ class Broker:
         every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
+        apis = self.controller_apis
+        if apis is not None:
+            every(SESSION_CHECK_INTERVAL_MS, apis.expire_broker_sessions)
+            if c.bool("auto.leader.rebalance.enable"):
+                every(
+                    1000 * c.int("leader.imbalance.check.interval.seconds"),
+                    lambda: apis.balance_leaders(c.int("leader.imbalance.per.broker.percentage")),
+                )
 
     def _retention(self) -> None:
         now = self.clock.now_ms()
@@ -144,6 +189,8 @@ class Broker:
 
     def shutdown(self) -> None:
         """Flush everything and write checkpoints, so the next start needs no recovery."""
+        if self.lifecycle is not None:
+            self.lifecycle.close()
         self.scheduler.close()
         self.log_manager.shutdown()
         if self.metadata_log is not None:

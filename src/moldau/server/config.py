@@ -53,6 +53,14 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey(
             "max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."
         ),
+        BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
+        BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
+        BrokerKey("broker.session.timeout.ms", int, "9000", "Fenced without heartbeats."),
+        BrokerKey("controlled.shutdown.enable", bool, "true", "Move leaders before stopping."),
+        BrokerKey("unclean.leader.election.enable", bool, "false", "Elect out-of-sync replicas."),
+        BrokerKey("auto.leader.rebalance.enable", bool, "true", "Move leaders back home."),
+        BrokerKey("leader.imbalance.per.broker.percentage", int, "10", "Tolerated imbalance."),
+        BrokerKey("leader.imbalance.check.interval.seconds", int, "300", "Balance check period."),
         BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         BrokerKey("offsets.topic.replication.factor", int, "1", "Replication of offsets topic."),
         BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),

@@ -1,0 +1,160 @@
+"""The broker's side of its registration with the controller (Kafka's BrokerLifecycleManager).
+
+A broker registers on start (a new incarnation id each time), is fenced until its
+heartbeat reports the metadata it has caught up to, then heartbeats every
+``broker.heartbeat.interval.ms``. A controller that no longer knows the broker's epoch
+(STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED: the broker was away too long, or the
+controller was replaced) gets a fresh registration. On a controlled shutdown the broker
+asks to shut down and keeps heartbeating until the controller has moved its leaderships
+away and says it may stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from moldau.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from moldau.protocol.messages.broker_registration_request import (
+    BrokerRegistrationRequest,
+    Listener,
+)
+from moldau.server.controller_channel import ControllerChannel
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_VERSION = 4
+HEARTBEAT_VERSION = 1
+RETRY_BACKOFF_S = 0.1
+SHUTDOWN_POLL_S = 0.05
+
+
+class BrokerLifecycle:
+    def __init__(
+        self,
+        broker_id: int,
+        cluster_id: str,
+        channel: ControllerChannel,
+        metadata_offset: Callable[[], int],
+        *,
+        rack: str | None = None,
+        heartbeat_interval_ms: int = 2_000,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.channel = channel
+        self.metadata_offset = metadata_offset
+        self.rack = rack
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.incarnation_id = uuid.uuid4().bytes
+        self.listeners: list[Listener] = []
+        self.epoch = -1
+        self.fenced = True
+        self.unfenced = asyncio.Event()
+        self._shutting_down = False
+        self._shut_down_allowed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
+        """Register with the listeners clients reach (name, host, port), then heartbeat."""
+        self.listeners = [Listener(name=n, host=h, port=p) for n, h, p in endpoints]
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_unfenced(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self.unfenced.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move this broker's leaderships away; True once it says
+        the broker may stop (False on timeout: the broker stops anyway)."""
+        self._shutting_down = True
+        try:
+            await asyncio.wait_for(self._shut_down_allowed.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self.epoch < 0:
+                    if await self._register():
+                        continue  # the first heartbeat goes out at once
+                else:
+                    await self._heartbeat()
+            except (ConnectionError, TimeoutError) as e:
+                log.debug("controller unreachable: %s", e)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                continue
+            if self._shutting_down:
+                await asyncio.sleep(SHUTDOWN_POLL_S)
+            elif self.epoch >= 0 and self.fenced:
+                await asyncio.sleep(min(self.heartbeat_interval_s, RETRY_BACKOFF_S))
+            elif self.epoch >= 0:
+                await asyncio.sleep(self.heartbeat_interval_s)
+
+    async def _register(self) -> bool:
+        request = BrokerRegistrationRequest(
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=self.listeners,
+            rack=self.rack,
+            previous_broker_epoch=self.epoch,
+        )
+        response = await self.channel.call(
+            ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION, request
+        )
+        if response.error_code != ErrorCode.NONE:
+            log.error("broker registration refused: %s", ErrorCode(response.error_code).name)
+            await asyncio.sleep(RETRY_BACKOFF_S * 10)
+            return False
+        self.epoch = response.broker_epoch
+        log.info(
+            "registered with the controller as broker %d, epoch %d", self.broker_id, self.epoch
+        )
+        return True
+
+    async def _heartbeat(self) -> None:
+        request = BrokerHeartbeatRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.epoch,
+            current_metadata_offset=self.metadata_offset(),
+            want_fence=False,
+            want_shut_down=self._shutting_down,
+        )
+        response: BrokerHeartbeatResponse = await self.channel.call(
+            ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request
+        )
+        if response.error_code in (
+            ErrorCode.STALE_BROKER_EPOCH,
+            ErrorCode.BROKER_ID_NOT_REGISTERED,
+        ):
+            log.warning("the controller lost this broker's registration; registering again")
+            self.epoch = -1
+            self.fenced = True
+            self.unfenced.clear()
+            return
+        if response.error_code != ErrorCode.NONE:
+            log.warning("heartbeat failed: %s", ErrorCode(response.error_code).name)
+            return
+        if self.fenced and not response.is_fenced:
+            log.info("unfenced: broker %d is serving", self.broker_id)
+            self.unfenced.set()
+        self.fenced = response.is_fenced
+        if response.should_shut_down:
+            self._shut_down_allowed.set()
