@@ -46,7 +46,8 @@ def start_broker(tmp_path: Path) -> Iterator[Start]:
     started: list[Broker] = []
 
     def start(overrides: dict[str, str] | None = None, data_dir: Path | None = None) -> Broker:
-        b = Broker(data_dir or tmp_path / f"broker{len(started)}", overrides).start()
+        b = Broker(data_dir or tmp_path / f"broker{len(started)}", overrides)
+        b.start()
         started.append(b)
         RUNNING_BROKERS.append(b)
         return b

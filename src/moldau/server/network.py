@@ -66,7 +66,7 @@ class NetworkLimits:
     quotas: ConnectionQuotas = field(default_factory=ConnectionQuotas)
     request_read_timeout_s: float | None = 30.0
     idle_timeout_s: float | None = 600.0
-    _slot_freed: asyncio.Event = field(default_factory=asyncio.Event)
+    _slot_freed: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> NetworkLimits:

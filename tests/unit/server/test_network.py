@@ -7,7 +7,7 @@ The loop's side is played by a fake transport: ``feed`` does what the event loop
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from moldau.server.memory_pool import MemoryPool
@@ -55,7 +55,7 @@ def feed(conn: Connection, transport: FakeTransport, data: bytes) -> int:
     return taken
 
 
-def run(test: Callable[[], Awaitable[None]]) -> None:
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
     asyncio.run(test())
 
 
