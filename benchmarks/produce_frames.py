@@ -10,7 +10,7 @@ runs on the machine) it reports the broker process's CPU seconds per GB received
 a busy machine disturbs much less. Results go to
 benchmarks/results/produce_frames-*.json; nothing is asserted.
 
-    python -m benchmarks.produce_frames [--quick] [--frames N] [--connections C]
+    python -m benchmarks.produce_frames [--quick] [--megabytes N] [--connections C] [--label L]
 """
 
 from __future__ import annotations
@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=500, help="bytes sent per case (MB)")
     parser.add_argument("--connections", type=int, default=2)
     parser.add_argument("--window", type=int, default=4, help="requests in flight per socket")
+    parser.add_argument("--label", default="", help="free text kept with the results")
     args = parser.parse_args()
     if args.quick:
         args.megabytes = 20

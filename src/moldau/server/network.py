@@ -202,16 +202,11 @@ class Connection(asyncio.BufferedProtocol):
             return
         self._wanted = buffer_size
         self._pause(_NO_MEMORY)
-        self.pool.wait(self._memory_freed)
+        self.pool.wait(buffer_size - self._reserved, self._reserved, self._memory_granted)
 
-    def _memory_freed(self) -> None:
-        if self._closed:
-            return
-        if self.pool.try_reserve(self._wanted - self._reserved):
-            self._reserved = self._wanted
-            self._resume(_NO_MEMORY)
-        else:
-            self.pool.wait(self._memory_freed)
+    def _memory_granted(self) -> None:
+        self._reserved = self._wanted
+        self._resume(_NO_MEMORY)
 
     def _finish_frame(self) -> None:
         self._frames.append(self._frame)  # its len() is what it holds of the pool
@@ -241,7 +236,7 @@ class Connection(asyncio.BufferedProtocol):
         self._wakeup.set()
         self._can_write.set()
         self._release_dup()
-        self.pool.cancel(self._memory_freed)
+        self.pool.cancel(self._memory_granted)
         held = self._reserved + sum(len(f) for f in self._frames)
         self._reserved = 0
         self._frames.clear()

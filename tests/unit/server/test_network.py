@@ -161,3 +161,30 @@ def test_a_connection_waiting_on_the_pool_is_not_stalled() -> None:
         assert not transport.closed, "waiting on us is not the client's stall"
 
     run(test)
+
+
+def test_frames_growing_together_past_the_pool_all_complete() -> None:
+    """Two 1 MiB frames arriving side by side in a 1 MiB pool end up each holding half
+    and waiting for more; the pool lets one run over, it completes, and so does the other."""
+
+    async def test() -> None:
+        mib = 1024 * 1024
+        pool = MemoryPool(mib)
+        conns = [connect(pool) for _ in range(2)]
+        frames = [bytes([i]) * mib for i in (1, 2)]
+        streams = [mib.to_bytes(4, "big") + f for f in frames]
+        sent = [0, 0]
+        peak = 0
+        for _ in range(1000):
+            if all(n == len(s) for n, s in zip(sent, streams, strict=True)):
+                break
+            for i, (conn, transport, _) in enumerate(conns):
+                sent[i] += feed(conn, transport, streams[i][sent[i] : sent[i] + 32 * 1024])
+                peak = max(peak, pool.used)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert [[bytes(f) for f in seen] for _, _, seen in conns] == [[frames[0]], [frames[1]]]
+        assert pool.used == 0
+        assert mib < peak <= 2 * mib, "over the limit by at most one frame"
+
+    run(test)
