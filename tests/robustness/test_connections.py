@@ -13,11 +13,18 @@ import pytest
 
 from tests.integration.helpers import (
     METADATA_VERSION,
+    PRODUCE_VERSION,
     RawClient,
+    Rec,
+    assert_log_matches,
+    batch_of,
+    consume_confluent,
     create_topic,
     encode_request,
     framed,
+    make_records,
     metadata_request,
+    produce_request,
     roundtrip_ok,
 )
 from tests.robustness.conftest import Broker, Start
@@ -104,6 +111,47 @@ def test_reading_waits_for_request_memory_then_resumes(start_broker: Start, topi
         frame = waiter.recv_frame()
     assert frame is not None and frame[:4] == (1).to_bytes(4, "big")
     assert served_within(b, topic, 5) < 5
+    assert b.alive and not b.tracebacks()
+
+
+def test_many_large_requests_through_a_small_pool(start_broker: Start, topic: str) -> None:
+    """Eight producers trickle ~1 MB produce requests side by side through a 1 MiB pool:
+    their frames grow together until all of them wait for memory, and still every
+    request is answered and every record is in the log."""
+    b = start_broker({"queued.max.request.bytes": str(MiB), "socket.request.max.bytes": str(MiB)})
+    create_topic(b.bootstrap, topic, 8)
+    values = make_records(8 * 3 * 220, seed=5, headers=False)  # ~150 B values: ~40 KB/batch
+    records = [Rec(None, r.value) for r in values]  # no keys: partitions are chosen here
+    sent: dict[int, list[Rec]] = {}
+    failures: list[str] = []
+
+    def producer(p: int) -> None:
+        try:
+            with RawClient(b.bootstrap, timeout=60) as raw:
+                for i in range(3):
+                    chunk = records[(p * 3 + i) * 220 : (p * 3 + i + 1) * 220]
+                    payload = encode_request(
+                        produce_request(topic, {p: batch_of(chunk)}), PRODUCE_VERSION, i + 1
+                    )
+                    frame = framed(payload + bytes(900_000))  # padding: ignored trailing bytes
+                    for at in range(0, len(frame), 16 * 1024):
+                        raw.send_bytes(frame[at : at + 16 * 1024])
+                        time.sleep(0.001)
+                    response = raw.recv_frame()
+                    assert response is not None, "connection closed"
+                    assert response[:4] == (i + 1).to_bytes(4, "big")
+                    sent.setdefault(p, []).extend(chunk)
+        except Exception as e:  # noqa: BLE001 - reported below, with the partition
+            failures.append(f"producer {p}: {e!r}")
+
+    threads = [threading.Thread(target=producer, args=(p,)) for p in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures, failures
+    expected = [r for p in range(8) for r in sent[p]]
+    assert_log_matches(expected, consume_confluent(b.bootstrap, topic), check_headers=False)
     assert b.alive and not b.tracebacks()
 
 
