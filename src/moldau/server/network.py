@@ -48,7 +48,7 @@ FrameHandler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
 _MAX_QUEUED_FRAMES = 64
 #: A frame's first buffer: whole requests up to this size arrive in one allocation.
 INITIAL_FRAME_BUFFER = 64 * 1024
-#: Growth doubles, but by at most this much at a time (the pool's overshoot, too).
+#: Growth doubles, but by at most this much at a time.
 MAX_GROWTH_STEP = 4 * 1024 * 1024
 _ZEROS = memoryview(bytes(MAX_GROWTH_STEP))
 _LISTEN_BACKLOG = 1024
