@@ -140,6 +140,7 @@ def fuzz_topic(broker: BrokerProcess) -> Iterator[str]:
     yield FUZZ_TOPIC
 
 
+@pytest.mark.slow
 def test_random_and_mutated_frames(broker: BrokerProcess, fuzz_topic: str) -> None:
     """200 garbage or mutated frames, one connection each: the broker never dies, never
     logs an unhandled exception, and still serves a normal client afterwards."""

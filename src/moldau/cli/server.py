@@ -70,16 +70,16 @@ def _run(config: Path | None, override: list[str]) -> None:
 async def _serve(config: BrokerConfig) -> None:
     from moldau.server.broker import Broker
     from moldau.server.dispatch import Dispatcher
-    from moldau.server.network import start_listener
+    from moldau.server.network import NetworkLimits, start_listener
 
     broker = Broker(config)
     await broker.start()
     dispatcher = Dispatcher(broker.services)
-    max_frame = config.int("socket.request.max.bytes")
+    limits = NetworkLimits.from_config(config)  # one memory pool and quota set for all listeners
     servers = []
     bound: list[Listener] = []
     for listener in config.listeners:
-        srv = await start_listener(listener.host, listener.port, dispatcher, max_frame)
+        srv = await start_listener(listener.host, listener.port, dispatcher, limits, listener.name)
         servers.append(srv)
         host, port = srv.sockets[0].getsockname()[:2]
         bound.append(Listener(listener.name, listener.host or host, port))

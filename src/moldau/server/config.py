@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,28 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("auto.create.topics.enable", bool, "true", "Create topics on first use."),
         BrokerKey("delete.topic.enable", bool, "true", "Allow DeleteTopics."),
         BrokerKey("socket.request.max.bytes", int, "104857600", "Largest request frame."),
+        # Kafka's default is -1 (unbounded); ours bounds request memory to what one
+        # largest frame may take, and may be raised when many large requests are in flight.
+        BrokerKey(
+            "queued.max.request.bytes",
+            int,
+            "104857600",
+            "Bytes of all requests in flight; reading stops while exhausted (-1: unbounded).",
+        ),
+        BrokerKey("connections.max.idle.ms", int, "600000", "Close idle connections (-1: never)."),
+        BrokerKey(
+            "socket.request.read.timeout.ms",
+            int,
+            "30000",
+            "Moldau: close a connection whose request stops arriving mid-frame this long "
+            "(-1: never); clients give up on a request after request.timeout.ms, 30 s.",
+        ),
+        BrokerKey("max.connections", int, "2147483647", "Connections per broker; accepting waits."),
+        BrokerKey("max.connections.per.ip", int, "2147483647", "Connections per client address."),
+        BrokerKey(
+            "max.connections.per.ip.overrides", str, "", "Per-address limits: 'host:count,...'."
+        ),
+        BrokerKey("max.connection.creation.rate", int, "2147483647", "New connections per second."),
         BrokerKey("log.retention.check.interval.ms", int, "300000", "Retention check period."),
         BrokerKey("log.flush.scheduler.interval.ms", int, "1000", "How often flush.ms is checked."),
         BrokerKey("log.flush.offset.checkpoint.interval.ms", int, "60000", "Checkpoint period."),
@@ -103,6 +126,25 @@ def parse_listeners(value: str, key: str) -> list[Listener]:
         out.append(Listener(m["name"], m["host"].strip("[]"), int(m["port"])))
     if not out:
         raise ConfigError(f"{key}: at least one listener is required")
+    return out
+
+
+def parse_ip_overrides(value: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count,...``, host names resolved to the
+    address connections come from (as Kafka does, once at start)."""
+    out: dict[str, int] = {}
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ConfigError(f"max.connections.per.ip.overrides: '{item}' is not host:count")
+        try:
+            address = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]
+        except (OSError, UnicodeError) as e:
+            raise ConfigError(
+                f"max.connections.per.ip.overrides: cannot resolve '{host}': {e}"
+            ) from None
+        out[str(address)] = int(count)
     return out
 
 
@@ -171,6 +213,28 @@ class BrokerConfig:
             raise ConfigError(str(e)) from e
         if self.int("num.partitions") < 1:
             raise ConfigError("num.partitions must be at least 1")
+        self._check_socket_server()
+        self.ip_connection_overrides = parse_ip_overrides(
+            self.get("max.connections.per.ip.overrides")
+        )
+        if self.int("max.connections.per.ip") == 0 and not self.ip_connection_overrides:
+            raise ConfigError(
+                "max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides is set"
+            )
+
+    def _check_socket_server(self) -> None:
+        """Kafka's checks of its socket server keys."""
+        if self.int("socket.request.max.bytes") < 1:
+            raise ConfigError("socket.request.max.bytes must be at least 1")
+        queued = self.int("queued.max.request.bytes")
+        if 0 < queued < self.int("socket.request.max.bytes"):
+            raise ConfigError(
+                "queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
+            )
+        for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
+            if self.int(key) < 0:
+                raise ConfigError(f"{key} must be at least 0")
 
     @classmethod
     def load(cls, config_file: Path | None, overrides: list[str]) -> BrokerConfig:

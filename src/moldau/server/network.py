@@ -1,21 +1,44 @@
-"""The asyncio edge: frames in, response parts out, file ranges by sendfile.
+"""The asyncio edge: connections accepted within quotas, frames in, response parts out.
 
-Each connection reads straight into a per-frame ``bytearray`` (``BufferedProtocol``), so
-produce payloads arrive writable and are stamped in place without another copy. Requests
-on one connection are processed one at a time, in order, as Kafka does.
+Memory follows what has arrived. Each connection reads straight into its frame's
+``bytearray`` (``BufferedProtocol``), but that buffer starts at most
+:data:`INITIAL_FRAME_BUFFER` long and doubles only once the client has filled it, so a
+connection that declares 100 MB and sends nothing holds 64 KiB. Every step is reserved
+from the broker's :class:`MemoryPool` (``queued.max.request.bytes``) and given back when
+the request has been handled; a connection that needs memory the pool does not have
+stops reading until some is released. The finished frame is still one writable
+``bytearray`` of exactly its size (growing reallocates in place where it can and copies
+at most what has arrived), so produce batches are stamped in place as before.
+
+Requests on one connection are processed one at a time, in order, as Kafka does.
+Connections stalled mid-frame past ``socket.request.read.timeout.ms`` and idle ones past
+``connections.max.idle.ms`` are closed. Responses go out with ``transport.write``; file
+ranges with ``os.sendfile`` (plaintext sockets only: a TLS transport must send them as
+bytes). Accepting honours ``max.connections``, ``max.connections.per.ip`` and
+``max.connection.creation.rate`` (see :mod:`moldau.server.connection_quotas`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import logging
 import os
 import socket
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from moldau.server.connection_quotas import ConnectionQuotas
+from moldau.server.memory_pool import MemoryPool
+
+if TYPE_CHECKING:
+    from moldau.server.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -23,23 +46,99 @@ log = logging.getLogger(__name__)
 FrameHandler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
 
 _MAX_QUEUED_FRAMES = 64
+#: A frame's first buffer: whole requests up to this size arrive in one allocation.
+INITIAL_FRAME_BUFFER = 64 * 1024
+#: Growth doubles, but by at most this much at a time.
+MAX_GROWTH_STEP = 4 * 1024 * 1024
+_ZEROS = memoryview(bytes(MAX_GROWTH_STEP))
+_LISTEN_BACKLOG = 1024
+# Why reading is paused (a bit set: reading resumes when none is left).
+_QUEUE_FULL = 1
+_NO_MEMORY = 2
+
+
+@dataclass
+class NetworkLimits:
+    """What every listener of one broker shares: frame size, timeouts, memory, quotas."""
+
+    max_frame: int = 104857600
+    pool: MemoryPool = field(default_factory=lambda: MemoryPool(104857600))
+    quotas: ConnectionQuotas = field(default_factory=ConnectionQuotas)
+    request_read_timeout_s: float | None = 30.0
+    idle_timeout_s: float | None = 600.0
+    _slot_freed: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> NetworkLimits:
+        queued = config.int("queued.max.request.bytes")
+        return cls(
+            max_frame=config.int("socket.request.max.bytes"),
+            pool=MemoryPool(queued if queued > 0 else None),
+            quotas=ConnectionQuotas(
+                max_connections=config.int("max.connections"),
+                max_connections_per_ip=config.int("max.connections.per.ip"),
+                per_ip_overrides=config.ip_connection_overrides,
+                max_connection_creation_rate=config.int("max.connection.creation.rate"),
+                inter_broker_listener=config.get("inter.broker.listener.name"),
+            ),
+            request_read_timeout_s=_seconds(config.int("socket.request.read.timeout.ms")),
+            idle_timeout_s=_seconds(config.int("connections.max.idle.ms")),
+        )
+
+    def sweep_interval_s(self) -> float:
+        timeouts = [t for t in (self.request_read_timeout_s, self.idle_timeout_s) if t]
+        return min([1.0, *(t / 4 for t in timeouts)])
+
+    async def wait_for_slot(self, listener: str) -> None:
+        """Kafka's acceptor blocks at ``max.connections`` until a connection closes."""
+        if self.quotas.slot_available(listener):
+            return
+        log.warning(
+            "max.connections (%d) reached: listener %s accepts again once a connection closes",
+            self.quotas.max_connections,
+            listener,
+        )
+        while not self.quotas.slot_available(listener):
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+
+    def connection_closed(self, ip: str) -> None:
+        self.quotas.dec(ip)
+        self._slot_freed.set()
+
+
+def _seconds(ms: int) -> float | None:
+    """A timeout in seconds; negative milliseconds (Kafka's -1) mean never."""
+    return None if ms < 0 else ms / 1000
 
 
 class Connection(asyncio.BufferedProtocol):
-    """One client connection: framing, in-order processing and writing."""
+    """One client connection: framing within the memory pool, in-order processing, writing."""
 
-    def __init__(self, handler: FrameHandler, max_frame: int) -> None:
+    def __init__(
+        self,
+        handler: FrameHandler,
+        limits: NetworkLimits,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
         self.handler = handler
-        self.max_frame = max_frame
+        self.limits = limits
+        self.pool = limits.pool
+        self.on_close = on_close
         self.transport: asyncio.Transport | None = None
         self.peer = ("", 0)
         self._header = bytearray(4)
-        self._frame: bytearray | None = None
+        self._size = -1  # declared size of the frame being read; -1 while reading its header
+        self._frame = bytearray()
         self._filled = 0
-        self._frames: deque[bytearray] = deque()
+        self._reserved = 0  # pool bytes held for the frame being read: its buffer's size
+        self._wanted = 0  # the buffer size waited for while the pool is exhausted
+        self._frames: deque[bytearray] = deque()  # whole frames, each holding len() pool bytes
         self._wakeup = asyncio.Event()
         self._closed = False
-        self._paused_reading = False
+        self._paused = 0
+        self._busy = False  # a request is being handled or its response written
+        self.last_io = time.monotonic()
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._dup_fd = -1
@@ -56,42 +155,78 @@ class Connection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # Paused whenever anything is buffered: "can write" then means "buffer empty",
         # which is what sendfile needs to keep the byte order.
-        transport.set_write_buffer_limits(high=0, low=0)
+        transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is None:
+        if self._size < 0:
             return memoryview(self._header)[self._filled :]
-        return memoryview(self._frame)[self._filled :]
+        frame = self._frame
+        if len(frame) < self._reserved:
+            # Grown here, not in buffer_updated: the loop still holds the last view then.
+            frame += _ZEROS[: self._reserved - len(frame)]
+        return memoryview(frame)[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
         self._filled += nbytes
-        if self._frame is None:
-            if self._filled < 4:
-                return
-            size = int.from_bytes(self._header, "big", signed=True)
-            if size < 0 or size > self.max_frame:
-                log.warning(
-                    "closing %s:%s: frame of %d bytes exceeds socket.request.max.bytes (%d)",
-                    *self.peer,
-                    size,
-                    self.max_frame,
-                )
-                self.close()
-                return
-            self._frame = bytearray(size)
-            self._filled = 0
-            if size:
-                return
-        elif self._filled < len(self._frame):
+        self.last_io = time.monotonic()
+        if self._size < 0:
+            if self._filled == 4:
+                self._start_frame(int.from_bytes(self._header, "big", signed=True))
+        elif self._filled == self._size:
+            self._finish_frame()
+        elif self._filled == self._reserved:
+            grown = min(self._size, 2 * self._reserved, self._reserved + MAX_GROWTH_STEP)
+            self._reserve(grown)
+
+    def _start_frame(self, size: int) -> None:
+        if size < 0 or size > self.limits.max_frame:
+            log.warning(
+                "closing %s:%s: frame of %d bytes exceeds socket.request.max.bytes (%d)",
+                *self.peer,
+                size,
+                self.limits.max_frame,
+            )
+            self.close()
             return
-        self._frames.append(self._frame)
-        self._frame = None
-        self._filled = 0
+        self._size, self._filled, self._frame = size, 0, bytearray()
+        if size == 0:
+            self._finish_frame()
+        else:
+            self._reserve(min(size, INITIAL_FRAME_BUFFER))
+
+    def _reserve(self, buffer_size: int) -> None:
+        """Hold pool memory for a buffer of ``buffer_size``, or stop reading until we can."""
+        if self.pool.try_reserve(buffer_size - self._reserved):
+            self._reserved = buffer_size
+            return
+        self._wanted = buffer_size
+        self._pause(_NO_MEMORY)
+        self.pool.wait(buffer_size - self._reserved, self._reserved, self._memory_granted)
+
+    def _memory_granted(self) -> None:
+        self._reserved = self._wanted
+        self._resume(_NO_MEMORY)
+
+    def _finish_frame(self) -> None:
+        self._frames.append(self._frame)  # its len() is what it holds of the pool
+        self._size, self._filled, self._reserved, self._frame = -1, 0, 0, bytearray()
         self._wakeup.set()
-        if len(self._frames) >= _MAX_QUEUED_FRAMES and self.transport is not None:
+        if len(self._frames) >= _MAX_QUEUED_FRAMES:
+            self._pause(_QUEUE_FULL)
+
+    def _pause(self, reason: int) -> None:
+        if not self._paused and self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
-            self._paused_reading = True
+        self._paused |= reason
+
+    def _resume(self, reason: int) -> None:
+        if not self._paused & reason:
+            return
+        self._paused &= ~reason
+        if not self._paused and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+            self.last_io = time.monotonic()  # waiting on us is no stall of the client's
 
     def eof_received(self) -> bool:
         return False
@@ -101,12 +236,45 @@ class Connection(asyncio.BufferedProtocol):
         self._wakeup.set()
         self._can_write.set()
         self._release_dup()
+        self.pool.cancel(self._memory_granted)
+        held = self._reserved + sum(len(f) for f in self._frames)
+        self._reserved = 0
+        self._frames.clear()
+        self._frame = bytearray()
+        if held:
+            self.pool.release(held)
+        if self.on_close is not None:
+            self.on_close(self)
 
     def pause_writing(self) -> None:
         self._can_write.clear()
 
     def resume_writing(self) -> None:
         self._can_write.set()
+
+    # -- timeouts -----------------------------------------------------------------
+    def expire(self, now: float) -> None:
+        """Close this connection if its request stalled mid-frame or it sat idle too long."""
+        if self._closed or self._paused:
+            return
+        quiet = now - self.last_io
+        if self._size >= 0 or self._filled:
+            timeout = self.limits.request_read_timeout_s
+            if timeout is not None and quiet > timeout:
+                log.warning(
+                    "closing %s:%s: request stalled mid-frame (%d of %d bytes, nothing for %.1f s;"
+                    " socket.request.read.timeout.ms)",
+                    *self.peer,
+                    self._filled,
+                    self._size if self._size >= 0 else 4,
+                    quiet,
+                )
+                self.close()
+        elif not self._busy and not self._frames:
+            timeout = self.limits.idle_timeout_s
+            if timeout is not None and quiet > timeout:
+                log.debug("closing %s:%s: idle for %.1f s", *self.peer, quiet)
+                self.close()
 
     # -- processing ---------------------------------------------------------------
     async def _process(self) -> None:
@@ -117,13 +285,18 @@ class Connection(asyncio.BufferedProtocol):
                     await self._wakeup.wait()
                     continue
                 frame = self._frames.popleft()
-                if self._paused_reading and len(self._frames) < _MAX_QUEUED_FRAMES // 2:
-                    assert self.transport is not None
-                    self.transport.resume_reading()
-                    self._paused_reading = False
-                parts = await self.handler(frame, self)
+                if len(self._frames) < _MAX_QUEUED_FRAMES // 2:
+                    self._resume(_QUEUE_FULL)
+                self._busy = True
+                try:
+                    parts = await self.handler(frame, self)
+                finally:
+                    self.pool.release(len(frame))
+                    del frame
                 if parts is not None and not self._closed:
                     await self._write(parts)
+                self._busy = False
+                self.last_io = time.monotonic()
         except ConnectionError:
             pass
         except Exception:
@@ -176,8 +349,13 @@ class Connection(asyncio.BufferedProtocol):
         if self._dup_fd < 0:
             assert self.transport is not None
             self._dup_fd = os.dup(self.transport.get_extra_info("socket").fileno())
-        fut = loop.create_future()
-        loop.add_writer(self._dup_fd, lambda: fut.done() or fut.set_result(None))
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        loop.add_writer(self._dup_fd, ready)
         try:
             await fut
         finally:
@@ -198,14 +376,122 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
 
+class Acceptor:
+    """One listening socket: accepts within the quotas and times its connections out."""
+
+    def __init__(
+        self, sock: socket.socket, name: str, handler: FrameHandler, limits: NetworkLimits
+    ) -> None:
+        self.sockets = [sock]
+        self.name = name
+        self.handler = handler
+        self.limits = limits
+        self.connections: dict[Connection, str] = {}  # -> the client address quotas count
+        limits.quotas.add_listener(name)
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._accept_loop()), loop.create_task(self._sweep())]
+
+    async def _accept_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        listening = self.sockets[0]
+        quotas = self.limits.quotas
+        while True:
+            await self.limits.wait_for_slot(self.name)
+            delay = quotas.throttle_s(self.name, time.monotonic())
+            if delay > 0:
+                await asyncio.sleep(delay)
+                continue
+            try:
+                sock, address = await loop.sock_accept(listening)
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.error("listener %s cannot accept (%s); retrying in 1 s", self.name, e)
+                    await asyncio.sleep(1)
+                continue
+            ip = address[0]
+            if not quotas.inc(self.name, ip, time.monotonic()):
+                log.info(
+                    "Rejected connection from %s, address already has the configured maximum "
+                    "of %d connections.",
+                    ip,
+                    quotas.limit_for(ip),
+                )
+                sock.close()
+                continue
+            await self._start(sock, ip)
+
+    async def _start(self, sock: socket.socket, ip: str) -> None:
+        conn = Connection(self.handler, self.limits, self._forget)
+        self.connections[conn] = ip
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock)
+        except OSError as e:
+            log.info("connection from %s failed before it started: %s", ip, e)
+            sock.close()
+            if conn.transport is None:
+                self._forget(conn)
+
+    def _forget(self, conn: Connection) -> None:
+        ip = self.connections.pop(conn, None)
+        if ip is not None:
+            self.limits.connection_closed(ip)
+
+    async def _sweep(self) -> None:
+        interval = self.limits.sweep_interval_s()
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections):
+                conn.expire(now)
+
+    def close(self) -> None:
+        """Stop accepting (connections already open are left to finish)."""
+        for task in self._tasks:
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    if not host:
+        dualstack = socket.has_dualstack_ipv6()
+        family = socket.AF_INET6 if dualstack else socket.AF_INET
+        return socket.create_server(
+            ("", port), family=family, backlog=_LISTEN_BACKLOG, dualstack_ipv6=dualstack
+        )
+    family, _, _, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    return socket.create_server(address[:2], family=family, backlog=_LISTEN_BACKLOG)
+
+
+def keep_frame_memory_mapped() -> None:
+    """Stop glibc from handing freed frame memory straight back to the kernel.
+
+    By default glibc trims the heap top beyond 128 KiB and serves blocks over 128 KiB
+    with fresh mmaps (raising both thresholds only as it sees large blocks freed). Frames
+    that grow then cost a page fault per 4 KiB, every frame: measured, 1 MB produce
+    frames took ~1.6x the CPU. Blocks up to 32 MiB come from the heap and up to 64 MiB of
+    freed heap stays mapped for the next frames instead. No-op without glibc's mallopt.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    mallopt(_M_TRIM_THRESHOLD, 64 << 20)
+
+
+_M_TRIM_THRESHOLD = -1  # <malloc.h>
+_M_MMAP_THRESHOLD = -3
+
+
 async def start_listener(
-    host: str, port: int, handler: FrameHandler, max_frame: int
-) -> asyncio.Server:
-    loop = asyncio.get_running_loop()
-    return await loop.create_server(
-        lambda: Connection(handler, max_frame),
-        host=host or None,
-        port=port,
-        reuse_address=True,
-        backlog=1024,
-    )
+    host: str, port: int, handler: FrameHandler, limits: NetworkLimits, name: str = "PLAINTEXT"
+) -> Acceptor:
+    """Listen on ``host:port`` (all interfaces if empty); ``limits`` is shared by listeners."""
+    keep_frame_memory_mapped()
+    sock = _bind(host, port)
+    sock.setblocking(False)
+    return Acceptor(sock, name, handler, limits)

@@ -146,7 +146,9 @@ class LogManager:
             return
         del self._dir_of[tp]
         self._cleaner_offsets.pop(tp, None)
-        target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        # As Kafka: the topic part is cut so that a 249-character topic still names a file.
+        target = log.dir.with_name(topic[: 255 - len(suffix)] + suffix)
         log.dir.rename(target)
         log.dir = target
         self._pending_deletes.append((self._now_ms() + log.config.file_delete_delay_ms, log))

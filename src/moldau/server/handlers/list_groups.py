@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.list_groups_request import ListGroupsRequest
 from moldau.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 
@@ -20,9 +21,12 @@ MAX_VERSION = 4
 async def handle(
     services: Services, ctx: RequestContext, request: ListGroupsRequest
 ) -> ListGroupsResponse:
+    states = request.states_filter or ()
+    if None in states:  # entries are non-nullable strings: a null one is a broken request
+        return ListGroupsResponse(error_code=ErrorCode.INVALID_REQUEST)
     return ListGroupsResponse(
         groups=[
             ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
-            for g in services.groups.list_groups(request.states_filter or ())
+            for g in services.groups.list_groups(states)
         ]
     )

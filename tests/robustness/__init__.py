@@ -1,0 +1,2 @@
+"""Robustness against hostile and broken clients: replayed and mutated real traffic,
+connection floods and stalls, a full disk."""

@@ -1,0 +1,190 @@
+"""Connection framing, stepped by hand: what a frame holds follows what has arrived.
+
+The loop's side is played by a fake transport: ``feed`` does what the event loop does
+(``get_buffer``, copy, ``buffer_updated``) unless reading is paused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from moldau.server.memory_pool import MemoryPool
+from moldau.server.network import INITIAL_FRAME_BUFFER, Connection, NetworkLimits
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.reading = True
+        self.closed = False
+        self.written: list[bytes] = []
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else None
+
+    def set_write_buffer_limits(self, high: int, low: int) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+
+def feed(conn: Connection, transport: FakeTransport, data: bytes) -> int:
+    """Deliver ``data`` as the loop would, in get_buffer-sized pieces; returns bytes taken."""
+    taken = 0
+    while taken < len(data) and transport.reading and not transport.closed:
+        buf = conn.get_buffer(-1)
+        n = min(len(buf), len(data) - taken)
+        buf[:n] = data[taken : taken + n]
+        del buf  # the loop releases its view before calling get_buffer again
+        conn.buffer_updated(n)
+        taken += n
+    return taken
+
+
+def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(test())
+
+
+def connect(
+    pool: MemoryPool, handler: Any = None, **limits: Any
+) -> tuple[Connection, FakeTransport, list[bytearray]]:
+    seen: list[bytearray] = []
+
+    async def record(frame: bytearray, conn: Connection) -> list[Any] | None:
+        seen.append(frame)
+        return None
+
+    conn = Connection(handler or record, NetworkLimits(pool=pool, **limits))
+    transport = FakeTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return conn, transport, seen
+
+
+def test_declared_size_is_not_allocated_before_it_arrives() -> None:
+    async def test() -> None:
+        pool = MemoryPool(None)
+        conn, transport, seen = connect(pool)
+        size = 100_000_000
+        payload = bytes(range(256)) * 4096  # 1 MiB of the frame
+        feed(conn, transport, size.to_bytes(4, "big"))
+        assert pool.used == INITIAL_FRAME_BUFFER, "only the first buffer before any data"
+        for arrived in range(0, len(payload), 100_000):
+            feed(conn, transport, payload[arrived : arrived + 100_000])
+            have = min(arrived + 100_000, len(payload))
+            assert pool.used <= max(INITIAL_FRAME_BUFFER, 2 * have)
+        assert pool.used == 2 * len(payload)  # full at 1 MiB: the next step is reserved
+        conn.connection_lost(None)
+        assert pool.used == 0 and seen == []
+
+    run(test)
+
+
+def test_frames_arrive_whole_writable_and_exact() -> None:
+    async def test() -> None:
+        pool = MemoryPool(None)
+        conn, transport, seen = connect(pool)
+        sizes = [0, 1, 5, INITIAL_FRAME_BUFFER, INITIAL_FRAME_BUFFER + 1, 3_000_017]
+        frames = [bytes((i * 7 + n) % 251 for i in range(n)) for n in sizes]
+        stream = b"".join(len(f).to_bytes(4, "big") + f for f in frames)
+        for i in range(0, len(stream), 70_001):  # arbitrary cuts across frames
+            feed(conn, transport, stream[i : i + 70_001])
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert [bytes(f) for f in seen] == frames
+        assert all(type(f) is bytearray and len(f) == n for f, n in zip(seen, sizes, strict=True))
+        assert pool.used == 0, "every handled frame went back to the pool"
+
+    run(test)
+
+
+def test_reading_stops_while_the_pool_is_exhausted_and_resumes() -> None:
+    async def test() -> None:
+        pool = MemoryPool(INITIAL_FRAME_BUFFER * 2)
+        hog, hog_transport, _ = connect(pool)
+        feed(hog, hog_transport, (10_000_000).to_bytes(4, "big") + bytes(INITIAL_FRAME_BUFFER))
+        assert pool.used == 2 * INITIAL_FRAME_BUFFER and hog_transport.reading
+        conn, transport, seen = connect(pool)
+        frame = b"\x00\x12" + bytes(98)
+        taken = feed(conn, transport, len(frame).to_bytes(4, "big") + frame)
+        assert taken == 4 and not transport.reading, "no memory: stop after the size"
+        hog.connection_lost(None)  # its memory returns: the waiting connection goes on
+        assert transport.reading
+        feed(conn, transport, frame)
+        await asyncio.sleep(0)
+        assert [bytes(f) for f in seen] == [frame]
+
+    run(test)
+
+
+def test_stalled_and_idle_connections_are_closed() -> None:
+    async def test() -> None:
+        pool = MemoryPool(None)
+        limits = {"request_read_timeout_s": 5.0, "idle_timeout_s": 60.0}
+        stalled, stalled_t, _ = connect(pool, **limits)
+        idle, idle_t, _ = connect(pool, **limits)
+        feed(stalled, stalled_t, (1000).to_bytes(4, "big") + b"\x00\x03")
+        start = stalled.last_io
+        stalled.expire(start + 4.9)
+        idle.expire(start + 4.9)
+        assert not stalled_t.closed and not idle_t.closed
+        stalled.expire(start + 5.1)
+        idle.expire(start + 5.1)
+        assert stalled_t.closed and not idle_t.closed, "mid-frame past the read timeout"
+        idle.expire(idle.last_io + 60.1)
+        assert idle_t.closed
+
+    run(test)
+
+
+def test_a_connection_waiting_on_the_pool_is_not_stalled() -> None:
+    async def test() -> None:
+        pool = MemoryPool(1)
+        assert pool.try_reserve(1)
+        conn, transport, _ = connect(pool, request_read_timeout_s=1.0)
+        feed(conn, transport, (10).to_bytes(4, "big") + bytes(10))
+        assert not transport.reading
+        conn.expire(conn.last_io + 100)
+        assert not transport.closed, "waiting on us is not the client's stall"
+
+    run(test)
+
+
+def test_frames_growing_together_past_the_pool_all_complete() -> None:
+    """Two 1 MiB frames arriving side by side in a 1 MiB pool end up each holding half
+    and waiting for more; the pool lets one run over, it completes, and so does the other."""
+
+    async def test() -> None:
+        mib = 1024 * 1024
+        pool = MemoryPool(mib)
+        conns = [connect(pool) for _ in range(2)]
+        frames = [bytes([i]) * mib for i in (1, 2)]
+        streams = [mib.to_bytes(4, "big") + f for f in frames]
+        sent = [0, 0]
+        peak = 0
+        for _ in range(1000):
+            if all(n == len(s) for n, s in zip(sent, streams, strict=True)):
+                break
+            for i, (conn, transport, _) in enumerate(conns):
+                sent[i] += feed(conn, transport, streams[i][sent[i] : sent[i] + 32 * 1024])
+                peak = max(peak, pool.used)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert [[bytes(f) for f in seen] for _, _, seen in conns] == [[frames[0]], [frames[1]]]
+        assert pool.used == 0
+        assert mib < peak <= 2 * mib, "over the limit by at most one frame"
+
+    run(test)
