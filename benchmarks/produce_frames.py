@@ -150,7 +150,7 @@ def broker_process(args: argparse.Namespace) -> Iterator[tuple[str, int | None]]
     if args.bootstrap:
         yield args.bootstrap, None
         return
-    from tests.broker import BrokerProcess
+    from moldau.testing import BrokerProcess
 
     overrides = dict(pair.split("=", 1) for pair in args.broker_override)
     with (

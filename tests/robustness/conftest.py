@@ -1,6 +1,6 @@
 """Brokers for the robustness suite. They keep all their output (a traceback must not
 scroll out of a bounded buffer during thousands of requests); failing tests get it
-attached by the integration suite's report hook."""
+attached by the moldau pytest plugin, as every BrokerProcess's."""
 
 from __future__ import annotations
 
@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker import BrokerProcess
-from tests.integration.conftest import pytest_runtest_makereport, topic  # noqa: F401
-from tests.integration.helpers import RUNNING_BROKERS
+from moldau.testing import BrokerProcess
+from tests.integration.conftest import topic  # noqa: F401
 
 Start = Callable[..., "Broker"]
 _TRACEBACK = re.compile(r"Traceback|Exception in callback|exception was never retrieved")
@@ -49,10 +48,8 @@ def start_broker(tmp_path: Path) -> Iterator[Start]:
         b = Broker(data_dir or tmp_path / f"broker{len(started)}", overrides)
         b.start()
         started.append(b)
-        RUNNING_BROKERS.append(b)
         return b
 
     yield start
     for b in started:
-        b.stop()
-        RUNNING_BROKERS.remove(b)
+        b.close()

@@ -31,7 +31,6 @@ from moldau.protocol.messages.create_partitions_request import (
 from moldau.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from tests.integration.helpers import (
     METADATA_VERSION,
-    RUNNING_BROKERS,
     RawClient,
     consume_confluent,
     create_topic,
@@ -53,11 +52,6 @@ BROKER_SETTINGS = {
 }
 
 pytestmark = pytest.mark.slow
-INTERNAL_POLICY = (
-    "internal-topic policy is the lead's (issue 15): today a client can create and produce "
-    "to __cluster_metadata, and the broker then cannot start (UnicodeDecodeError in "
-    "controller/records.py decode_record while replaying the metadata log)"
-)
 
 
 @dataclass
@@ -79,14 +73,12 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Capture]:
         {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}", **BROKER_SETTINGS},
     )
     b.start()
-    RUNNING_BROKERS.append(b)
     proxy.upstream = (b.host, b.port)
     try:
         generate(proxy.bootstrap)
         yield Capture(b, proxy, list(proxy.requests))
     finally:
-        b.stop()
-        RUNNING_BROKERS.remove(b)
+        b.close()
         proxy.close()
 
 
@@ -144,12 +136,7 @@ def test_mutated_replay_leaves_the_broker_healthy(capture: Capture, topic: str) 
 
 @pytest.mark.parametrize(
     "target",
-    [
-        pytest.param(t, marks=pytest.mark.xfail(strict=False, reason=INTERNAL_POLICY))
-        if t == "__cluster_metadata"
-        else t
-        for t in INTERNAL_TOPICS
-    ],
+    [t for t in INTERNAL_TOPICS],
 )
 def test_replay_retargeted_to_an_internal_topic(
     capture: Capture, start_broker: Start, target: str, topic: str
@@ -171,11 +158,6 @@ def test_replay_retargeted_to_an_internal_topic(
     assert_survives_kill(b, [topic])
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="partition limits per request and per broker are issue 15's 'huge or quadratic "
-    "requests', another engineer's work: until then a count of millions freezes the broker",
-)
 @pytest.mark.parametrize("api", ["CreateTopics", "CreatePartitions"])
 def test_huge_partition_counts_are_refused_promptly(
     start_broker: Start, topic: str, api: str

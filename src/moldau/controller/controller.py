@@ -56,11 +56,13 @@ class Controller:
         default_partitions: int,
         check_broker_config: BrokerConfigCheck = _no_dynamic_broker_configs,
         default_replication_factor: int = 1,
+        max_broker_partitions: int = 200_000,
     ):
         self.node_id = node_id
         self.broker_props = broker_props
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
+        self.max_broker_partitions = max_broker_partitions
         self.check_broker_config = check_broker_config
 
     def validate_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
@@ -105,6 +107,7 @@ class Controller:
                     "Replication factor must be larger than 0.",
                 )
             try:
+                self._check_room(image, num_partitions * replication_factor)
                 replicas = place(
                     live_racks(image), num_partitions, replication_factor, _placed(image)
                 )
@@ -123,6 +126,20 @@ class Controller:
         ]
         records += _partitions(topic_id, 0, replicas)
         return Outcome(records=records)
+
+    def _check_room(self, image: MetadataImage, new_replicas: int) -> None:
+        """``max.broker.partitions`` (KIP-578): refuse, before any work, a request whose
+        replicas cannot fit on the live brokers, so no single request can swamp them."""
+        live = live_racks(image)
+        used = sum(len(p.replicas) for t in image.topics.values() for p in t.partitions.values())
+        room = self.max_broker_partitions * len(live) - used
+        if new_replicas > room:
+            raise KafkaError(
+                f"Adding {new_replicas} partition replicas would exceed the limit of "
+                f"{self.max_broker_partitions} per broker (max.broker.partitions) on the "
+                f"{len(live)} live broker(s), which hold {used} now.",
+                ErrorCode.POLICY_VIOLATION,
+            )
 
     def delete_topic(self, image: MetadataImage, name: str) -> Outcome:
         topic = image.topics.get(name)
@@ -148,6 +165,7 @@ class Controller:
             return Outcome(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
         factor = len(next(iter(topic.partitions.values())).replicas)
         try:
+            self._check_room(image, (count - current) * factor)
             replicas = place(live_racks(image), count - current, factor, _placed(image))
         except KafkaError as e:
             return Outcome(e.code, str(e))

@@ -112,6 +112,7 @@ class Broker:
             c.int("num.partitions"),
             self.dynamic_config.check,
             c.int("default.replication.factor"),
+            c.int("max.broker.partitions"),
         )
         cluster = ClusterControl(
             cluster_id,

@@ -77,6 +77,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."
         ),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
+        BrokerKey("max.broker.partitions", int, "200000", "Partition replicas per broker."),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
         BrokerKey("broker.session.timeout.ms", int, "9000", "Fenced without heartbeats."),
         BrokerKey("controlled.shutdown.enable", bool, "true", "Move leaders before stopping."),
