@@ -62,12 +62,13 @@ def _run(config: Path | None, override: list[str]) -> None:
         import uvloop
 
         uvloop.run(_serve(broker_config))
-    except OSError as e:
+    except (OSError, ConfigError) as e:
         typer.echo(f"moldau server: {e}", err=True)
         raise typer.Exit(1) from None
 
 
 async def _serve(config: BrokerConfig) -> None:
+    from moldau.metrics.endpoint import start_metrics
     from moldau.server.broker import Broker
     from moldau.server.dispatch import Dispatcher
     from moldau.server.network import NetworkLimits, start_listener
@@ -91,8 +92,11 @@ async def _serve(config: BrokerConfig) -> None:
         ]
     )
     broker.start_background()
+    metrics = start_metrics(config, broker, dispatcher, servers)
     for b in bound:
         print(f"listening on {b.host}:{b.port}", flush=True)
+    if metrics is not None:
+        print(f"metrics on {metrics.url}", flush=True)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -103,5 +107,7 @@ async def _serve(config: BrokerConfig) -> None:
     await broker.controlled_shutdown()
     for srv in servers:
         srv.close()
+    if metrics is not None:
+        metrics.close()
     broker.shutdown()
     print("shut down cleanly: logs flushed, checkpoints written", flush=True)

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Hashable, Iterable
 
 from moldau.clock import Scheduler
+from moldau.metrics.timing import parked
 
 
 class Purgatory:
@@ -44,7 +45,7 @@ class Purgatory:
 
         timer = self.scheduler.call_at(deadline_ms, expire)
         try:
-            return await fut
+            return await parked(fut)  # the request's remote time
         finally:
             timer.cancel()
             for key in keys:

@@ -25,6 +25,7 @@ from moldau.clock import Scheduler
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
+from moldau.metrics.stats import IsrStats, TopicStats
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
@@ -130,6 +131,8 @@ class ReplicaManager:
         self.purgatory = Purgatory(scheduler)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
+        self.topic_stats = TopicStats()
+        self.isr_stats = IsrStats()
 
     # -- metadata ------------------------------------------------------------------
     def on_metadata_update(
@@ -139,10 +142,13 @@ class ReplicaManager:
         now = self.clock.now_ms()
         for tp in changes.deletes:
             self._stop_replica(tp)
+        if changes.deletes:
+            self.topic_stats.retain(new.topics)
         for tp, part in changes.leaders.items():
             hosted = self._host(tp)
             if hosted is not None:
                 partition, replica_log = hosted
+                self.isr_stats.leader_update(partition, part)
                 partition.make_leader(part, replica_log.log_end_offset, now)
                 self._high_watermark_changed(tp, partition, replica_log)
         for tp, part in changes.followers.items():
@@ -185,6 +191,11 @@ class ReplicaManager:
 
     def local_log(self, tp: TopicPartition) -> Log | None:
         return self.log_manager.get_log(*tp)
+
+    @property
+    def offline_replicas(self) -> int:
+        """Replicas assigned here whose log could not be opened (Kafka's OfflineReplicaCount)."""
+        return len(self._offline)
 
     def high_watermark(self, tp: TopicPartition) -> int:
         partition = self._partitions.get(tp)
@@ -263,6 +274,7 @@ class ReplicaManager:
         except OSError as e:
             log.error("append to %s-%d failed: %s", *tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
+        self.topic_stats.appended(tp[0], len(records), appended.base_offset, appended.last_offset)
         self.purgatory.notify(("leo", tp))
         if partition.maybe_increment_high_watermark(
             replica_log.log_end_offset, self.clock.now_ms()

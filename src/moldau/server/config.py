@@ -102,6 +102,8 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("controller.listener.names", str, "CONTROLLER", "Controller listener names."),
         BrokerKey("inter.broker.listener.name", str, "PLAINTEXT", "Listener for brokers."),
         BrokerKey("listener.security.protocol.map", str, "", "Listener protocols."),
+        BrokerKey("metrics.port", int, "0", "Moldau: serve Prometheus /metrics here (0: off)."),
+        BrokerKey("metrics.host", str, "127.0.0.1", "Moldau: address of the /metrics server."),
     ]
 }
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from moldau.metrics.requests import RequestStats
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.framing import is_flexible
@@ -43,6 +44,7 @@ class RequestContext:
 class Dispatcher:
     def __init__(self, services: Services) -> None:
         self.services = services
+        self.request_stats = RequestStats()
 
     async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
         buf = memoryview(frame)
@@ -74,6 +76,7 @@ class Dispatcher:
             )
             conn.close()
             return None
+        self.request_stats.identify(api_key, version, request, len(frame))
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, conn.peer[0], conn)
         response = await handler.handle(self.services, ctx, request)
         if response is None:

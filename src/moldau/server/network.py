@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from moldau.metrics.timing import RequestTimer
 from moldau.server.connection_quotas import ConnectionQuotas
 from moldau.server.memory_pool import MemoryPool
 
@@ -134,6 +135,7 @@ class Connection(asyncio.BufferedProtocol):
         self._reserved = 0  # pool bytes held for the frame being read: its buffer's size
         self._wanted = 0  # the buffer size waited for while the pool is exhausted
         self._frames: deque[bytearray] = deque()  # whole frames, each holding len() pool bytes
+        self._arrivals: deque[float] = deque()  # when each of _frames was complete
         self._wakeup = asyncio.Event()
         self._closed = False
         self._paused = 0
@@ -210,6 +212,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _finish_frame(self) -> None:
         self._frames.append(self._frame)  # its len() is what it holds of the pool
+        self._arrivals.append(self.last_io)
         self._size, self._filled, self._reserved, self._frame = -1, 0, 0, bytearray()
         self._wakeup.set()
         if len(self._frames) >= _MAX_QUEUED_FRAMES:
@@ -240,6 +243,7 @@ class Connection(asyncio.BufferedProtocol):
         held = self._reserved + sum(len(f) for f in self._frames)
         self._reserved = 0
         self._frames.clear()
+        self._arrivals.clear()
         self._frame = bytearray()
         if held:
             self.pool.release(held)
@@ -278,6 +282,7 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- processing ---------------------------------------------------------------
     async def _process(self) -> None:
+        sent = 0.0  # when the previous response was written
         try:
             while not self._closed:
                 if not self._frames:
@@ -285,6 +290,8 @@ class Connection(asyncio.BufferedProtocol):
                     await self._wakeup.wait()
                     continue
                 frame = self._frames.popleft()
+                # Kafka reads a connection's next request once the last one is answered.
+                timer = RequestTimer.start(max(self._arrivals.popleft(), sent))
                 if len(self._frames) < _MAX_QUEUED_FRAMES // 2:
                     self._resume(_QUEUE_FULL)
                 self._busy = True
@@ -293,8 +300,10 @@ class Connection(asyncio.BufferedProtocol):
                 finally:
                     self.pool.release(len(frame))
                     del frame
+                timer.handler_done()
                 if parts is not None and not self._closed:
                     await self._write(parts)
+                sent = timer.response_sent()
                 self._busy = False
                 self.last_io = time.monotonic()
         except ConnectionError:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from moldau.metrics.stats import CleanerStats
 from moldau.protocol.errors import KafkaError, StorageError
 from moldau.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -66,6 +67,7 @@ class LogManager:
         self._pending_deletes: list[tuple[int, Log]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
+        self.cleaner_stats = CleanerStats()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -174,6 +176,7 @@ class LogManager:
         cleaned and, if any, rewrites the cleaner-offset checkpoints. A log whose cleaning
         fails is left as it is and skipped until the next restart."""
         now = self._now_ms() if now_ms is None else now_ms
+        started = time.monotonic()
         cleaned = 0
         for tp, log in list(self._logs.items()):
             if not log.config.compact_enabled or tp in self._uncleanable:
@@ -191,6 +194,7 @@ class LogManager:
                 cleaned += 1
         if cleaned:
             self._write_cleaner_checkpoints()
+        self.cleaner_stats.ran(time.monotonic() - started, len(self._uncleanable))
         return cleaned
 
     def _write_cleaner_checkpoints(self) -> None:

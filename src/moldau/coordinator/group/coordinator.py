@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from moldau.metrics.stats import GroupStats
 from moldau.protocol.errors import ErrorCode
 
 from .config import GroupConfig
@@ -91,8 +92,11 @@ class GroupsSnapshot:
 
 
 class GroupCoordinator:
-    def __init__(self, config: GroupConfig | None = None, *, now_ms: int = 0) -> None:
+    def __init__(
+        self, config: GroupConfig | None = None, *, now_ms: int = 0, stats: GroupStats | None = None
+    ) -> None:
         self.config = config or GroupConfig()
+        self.stats = stats or GroupStats()
         self._groups: dict[str, Group] = {}
         self._timers: Timers[tuple[str, ...]] = Timers()
         self._now = now_ms
@@ -211,6 +215,7 @@ class GroupCoordinator:
             self._store_group(group)
             self._propagate_assignment(group, ErrorCode.NONE)
             group.transition(GroupState.STABLE, now_ms)
+            self.stats.completed_rebalances += 1
         return self._end()
 
     def heartbeat(

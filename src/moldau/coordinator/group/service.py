@@ -31,6 +31,8 @@ from moldau.coordinator.group.results import (
 )
 from moldau.coordinator.runtime import CoordinatorRuntime
 from moldau.metadata.topics import OFFSETS_TOPIC
+from moldau.metrics.stats import GroupStats
+from moldau.metrics.timing import parked
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
 
@@ -38,15 +40,16 @@ from moldau.replication.replica_manager import ReplicaManager
 class _Loader:
     """Builds a shard's coordinator from its partition's records."""
 
-    def __init__(self, config: GroupConfig) -> None:
+    def __init__(self, config: GroupConfig, stats: GroupStats) -> None:
         self.config = config
+        self.stats = stats
         self.groups = GroupLoader()
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         self.groups.replay(key, value)
 
     def finish(self, now_ms: int) -> GroupCoordinator:
-        coordinator = GroupCoordinator(self.config, now_ms=now_ms)
+        coordinator = GroupCoordinator(self.config, now_ms=now_ms, stats=self.stats)
         coordinator.finish_load(self.groups, now_ms)
         return coordinator
 
@@ -64,8 +67,9 @@ class GroupCoordinatorService:
         self.num_partitions = num_partitions
         self.clock = scheduler.clock
         self.ensure_topic = ensure_topic
+        self.stats = GroupStats()
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
-            OFFSETS_TOPIC, replica_manager, scheduler, lambda p: _Loader(config)
+            OFFSETS_TOPIC, replica_manager, scheduler, lambda p: _Loader(config, self.stats)
         )
 
     def partition_for(self, group_id: str) -> int:
@@ -89,7 +93,7 @@ class GroupCoordinatorService:
         except KafkaError:
             self.runtime.forget(request_id)
             raise
-        return await fut
+        return await parked(fut)  # the request's remote time
 
     # -- membership ----------------------------------------------------------------
     async def join(self, group_id: str, **kwargs: Any) -> JoinGroupResult:

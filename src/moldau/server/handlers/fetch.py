@@ -105,6 +105,7 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
     if context.error:
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     results = await services.replica_manager.fetch_messages(params, context.partitions)
+    services.replica_manager.topic_stats.fetched(params.from_follower, context.partitions, results)
     return FetchResponse(
         session_id=context.session_id, responses=_responses(context.select(results))
     )

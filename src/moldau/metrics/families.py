@@ -1,0 +1,325 @@
+"""A :class:`NodeSnapshot` as Prometheus metric families (pure).
+
+Names are Kafka's MBeans as the JMX exporter's Kafka rules render them (lower case,
+``kafka_<domain>_<type>_<name>``, meters as ``_total`` counters), Kafka's histograms as
+Prometheus histograms (``_bucket``/``_sum``/``_count``), and consumer lag under
+kafka-exporter's names. Values that only the active controller knows are 0 elsewhere, as
+in Kafka.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.utils import floatToGoString
+
+from moldau.metrics.requests import TIME_NAMES
+from moldau.metrics.snapshot import NodeSnapshot, ReplicaSnapshot
+from moldau.metrics.stats import HistogramSnapshot
+
+TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
+REQUEST_METRICS = "kafka_network_requestmetrics_"
+REPLICA_MANAGER = "kafka_server_replicamanager_"
+PARTITION = "kafka_cluster_partition_"
+LOG = "kafka_log_log_"
+CONTROLLER = "kafka_controller_kafkacontroller_"
+GROUP_MANAGER = "kafka_coordinator_group_groupmetadatamanager_"
+GROUP_STATES = (
+    ("Empty", "numgroupsempty"),
+    ("PreparingRebalance", "numgroupspreparingrebalance"),
+    ("CompletingRebalance", "numgroupscompletingrebalance"),
+    ("Stable", "numgroupsstable"),
+    ("Dead", "numgroupsdead"),
+)
+
+
+def families(s: NodeSnapshot, now_ms: int, version: str) -> Iterator[Metric]:
+    """Every family of one node, in a stable order."""
+    info = InfoMetricFamily("kafka_server_app", "The broker's software.")
+    info.add_metric([], {"version": version, "broker_id": str(s.node_id)})
+    yield info
+    yield from _topics(s)
+    yield from _requests(s)
+    conns = GaugeMetricFamily(
+        "kafka_server_socket_server_metrics_connection_count",
+        "Open client connections per listener.",
+        labels=["listener"],
+    )
+    for listener, count in sorted(s.connections.items()):
+        conns.add_metric([listener], count)
+    yield conns
+    yield from _replica_manager(s)
+    yield from _partitions(s.replicas)
+    yield from _logs(s, now_ms)
+    yield from _controller(s)
+    yield from _groups(s)
+    yield from _lag(s)
+    yield _histogram(
+        "moldau_event_loop_lag_seconds",
+        "How late the event loop ran a timer (sampled every 250 ms): time it spent busy.",
+        [],
+        [([], s.loop_lag)],
+    )
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(name, doc, value=value)
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _histogram(
+    name: str,
+    doc: str,
+    labels: list[str],
+    series: Iterable[tuple[list[str], HistogramSnapshot]],
+) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, doc, labels=labels)
+    for values, h in series:
+        buckets, cumulative = [], 0
+        for bound, count in zip((*h.bounds, float("inf")), h.counts, strict=True):
+            cumulative += count
+            buckets.append((floatToGoString(bound), float(cumulative)))
+        family.add_metric(values, buckets, h.sum)
+    return family
+
+
+def _topics(s: NodeSnapshot) -> Iterator[Metric]:
+    for name, attr, doc in (
+        ("messagesin", "messages_in", "Records appended by this node as leader."),
+        ("bytesin", "bytes_in", "Record batch bytes appended by this node as leader."),
+        ("bytesout", "bytes_out", "Record bytes sent to consumers."),
+    ):
+        family = CounterMetricFamily(TOPIC_METRICS + name, doc, labels=["topic"])
+        for topic, counts in sorted(s.topics.items()):
+            family.add_metric([topic], getattr(counts, attr))
+        family.add_sample(family.name + "_total", {}, getattr(s.all_topics, attr))
+        yield family
+    yield _counter(
+        TOPIC_METRICS + "replicationbytesout",
+        "Record bytes sent to follower replicas.",
+        s.replication_bytes_out,
+    )
+
+
+def _requests(s: NodeSnapshot) -> Iterator[Metric]:
+    requests = sorted(s.requests.items())
+    count = CounterMetricFamily(
+        REQUEST_METRICS + "requests",
+        "Requests handled, per request type and version.",
+        labels=["request", "version"],
+    )
+    for name, r in requests:
+        for version, n in sorted(r.versions.items()):
+            count.add_metric([name, str(version)], n)
+    yield count
+    for i, time_name in enumerate(TIME_NAMES):
+        yield _histogram(
+            REQUEST_METRICS + time_name,
+            f"Request {time_name.removesuffix('ms')} in milliseconds, per request type.",
+            ["request"],
+            [([name], r.times[i]) for name, r in requests],
+        )
+    yield _histogram(
+        REQUEST_METRICS + "requestbytes",
+        "Request sizes in bytes, per request type.",
+        ["request"],
+        [([name], r.size) for name, r in requests],
+    )
+
+
+def _replica_manager(s: NodeSnapshot) -> Iterator[Metric]:
+    hosted = [r for r in s.replicas if r.hosted]
+    leaders = [r for r in hosted if r.leader]
+    for name, doc, value in (
+        ("partitioncount", "Partitions hosted here.", len(hosted)),
+        ("leadercount", "Partitions led here.", len(leaders)),
+        (
+            "underreplicatedpartitions",
+            "Partitions led here whose ISR is smaller than their replica set.",
+            sum(r.isr < r.replicas for r in leaders),
+        ),
+        (
+            "underminisrpartitioncount",
+            "Partitions led here with fewer in-sync replicas than min.insync.replicas.",
+            sum(r.isr < r.min_isr for r in leaders),
+        ),
+        (
+            "atminisrpartitioncount",
+            "Partitions led here with exactly min.insync.replicas in-sync replicas.",
+            sum(r.isr == r.min_isr for r in leaders),
+        ),
+        ("offlinereplicacount", "Replicas here whose log cannot be opened.", s.offline_replicas),
+    ):
+        yield _gauge(REPLICA_MANAGER + name, doc, value)
+    yield _counter(
+        REPLICA_MANAGER + "isrshrinks", "ISR shrinks of partitions led here.", s.isr_shrinks
+    )
+    yield _counter(
+        REPLICA_MANAGER + "isrexpands", "ISR expansions of partitions led here.", s.isr_expands
+    )
+
+
+def _partitions(replicas: Iterable[ReplicaSnapshot]) -> Iterator[Metric]:
+    """Kafka's per-partition gauges, reported by the leader (0 elsewhere)."""
+    families = {
+        name: GaugeMetricFamily(PARTITION + name, doc, labels=["topic", "partition"])
+        for name, doc in (
+            ("underreplicated", "1 if the ISR is smaller than the replica set (leader only)."),
+            ("insyncreplicascount", "In-sync replicas (leader only)."),
+            ("replicascount", "Replicas (leader only)."),
+        )
+    }
+    for r in sorted(replicas, key=_tp):
+        labels = [r.topic, str(r.partition)]
+        lead = r.hosted and r.leader
+        families["underreplicated"].add_metric(labels, int(lead and r.isr < r.replicas))
+        families["insyncreplicascount"].add_metric(labels, r.isr if lead else 0)
+        families["replicascount"].add_metric(labels, r.replicas if lead else 0)
+    yield from families.values()
+
+
+def _logs(s: NodeSnapshot, now_ms: int) -> Iterator[Metric]:
+    replicas = sorted(s.replicas, key=_tp)
+    for name, attr, doc in (
+        ("size", "size", "Bytes of the partition's log on disk."),
+        ("numlogsegments", "segments", "Segments of the partition's log."),
+        ("logstartoffset", "log_start_offset", "The log's first offset."),
+        ("logendoffset", "log_end_offset", "The offset the log's next record gets."),
+    ):
+        family = GaugeMetricFamily(LOG + name, doc, labels=["topic", "partition"])
+        for r in replicas:
+            family.add_metric([r.topic, str(r.partition)], getattr(r, attr))
+        yield family
+    yield _gauge(
+        "kafka_log_logcleaner_max_clean_time_secs",
+        "Duration of the log cleaner's last pass.",
+        s.cleaner_last_run_seconds,
+    )
+    yield _gauge(
+        "kafka_log_logcleanermanager_time_since_last_run_ms",
+        "Milliseconds since the log cleaner last finished a pass (or since start-up).",
+        max(now_ms - s.cleaner_last_run_end_ms, 0),
+    )
+    yield _gauge(
+        "kafka_log_logcleanermanager_uncleanable_partitions_count",
+        "Partitions the cleaner gave up on (a failure cleaning them) until a restart.",
+        s.uncleanable_partitions,
+    )
+
+
+def _controller(s: NodeSnapshot) -> Iterator[Metric]:
+    c = s.controller
+    for name, doc, value in (
+        ("activecontrollercount", "1 on the active controller.", int(c.active)),
+        ("offlinepartitionscount", "Partitions without a leader.", c.offline_partitions),
+        (
+            "preferredreplicaimbalancecount",
+            "Partitions not led by their preferred (first) replica.",
+            c.preferred_replica_imbalance,
+        ),
+        ("globaltopiccount", "Topics in the cluster.", c.topics),
+        ("globalpartitioncount", "Partitions in the cluster.", c.partitions),
+        ("activebrokercount", "Registered, unfenced brokers.", c.active_brokers),
+        ("fencedbrokercount", "Registered, fenced brokers.", c.fenced_brokers),
+        (
+            "lastappliedrecordoffset",
+            "Last metadata log offset applied to the controller's state.",
+            c.last_applied_offset,
+        ),
+        (
+            "lastcommittedrecordoffset",
+            "Last committed metadata log offset.",
+            c.last_committed_offset,
+        ),
+    ):
+        yield _gauge(CONTROLLER + name, doc, value)
+    yield _gauge(
+        "kafka_server_broker_metadata_metrics_last_applied_record_offset",
+        "Last metadata log offset in the image this broker serves.",
+        s.last_applied_offset,
+    )
+
+
+def _groups(s: NodeSnapshot) -> Iterator[Metric]:
+    states = Counter(g.state for g in s.groups)
+    yield _gauge(GROUP_MANAGER + "numgroups", "Groups coordinated here.", len(s.groups))
+    for state, name in GROUP_STATES:
+        yield _gauge(
+            GROUP_MANAGER + name, f"Groups coordinated here in state {state}.", states[state]
+        )
+    yield _gauge(
+        GROUP_MANAGER + "numoffsets",
+        "Committed offsets of the groups coordinated here.",
+        sum(len(g.offsets) for g in s.groups),
+    )
+    yield _counter(
+        "kafka_server_group_coordinator_metrics_group_completed_rebalance",
+        "Rebalances completed (the leader's assignment stored) by groups coordinated here.",
+        s.completed_rebalances,
+    )
+
+
+def _lag(s: NodeSnapshot) -> Iterator[Metric]:
+    """kafka-exporter's series. Lag is the partition's high watermark minus the committed
+    offset (never negative), for partitions with a replica here; the coordinator of a group
+    may not host all its partitions in a cluster, current offsets let PromQL join them."""
+    tp = ["topic", "partition"]
+    current = GaugeMetricFamily(
+        "kafka_topic_partition_current_offset", "High watermark (partitions led here).", labels=tp
+    )
+    oldest = GaugeMetricFamily(
+        "kafka_topic_partition_oldest_offset", "Log start offset (partitions led here).", labels=tp
+    )
+    high_watermarks = {}
+    for r in sorted(s.replicas, key=_tp):
+        if r.hosted:
+            high_watermarks[(r.topic, r.partition)] = r.high_watermark
+        if r.hosted and r.leader:
+            current.add_metric([r.topic, str(r.partition)], r.high_watermark)
+            oldest.add_metric([r.topic, str(r.partition)], r.log_start_offset)
+    yield current
+    yield oldest
+    gtp = ["consumergroup", "topic", "partition"]
+    committed = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset", "Committed offset per partition.", labels=gtp
+    )
+    lag = GaugeMetricFamily(
+        "kafka_consumergroup_lag", "High watermark minus committed offset.", labels=gtp
+    )
+    lag_sum = GaugeMetricFamily(
+        "kafka_consumergroup_lag_sum",
+        "Lag of the group summed over a topic's partitions hosted here.",
+        labels=["consumergroup", "topic"],
+    )
+    members = GaugeMetricFamily(
+        "kafka_consumergroup_members", "Members of the group.", labels=["consumergroup"]
+    )
+    for g in sorted(s.groups, key=lambda g: g.group_id):
+        members.add_metric([g.group_id], g.members)
+        sums: dict[str, int] = defaultdict(int)
+        for topic, partition, offset in sorted(g.offsets):
+            labels = [g.group_id, topic, str(partition)]
+            committed.add_metric(labels, offset)
+            hw = high_watermarks.get((topic, partition))
+            if hw is not None:
+                behind = max(hw - offset, 0)
+                lag.add_metric(labels, behind)
+                sums[topic] += behind
+        for topic, total in sums.items():
+            lag_sum.add_metric([g.group_id, topic], total)
+    yield from (committed, lag, lag_sum, members)
+
+
+def _tp(r: ReplicaSnapshot) -> tuple[str, int]:
+    return r.topic, r.partition

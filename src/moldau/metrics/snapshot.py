@@ -1,0 +1,205 @@
+"""A node's metrics as plain data, taken on the event loop when Prometheus scrapes.
+
+The broker's state (replica manager, logs, group coordinator shards, controller image,
+counters) is owned by the event loop; reading it from the HTTP server's thread could see
+it mid-change. So :class:`SnapshotTaker` copies what the metrics need into frozen values
+on the loop, in one pass of O(hosted partitions + committed offsets), and the families
+are built from the copy in the scrape thread (:mod:`moldau.metrics.families`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from moldau.metrics.requests import RequestStats, RequestTypeSnapshot
+from moldau.metrics.stats import Histogram, HistogramSnapshot, TopicCounts
+
+if TYPE_CHECKING:
+    from moldau.controller.quorum_controller import QuorumController
+    from moldau.coordinator.group.service import GroupCoordinatorService
+    from moldau.metadata.image import MetadataImage
+    from moldau.metadata.publisher import MetadataPublisher
+    from moldau.replication.replica_manager import ReplicaManager
+    from moldau.storage.log_manager import LogManager
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSnapshot:
+    """One partition replica hosted here: its log and, unless offline, its replication."""
+
+    topic: str
+    partition: int
+    size: int
+    segments: int
+    log_start_offset: int
+    log_end_offset: int
+    hosted: bool  # has replication state (not offline)
+    leader: bool
+    replicas: int
+    isr: int
+    min_isr: int
+    high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    group_id: str
+    state: str  # Kafka's classic state names: "Stable", "Empty", ...
+    members: int
+    offsets: tuple[tuple[str, int, int], ...]  # (topic, partition, committed offset)
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSnapshot:
+    """What the active controller reports (Kafka's KafkaController gauges)."""
+
+    active: bool = False
+    offline_partitions: int = 0
+    preferred_replica_imbalance: int = 0
+    topics: int = 0
+    partitions: int = 0
+    active_brokers: int = 0
+    fenced_brokers: int = 0
+    last_applied_offset: int = -1  # includes records appended, not yet committed
+    last_committed_offset: int = -1
+
+
+@dataclass(frozen=True)
+class NodeSnapshot:
+    node_id: int
+    topics: Mapping[str, TopicCounts]
+    all_topics: TopicCounts
+    replication_bytes_out: int
+    requests: Mapping[str, RequestTypeSnapshot]
+    replicas: tuple[ReplicaSnapshot, ...]
+    offline_replicas: int
+    isr_shrinks: int
+    isr_expands: int
+    cleaner_last_run_end_ms: int
+    cleaner_last_run_seconds: float
+    uncleanable_partitions: int
+    controller: ControllerSnapshot
+    last_applied_offset: int
+    groups: tuple[GroupSnapshot, ...]
+    completed_rebalances: int
+    connections: Mapping[str, int]
+    loop_lag: HistogramSnapshot
+
+
+@dataclass
+class NodeParts:
+    """The parts of a running node the metrics read."""
+
+    node_id: int
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    groups: GroupCoordinatorService
+    publisher: MetadataPublisher
+    controller: Callable[[], QuorumController | None]  # the active controller here, if any
+    requests: RequestStats
+    connections: Callable[[], Mapping[str, int]]  # open connections per listener
+    loop_lag: Histogram
+
+
+class SnapshotTaker:
+    """Takes a :class:`NodeSnapshot`; call it on the event loop only."""
+
+    def __init__(self, parts: NodeParts) -> None:
+        self.parts = parts
+        self._controller_image: MetadataImage | None = None
+        self._controller = ControllerSnapshot()
+
+    def __call__(self) -> NodeSnapshot:
+        p = self.parts
+        topics, all_topics, replication_out = p.replica_manager.topic_stats.snapshot()
+        isr = p.replica_manager.isr_stats
+        cleaner = p.log_manager.cleaner_stats
+        return NodeSnapshot(
+            node_id=p.node_id,
+            topics=topics,
+            all_topics=all_topics,
+            replication_bytes_out=replication_out,
+            requests=p.requests.snapshot(),
+            replicas=self._replicas(),
+            offline_replicas=p.replica_manager.offline_replicas,
+            isr_shrinks=isr.shrinks,
+            isr_expands=isr.expands,
+            cleaner_last_run_end_ms=cleaner.last_run_end_ms,
+            cleaner_last_run_seconds=cleaner.last_run_seconds,
+            uncleanable_partitions=cleaner.uncleanable_partitions,
+            controller=self._controller_counts(),
+            last_applied_offset=p.publisher.image.offset,
+            groups=self._groups(),
+            completed_rebalances=p.groups.stats.completed_rebalances,
+            connections=dict(p.connections()),
+            loop_lag=p.loop_lag.snapshot(),
+        )
+
+    def _replicas(self) -> tuple[ReplicaSnapshot, ...]:
+        rm = self.parts.replica_manager
+        out = []
+        for (topic, index), log in self.parts.log_manager.logs.items():
+            partition = rm.partition((topic, index))
+            out.append(
+                ReplicaSnapshot(
+                    topic,
+                    index,
+                    log.size_bytes,
+                    len(log.segments),
+                    log.log_start_offset,
+                    log.log_end_offset,
+                    partition is not None,
+                    partition is not None and partition.is_leader,
+                    len(partition.replicas) if partition is not None else 0,
+                    len(partition.isr) if partition is not None else 0,
+                    log.config.min_insync_replicas,
+                    partition.high_watermark if partition is not None else -1,
+                )
+            )
+        return tuple(out)
+
+    def _groups(self) -> tuple[GroupSnapshot, ...]:
+        return tuple(
+            GroupSnapshot(
+                group.group_id,
+                group.state.value,
+                len(group.members),
+                tuple((t, p, o.offset) for (t, p), o in group.offsets.items()),
+            )
+            for shard in self.parts.groups.runtime.active_shards()
+            for group in shard.groups.values()
+        )
+
+    def _controller_counts(self) -> ControllerSnapshot:
+        """Counted once per committed image (images are immutable)."""
+        controller = self.parts.controller()
+        if controller is None:
+            self._controller_image = None
+            return ControllerSnapshot()
+        image = controller.committed
+        if image is not self._controller_image:
+            self._controller_image = image
+            self._controller = _controller_snapshot(image)
+        return replace(self._controller, last_applied_offset=controller.latest.offset)
+
+
+def _controller_snapshot(image: MetadataImage) -> ControllerSnapshot:
+    partitions = offline = imbalance = 0
+    for topic in image.topics.values():
+        for part in topic.partitions.values():
+            partitions += 1
+            offline += part.leader < 0
+            imbalance += bool(part.replicas) and part.leader != part.replicas[0]
+    fenced = sum(b.fenced for b in image.brokers.values())
+    return ControllerSnapshot(
+        active=True,
+        offline_partitions=offline,
+        preferred_replica_imbalance=imbalance,
+        topics=len(image.topics),
+        partitions=partitions,
+        active_brokers=len(image.brokers) - fenced,
+        fenced_brokers=fenced,
+        last_committed_offset=image.offset,
+    )
