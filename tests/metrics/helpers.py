@@ -54,7 +54,10 @@ class Samples:
     @classmethod
     def scrape(cls, url: str) -> Samples:
         with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
+            return cls.parse(response.read().decode())
+
+    @classmethod
+    def parse(cls, text: str) -> Samples:
         return cls(
             {
                 (s.name, frozenset(s.labels.items())): s.value
