@@ -13,7 +13,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Info, generate_
 
 from moldau.console.app import format_positions, parse_positions
 from moldau.console.charts import line_chart, nice_ceiling
-from moldau.console.metrics import BYTES_IN, GROUP_LAG, MESSAGES_IN, Scrape
+from moldau.console.metrics import (
+    BYTES_IN,
+    GROUP_LAG,
+    GROUP_OFFSET,
+    MESSAGES_IN,
+    PARTITION_OFFSET,
+    Scrape,
+)
 from moldau.console.model import GroupInfo, GroupOffset, reset_target
 from moldau.console.render import parse_timestamp, show, size, timestamp
 from moldau.console.series import History, Rates
@@ -180,9 +187,30 @@ def test_scrape_sums_counters_and_takes_the_largest_replica_size():
     assert scrape.per_topic(MESSAGES_IN) == {"orders": 15.0, "pay": 1.0}
     assert scrape.per_topic(BYTES_IN) == {}  # the unlabelled aggregate is not a topic
     assert scrape.log_sizes() == {("orders", 0): 500, ("orders", 1): 70}
-    assert scrape.group_lag() == {"g": {"orders": 14.0}}  # 3 + 4 from each of two endpoints
+    assert scrape.group_lag() == {"g": {"orders": 7.0}}  # 3 + 4, reported by both endpoints
     assert scrape.version() == "4.1.0"
-    assert scrape.has(GROUP_LAG) and not Scrape.parse([]).has(GROUP_LAG)
+    assert scrape.reports_lag() and not Scrape.parse([]).reports_lag()
+
+
+def test_lag_of_partitions_the_coordinator_does_not_host_comes_from_offsets():
+    """In a cluster the group's coordinator knows the committed offsets but may not host
+    the partitions: their high watermarks come from their leaders' endpoints."""
+    coordinator, leader = CollectorRegistry(), CollectorRegistry()
+    gtp = ["consumergroup", "topic", "partition"]
+    lag = Gauge(GROUP_LAG, "lag", gtp, registry=coordinator)
+    committed = Gauge(GROUP_OFFSET, "committed", gtp, registry=coordinator)
+    lag.labels("g", "orders", "0").set(5)
+    committed.labels("g", "orders", "0").set(95)
+    committed.labels("g", "orders", "1").set(40)
+    committed.labels("g", "orders", "2").set(80)  # past what the leader reports: no lag
+    ends = Gauge(PARTITION_OFFSET, "hw", ["topic", "partition"], registry=leader)
+    ends.labels("orders", "1").set(70)
+    ends.labels("orders", "2").set(75)
+    scrape = Scrape.parse(generate_latest(r).decode() for r in (coordinator, leader))
+    assert scrape.group_lag() == {"g": {"orders": 5.0 + 30.0 + 0.0}}
+    assert Scrape.parse([generate_latest(coordinator).decode()]).group_lag() == {
+        "g": {"orders": 5.0}  # no leader endpoint: only what the coordinator knows
+    }
 
 
 # --- offsets --------------------------------------------------------------------------------

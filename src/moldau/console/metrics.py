@@ -17,8 +17,11 @@ MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin_total"
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 LOG_SIZE = "kafka_log_log_size"
-# kafka-exporter's name for consumer lag (labels consumergroup, topic, partition).
+# kafka-exporter's names (Moldau brokers export them too): consumer lag and what it is
+# computed from, the committed offset and the partition's high watermark.
 GROUP_LAG = "kafka_consumergroup_lag"
+GROUP_OFFSET = "kafka_consumergroup_current_offset"
+PARTITION_OFFSET = "kafka_topic_partition_current_offset"
 _APP_INFO = "kafka_server_app_info"
 
 Labels = tuple[tuple[str, str], ...]
@@ -72,12 +75,29 @@ class Scrape:
         sizes = self.by(LOG_SIZE, "topic", "partition", combine=max)
         return {(t, int(p)): int(v) for (t, p), v in sizes.items()}
 
+    def reports_lag(self) -> bool:
+        return self.has(GROUP_LAG) or self.has(GROUP_OFFSET)
+
     def group_lag(self) -> dict[str, dict[str, float]]:
-        """group -> topic -> lag, from kafka-exporter style lag series."""
-        lag: dict[str, dict[str, float]] = defaultdict(dict)
-        for (group, topic), value in self.by(GROUP_LAG, "consumergroup", "topic").items():
-            lag[group][topic] = value
-        return dict(lag)
+        """group -> topic -> lag, summed over partitions.
+
+        A partition's lag is its lag series where an endpoint has one, else its high
+        watermark minus the committed offset: a broker reports lag only for partitions it
+        has a replica of, but its groups' committed offsets always. A series reported by
+        several endpoints (two exporters of one cluster) counts once."""
+        gtp = ("consumergroup", "topic", "partition")
+        lag = self.by(GROUP_LAG, *gtp, combine=max)
+        ends = self.by(PARTITION_OFFSET, "topic", "partition", combine=max)
+        for (group, topic, partition), committed in self.by(
+            GROUP_OFFSET, *gtp, combine=max
+        ).items():
+            end = ends.get((topic, partition))
+            if end is not None:
+                lag.setdefault((group, topic, partition), max(end - committed, 0.0))
+        totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for (group, topic, _), value in lag.items():
+            totals[group][topic] += value
+        return {group: dict(topics) for group, topics in totals.items()}
 
     def version(self) -> str | None:
         """The software version the brokers report (app-info's `version` label)."""

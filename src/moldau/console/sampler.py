@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Sequence
 
 from moldau.console.cluster import Cluster, ConsoleError
-from moldau.console.metrics import BYTES_IN, BYTES_OUT, GROUP_LAG, MESSAGES_IN, Scrape
+from moldau.console.metrics import BYTES_IN, BYTES_OUT, MESSAGES_IN, Scrape
 from moldau.console.series import History, Key, Rates
 
 _log = logging.getLogger("moldau.console.sampler")
@@ -78,7 +78,7 @@ class Sampler:
                 ("bytes_out", BYTES_OUT),
             ):
                 counters.update(((kind, topic), v) for topic, v in scrape.per_topic(name).items())
-            if scrape.has(GROUP_LAG):
+            if scrape.reports_lag():
                 lag = scrape.group_lag()
         else:
             for topic in self.cluster.topics():
