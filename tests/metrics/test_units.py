@@ -268,7 +268,8 @@ def test_request_time_split_on_a_real_loop():
     stats = RequestStats()
 
     async def request() -> None:
-        timer = RequestTimer.start(time.monotonic() - 0.02)  # waited 20 ms for the loop
+        timer = RequestTimer()
+        timer.start(time.monotonic() - 0.02)  # waited 20 ms for the loop
         stats.identify(ApiKey.FETCH, 11, _FollowerFetch(), 321)
         time.sleep(0.03)  # handler's own work
         await parked(asyncio.sleep(0.1))  # the long-poll
@@ -299,7 +300,9 @@ def test_an_unnamed_request_is_not_recorded():
     stats = RequestStats()
 
     async def request() -> None:
-        RequestTimer.start(time.monotonic()).response_sent()  # a frame closed before naming
+        timer = RequestTimer()
+        timer.start(time.monotonic())
+        timer.response_sent()  # a frame closed before it was named
 
     asyncio.run(request())
     assert stats.snapshot() == {}

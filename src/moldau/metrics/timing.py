@@ -18,51 +18,36 @@ from asyncio import Task, current_task
 from collections.abc import Awaitable
 from contextvars import ContextVar
 from time import monotonic
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from moldau.metrics.requests import RequestTypeStats
 
 T = TypeVar("T")
-
-
-class RequestSink(Protocol):
-    def record(self, timer: RequestTimer, sent: float) -> None: ...
-
 
 _current: ContextVar[RequestTimer | None] = ContextVar("moldau_request_timer", default=None)
 
 
 class RequestTimer:
-    """One request's timestamps (``time.monotonic`` seconds); recorded once sent."""
+    """The timestamps (``time.monotonic`` seconds) of the request a connection's task is
+    handling; one per connection, created on its task, reused for each request."""
 
-    __slots__ = (
-        "received",
-        "dequeued",
-        "handled",
-        "remote",
-        "task",
-        "sink",
-        "api_key",
-        "version",
-        "size",
-        "follower",
-    )
+    __slots__ = ("received", "dequeued", "handled", "remote", "task", "types", "version", "size")
 
-    def __init__(self, received: float) -> None:
-        self.received = received
-        self.dequeued = self.handled = monotonic()
-        self.remote = 0.0
+    def __init__(self) -> None:
         self.task: Task[Any] | None = current_task()
-        self.sink: RequestSink | None = None  # set by `identify`; unnamed requests are not kept
-        self.api_key = -1
-        self.version = -1
-        self.size = 0
-        self.follower = False
+        self.received = self.dequeued = self.handled = self.remote = 0.0
+        # Where to record, set when the dispatcher names the request: unnamed ones are not.
+        self.types: tuple[RequestTypeStats, ...] = ()
+        self.version = self.size = 0
+        _current.set(self)
 
-    @classmethod
-    def start(cls, received: float) -> RequestTimer:
-        """The request received at ``received`` is taken up now (by the current task)."""
-        timer = cls(received)
-        _current.set(timer)
-        return timer
+    def start(self, received: float) -> None:
+        """The request received at ``received`` is taken up now."""
+        self.received = received
+        self.dequeued = monotonic()
+        self.remote = 0.0
+        self.types = ()
 
     def handler_done(self) -> None:
         self.handled = monotonic()
@@ -70,8 +55,19 @@ class RequestTimer:
     def response_sent(self) -> float:
         """The response is written (or there is none): record the request; returns now."""
         sent = monotonic()
-        if self.sink is not None:
-            self.sink.record(self, sent)
+        if self.types:
+            remote, handled = self.remote, self.handled
+            local = handled - self.dequeued - remote
+            for stats in self.types:
+                stats.observe(
+                    self.version,
+                    self.size,
+                    1000 * (self.dequeued - self.received),
+                    1000 * local if local > 0 else 0.0,
+                    1000 * remote,
+                    1000 * (sent - handled),
+                    1000 * (sent - self.received),
+                )
         return sent
 
 

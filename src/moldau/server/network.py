@@ -282,6 +282,7 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- processing ---------------------------------------------------------------
     async def _process(self) -> None:
+        timer = RequestTimer()  # this connection's, reused for each request
         sent = 0.0  # when the previous response was written
         try:
             while not self._closed:
@@ -291,7 +292,7 @@ class Connection(asyncio.BufferedProtocol):
                     continue
                 frame = self._frames.popleft()
                 # Kafka reads a connection's next request once the last one is answered.
-                timer = RequestTimer.start(max(self._arrivals.popleft(), sent))
+                timer.start(max(self._arrivals.popleft(), sent))
                 if len(self._frames) < _MAX_QUEUED_FRAMES // 2:
                     self._resume(_QUEUE_FULL)
                 self._busy = True
