@@ -55,7 +55,7 @@ from moldau.replication.replica_manager import FetchRequestPartition, FetchResul
 from moldau.storage.log import LogReadResult
 
 VALUE = 100  # librdkafka's records
-SRC = Path(metrics.__file__).parents[1]  # this checkout's sources
+SRC = Path(metrics.__file__).parents[2]  # this checkout's sources
 
 
 @dataclass
@@ -93,6 +93,7 @@ class Scraper:
         self.url, self.interval = url, interval
         self.seconds: list[float] = []
         self.sizes: list[int] = []
+        self.failures = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -100,8 +101,12 @@ class Scraper:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             started = time.perf_counter()
-            with urllib.request.urlopen(self.url, timeout=30) as response:
-                self.sizes.append(len(response.read()))
+            try:
+                with urllib.request.urlopen(self.url, timeout=30) as response:
+                    self.sizes.append(len(response.read()))
+            except OSError:
+                self.failures += 1
+                continue
             self.seconds.append(time.perf_counter() - started)
 
     def stop(self) -> None:
@@ -253,6 +258,7 @@ def main() -> None:
             else None,
             "max_ms": round(1000 * max(scraper.seconds), 2) if scraper.seconds else None,
             "bytes": scraper.sizes[-1] if scraper.sizes else None,
+            "failures": scraper.failures,
         }
     summary = {
         case: {
