@@ -90,10 +90,11 @@ class CheckedLog(MemoryRaftLog):
     committed record.
     """
 
-    def __init__(self, node_id: int, history: History) -> None:
+    def __init__(self, node_id: int, history: History, on_truncate: Callable[[], None]) -> None:
         super().__init__()
         self.node_id = node_id
         self.history = history
+        self.on_truncate = on_truncate
 
     def _epoch_before(self, offset: int) -> int:
         if offset == self.log_start_offset:
@@ -146,6 +147,7 @@ class CheckedLog(MemoryRaftLog):
                     f"node {self.node_id} truncated committed record at offset {entry.offset}"
                 )
         super().truncate_to(offset)
+        self.on_truncate()
 
 
 class StateMachine:
@@ -155,7 +157,7 @@ class StateMachine:
     fetches with a small `fetch_max_bytes`.
     """
 
-    TAIL = 16
+    TAIL = 64
 
     def __init__(self) -> None:
         self.digest = b""
@@ -220,7 +222,7 @@ class Simulation:
         )
         self.voter_ids = voter_ids
         self.nodes = {
-            node_id: SimNode(node_id, CheckedLog(node_id, self.history), MemoryQuorumStateStore())
+            node_id: SimNode(node_id, CheckedLog(node_id, self.history, self._check_all), MemoryQuorumStateStore())
             for node_id in range(1, voters + observers + 1)
         }
         self.blocked: set[tuple[int, int]] = set()
@@ -245,6 +247,7 @@ class Simulation:
             self.now, _, action = heapq.heappop(queue)
             self._touched.clear()
             action()
+
             self.events += 1
             self.check()
             if stop is not None and stop():
@@ -277,6 +280,12 @@ class Simulation:
         node.client = None
         node.next_tick = None
         node.was_leader_in = None
+
+    def resign(self, node_id: int) -> None:
+        """Graceful shutdown of a leader (as on SIGTERM): resign first, stop a little later."""
+        node = self.nodes[node_id]
+        assert node.client is not None
+        self._process(node, node.client.resign(node.client.epoch, self.now))
 
     def running(self) -> list[SimNode]:
         return [n for n in self.nodes.values() if n.client is not None]
@@ -379,8 +388,9 @@ class Simulation:
         if (src, dst) in self.blocked or self.rng.random() < params.drop_rate:
             return
         copies = 2 if self.rng.random() < params.duplicate_rate else 1
+        spread = params.max_delay_ms - params.min_delay_ms + 1
         for _ in range(copies):
-            delay = self.rng.randint(params.min_delay_ms, params.max_delay_ms)
+            delay = params.min_delay_ms + int(self.rng.random() * spread)
             self.at(
                 self.now + delay,
                 lambda: self._deliver(src, src_inc, dst, correlation_id, message, requester),
@@ -437,18 +447,13 @@ class Simulation:
     # ------------------------------------------------------------------ invariants
 
     def check(self) -> None:
-        """Invariants after an event, for the nodes it touched and the current leaders."""
+        """Invariants after an event, for the nodes it touched."""
         for node_id in self._touched:
             self._check_node(self.nodes[node_id])
-        for node in self.nodes.values():
-            client = node.client
-            if client is None or not isinstance(client.state, Leader):
-                continue
-            hw = client.high_watermark
-            if hw is not None:
-                reached = sum(1 for v in self.voter_ids if self.nodes[v].log.log_end_offset >= hw)
-                if reached < len(self.voter_ids) // 2 + 1:
-                    raise InvariantViolation(f"high watermark {hw} is on fewer than a majority")
+
+    def _check_all(self) -> None:
+        """A follower's log got shorter: a leader's high watermark may have lost its majority."""
+        self._touched.update(self.nodes)
 
     def _check_node(self, node: SimNode) -> None:
         stored = node.store.state
@@ -468,6 +473,10 @@ class Simulation:
             node.max_high_watermark = hw
         state = client.state
         if isinstance(state, Leader):
+            if hw is not None:
+                reached = sum(1 for v in self.voter_ids if self.nodes[v].log.log_end_offset >= hw)
+                if reached < len(self.voter_ids) // 2 + 1:
+                    raise InvariantViolation(f"high watermark {hw} is on fewer than a majority")
             leader = self.leaders_by_epoch.setdefault(state.epoch, node.node_id)
             if leader != node.node_id:
                 raise InvariantViolation(

@@ -53,14 +53,23 @@ def run(scenario: Scenario) -> Simulation:
         if healed:
             return
         victim = rng.choice(sorted(sim.nodes))
-        if sim.nodes[victim].client is not None:
-            sim.crash(victim)
-            downtime = rng.randint(10, 3 * scenario.crash_every_ms)
-            sim.at(sim.now + downtime, lambda: restart(victim))
+        leaders = sim.leaders()
+        if leaders and rng.random() < 0.3:
+            # Controlled shutdown: the leader resigns, then stops a little later.
+            victim = leaders[0].node_id
+            sim.resign(victim)
+            sim.at(sim.now + rng.randint(0, 300), lambda: stop(victim))
+        else:
+            stop(victim)
         sim.at(sim.now + rng.randint(1, 2 * scenario.crash_every_ms), crash_loop)
 
+    def stop(node_id: int) -> None:
+        if sim.nodes[node_id].client is not None and not healed:
+            sim.crash(node_id)
+            sim.at(sim.now + rng.randint(10, 3 * scenario.crash_every_ms), lambda: restart(node_id))
+
     def restart(node_id: int) -> None:
-        if sim.nodes[node_id].client is None:
+        if sim.nodes[node_id].client is None and not healed:
             sim.start(node_id)
 
     def partition_loop() -> None:
@@ -91,7 +100,7 @@ def run(scenario: Scenario) -> Simulation:
     return sim
 
 
-def require_progress(sim: Simulation, bound_ms: int) -> None:
+def require_progress(sim: Simulation, bound_ms: int, append_every_ms: int = 100) -> None:
     """From now on a record must be appended, committed and applied by every node in time."""
     committed_before = len(sim.history.committed)
     first_fresh = sim.appended + 1
@@ -106,7 +115,7 @@ def require_progress(sim: Simulation, bound_ms: int) -> None:
     start = sim.now
     while sim.now < start + bound_ms:
         sim.client_append()
-        if sim.run(sim.now + 100, lambda: len(applied_by) == len(sim.nodes)):
+        if sim.run(sim.now + append_every_ms, lambda: len(applied_by) == len(sim.nodes)):
             sim.on_apply = None
             assert len(sim.history.committed) > committed_before
             return

@@ -172,7 +172,12 @@ class RaftClient:
 
     @property
     def leader_id(self) -> int | None:
-        return self._state.election().leader_id
+        state = self._state
+        if isinstance(state, Follower | Prospective):
+            return state.leader_id
+        if isinstance(state, Leader | Resigned):
+            return state.local_id
+        return None
 
     @property
     def high_watermark(self) -> int | None:
@@ -1135,15 +1140,15 @@ class RaftClient:
             self._next_offset = hw
 
     def _maybe_fire_leader_change(self) -> None:
-        current = LeaderAndEpoch(self.leader_id, self.epoch)
-        if current == self._fired:
-            return
         state = self._state
+        leader, fired = self.leader_id, self._fired
+        if fired is not None and fired.leader_id == leader and fired.epoch == state.epoch:
+            return
         # The new leader's state machine hears of its leadership only once it has applied
         # everything before the epoch, including the LeaderChange record.
-        if isinstance(state, Leader | Resigned) and (
-            not isinstance(state, Leader) or self._next_offset <= state.epoch_start_offset
+        if isinstance(state, Resigned) or (
+            isinstance(state, Leader) and self._next_offset <= state.epoch_start_offset
         ):
             return
-        self._fired = current
-        self._effects.leader_change = current
+        self._fired = LeaderAndEpoch(leader, state.epoch)
+        self._effects.leader_change = self._fired
