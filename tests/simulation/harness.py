@@ -34,8 +34,9 @@ from moldau.raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     VoteRequest,
+    VoteResponse,
 )
-from moldau.raft.state import Leader
+from moldau.raft.state import Candidate, Leader
 
 REQUEST_TYPES = (
     VoteRequest,
@@ -227,6 +228,7 @@ class Simulation:
         }
         self.blocked: set[tuple[int, int]] = set()
         self.leaders_by_epoch: dict[int, int] = {}
+        self.votes: dict[tuple[int, int], int] = {}
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = 0
         self.appended = 0
@@ -411,7 +413,10 @@ class Simulation:
             return
         if requester is None:
             node.pending_requesters[(src, correlation_id)] = src_inc
-            self._process(node, client.handle_request(src, correlation_id, message, self.now))
+            effects = client.handle_request(src, correlation_id, message, self.now)
+            if isinstance(message, VoteRequest) and not message.pre_vote:
+                self._check_vote(dst, message, effects)
+            self._process(node, effects)
         elif requester == node.incarnation:
             if isinstance(message, FetchSnapshotResponse) and message.error_code == 0:
                 node.fetch_snapshot_chunks += 1
@@ -451,6 +456,17 @@ class Simulation:
         for node_id in self._touched:
             self._check_node(self.nodes[node_id])
 
+    def _check_vote(self, voter: int, request: VoteRequest, effects: Effects) -> None:
+        """A voter grants at most one candidate per epoch, across restarts."""
+        for out in effects.outbound:
+            reply = out.message
+            if isinstance(reply, VoteResponse) and out.destination == request.replica_id and reply.vote_granted:
+                key = (voter, request.replica_epoch)
+                if self.votes.setdefault(key, request.replica_id) != request.replica_id:
+                    raise InvariantViolation(
+                        f"node {voter} voted for {self.votes[key]} and {request.replica_id} in epoch {key[1]}"
+                    )
+
     def _check_all(self) -> None:
         """A follower's log got shorter: a leader's high watermark may have lost its majority."""
         self._touched.update(self.nodes)
@@ -472,6 +488,8 @@ class Simulation:
                 )
             node.max_high_watermark = hw
         state = client.state
+        if isinstance(state, Candidate) and self.votes.setdefault((node.node_id, state.epoch), node.node_id) != node.node_id:
+            raise InvariantViolation(f"node {node.node_id} runs in epoch {state.epoch} after voting for another")
         if isinstance(state, Leader):
             if hw is not None:
                 reached = sum(1 for v in self.voter_ids if self.nodes[v].log.log_end_offset >= hw)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moldau.raft import QuorumConfig, VoterAddress
 from moldau.raft.memory_log import LogEntry
 from tests.simulation.harness import InvariantViolation, NetworkParams, SimNode, Simulation
 
@@ -24,9 +25,11 @@ class Scenario:
     append_every_ms: int = 100
     snapshot_every: int = 0
     fetch_max_bytes: int = 8 * 1024 * 1024
+    request_timeout_ms: int = 2000
 
 
 def build(scenario: Scenario) -> Simulation:
+    voters = {v: VoterAddress("sim", 9000 + v) for v in range(1, scenario.voters + 1)}
     return Simulation(
         scenario.seed,
         scenario.voters,
@@ -34,6 +37,7 @@ def build(scenario: Scenario) -> Simulation:
         NetworkParams(1, scenario.max_delay_ms, scenario.drop_rate, scenario.duplicate_rate),
         snapshot_every=scenario.snapshot_every,
         fetch_max_bytes=scenario.fetch_max_bytes,
+        config=QuorumConfig(voters=voters, request_timeout_ms=scenario.request_timeout_ms),
     )
 
 
@@ -77,9 +81,12 @@ def run(scenario: Scenario) -> Simulation:
             return
         if sim.blocked:
             sim.heal()
-        else:
+        elif rng.random() < 0.5:
             size = rng.randint(1, max(1, len(sim.nodes) // 2))
             sim.partition(set(rng.sample(sorted(sim.nodes), size)))
+        else:  # some one-way links fail, the rest work
+            links = [(a, b) for a in sim.nodes for b in sim.nodes if a != b]
+            sim.blocked = {link for link in links if rng.random() < 0.3}
         sim.at(sim.now + rng.randint(1, 2 * scenario.partition_every_ms), partition_loop)
 
     sim.at(rng.randint(0, scenario.append_every_ms), append_loop)

@@ -40,11 +40,12 @@ scenarios = st.builds(
     max_delay_ms=st.integers(1, 40),
     drop_rate=st.sampled_from([0.0, 0.02, 0.1, 0.25]),
     duplicate_rate=st.sampled_from([0.0, 0.05, 0.2]),
-    crash_every_ms=st.sampled_from([0, 400, 1500]),
+    crash_every_ms=st.sampled_from([0, 150, 400, 1500]),
     partition_every_ms=st.sampled_from([0, 300, 1500]),
     append_every_ms=st.integers(30, 400),
     snapshot_every=st.sampled_from([0, 8, 30]),
     fetch_max_bytes=st.sampled_from([256, 1024, 1 << 20]),
+    request_timeout_ms=st.sampled_from([2000, 300]),
 )
 
 
