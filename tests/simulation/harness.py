@@ -1,8 +1,23 @@
 """Deterministic simulation of a KRaft quorum: pure `RaftClient`s, a seeded network, a virtual clock.
 
 Everything random comes from one seed: message delays, drops, duplicates, partitions,
-crashes, client appends and each node's election jitter. After every event `Checker`
-verifies the safety invariants; `Simulation.run` stops at the first violation.
+crashes, client appends and each node's election jitter. A crash keeps the node's log
+and quorum-state store (its disk) and loses everything else; responses addressed to an
+earlier incarnation are dropped, as a closed connection would.
+
+Checked after every event, raising `InvariantViolation` at the first breach:
+- election safety: one leader per epoch; one vote per voter and epoch, across restarts;
+  every (offset, epoch) record is created once (`CheckedLog`);
+- log matching: a follower appends a record only after the epoch its leader wrote it after
+  (with unique creation this gives Raft's log matching inductively; `check_logs_match`
+  compares whole logs at the end);
+- leader completeness: a new leader holds every committed record (or a snapshot at its log
+  start that covers them);
+- committed data never lost or changed: each node applies exactly the cluster's committed
+  sequence, a loaded snapshot matches the committed prefix, no truncation removes a
+  committed record;
+- per node: high watermark and stored epoch never go back; a leader's high watermark is
+  on a majority of voters.
 """
 
 from __future__ import annotations
@@ -223,7 +238,11 @@ class Simulation:
         )
         self.voter_ids = voter_ids
         self.nodes = {
-            node_id: SimNode(node_id, CheckedLog(node_id, self.history, self._check_all), MemoryQuorumStateStore())
+            node_id: SimNode(
+                node_id,
+                CheckedLog(node_id, self.history, self._check_all),
+                MemoryQuorumStateStore(),
+            )
             for node_id in range(1, voters + observers + 1)
         }
         self.blocked: set[tuple[int, int]] = set()
@@ -460,7 +479,11 @@ class Simulation:
         """A voter grants at most one candidate per epoch, across restarts."""
         for out in effects.outbound:
             reply = out.message
-            if isinstance(reply, VoteResponse) and out.destination == request.replica_id and reply.vote_granted:
+            if (
+                isinstance(reply, VoteResponse)
+                and out.destination == request.replica_id
+                and reply.vote_granted
+            ):
                 key = (voter, request.replica_epoch)
                 if self.votes.setdefault(key, request.replica_id) != request.replica_id:
                     raise InvariantViolation(
@@ -488,8 +511,13 @@ class Simulation:
                 )
             node.max_high_watermark = hw
         state = client.state
-        if isinstance(state, Candidate) and self.votes.setdefault((node.node_id, state.epoch), node.node_id) != node.node_id:
-            raise InvariantViolation(f"node {node.node_id} runs in epoch {state.epoch} after voting for another")
+        if (
+            isinstance(state, Candidate)
+            and self.votes.setdefault((node.node_id, state.epoch), node.node_id) != node.node_id
+        ):
+            raise InvariantViolation(
+                f"node {node.node_id} runs in epoch {state.epoch} after voting for another"
+            )
         if isinstance(state, Leader):
             if hw is not None:
                 reached = sum(1 for v in self.voter_ids if self.nodes[v].log.log_end_offset >= hw)

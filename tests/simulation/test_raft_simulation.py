@@ -54,7 +54,9 @@ scenarios = st.builds(
 def test_safe_under_chaos_and_live_once_healed(scenario: Scenario) -> None:
     sim = run(scenario)
     assert sim.history.committed, "something was committed"
-    assert all(n.sm.next_offset == len(sim.history.committed) or n.client for n in sim.nodes.values())
+    assert all(
+        n.sm.next_offset == len(sim.history.committed) or n.client for n in sim.nodes.values()
+    )
 
 
 @simulation_settings(max(EXAMPLES // 5, 10))
@@ -90,7 +92,9 @@ def test_far_behind_replica_catches_up_through_fetch_snapshot(
     )
     for node_id in sim.nodes:
         sim.start(node_id)
-    assert sim.run(LIVENESS_BOUND_MS, lambda: bool(sim.leaders()) and len(sim.history.committed) > 0)
+    assert sim.run(
+        LIVENESS_BOUND_MS, lambda: bool(sim.leaders()) and len(sim.history.committed) > 0
+    )
     leader = sim.leaders()[0]
     lagger = next(n for n in sorted(sim.nodes, reverse=True) if n != leader.node_id)
     sim.crash(lagger)

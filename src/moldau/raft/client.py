@@ -1035,15 +1035,11 @@ class RaftClient:
         state.high_watermark = hw
 
     def _install_snapshot(self, state: Follower) -> None:
-        """The downloaded snapshot replaces the log; it is committed data by construction."""
+        """The downloaded snapshot is committed data: the log restarts there unless it holds it."""
         log = self._log
         latest = log.latest_snapshot_id()
-        if not log.truncate_to_latest_snapshot():
-            raise RaftInvariantError(
-                f"node {self.node_id}: snapshot {latest} is not past the log end "
-                f"({log.log_end_offset}, epoch {log.last_fetched_epoch})"
-            )
         assert latest is not None
+        log.truncate_to_latest_snapshot()
         if state.high_watermark is None or state.high_watermark < latest.offset:
             state.high_watermark = latest.offset
 

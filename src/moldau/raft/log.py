@@ -126,7 +126,8 @@ class RaftLog(Protocol):
         ...
 
     def truncate_to_latest_snapshot(self) -> bool:
-        """After a FetchSnapshot: if the latest snapshot is past the log end, restart there."""
+        """After a FetchSnapshot: restart the log at the latest snapshot's end offset, unless
+        the log already holds the snapshot's last record (offset - 1 with its epoch)."""
         ...
 
 

@@ -191,16 +191,20 @@ class MemoryRaftLog:
 
     def truncate_to_latest_snapshot(self) -> bool:
         latest = self.latest_snapshot_id()
-        if latest is None or not (
-            latest.epoch > self.last_fetched_epoch
-            or (latest.epoch == self.last_fetched_epoch and latest.offset > self.log_end_offset)
-        ):
+        if latest is None or self._holds(latest):
             return False
         self._entries = []
         self._epochs = []
         self._base = latest
         self._drop_snapshots_before(latest)
         return True
+
+    def _holds(self, position: OffsetAndEpoch) -> bool:
+        """Whether the record just before `position.offset` is here with `position.epoch`."""
+        if position.offset == self._base.offset:
+            return position.epoch == self._base.epoch
+        entry = self.entry(position.offset - 1)
+        return entry is not None and entry.epoch == position.epoch
 
     def _drop_snapshots_before(self, snapshot_id: OffsetAndEpoch) -> None:
         for old in [s for s in self._snapshots if s.offset < snapshot_id.offset]:

@@ -403,3 +403,89 @@ def test_wrong_cluster_id_is_refused() -> None:
     request = VoteRequest("other-cluster", -1, 1, 2, 0, 0, False)
     reply = q[1].client.handle_request(2, 1, request, q.now).outbound[0].message
     assert isinstance(reply, VoteResponse) and reply.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+
+
+def test_lost_pre_vote_without_a_known_leader_waits_unattached() -> None:
+    q = Quorum(3)
+    q.expire(1)
+    for request in q.take():
+        reply = VoteResponse(ErrorCode.NONE, -1, 0, False)
+        q.record(
+            q[1],
+            q[1].client.handle_response(
+                request.destination, request.out.correlation_id, reply, q.now
+            ),
+        )
+    state = q[1].client.state
+    assert isinstance(state, Unattached) and state.epoch == 0
+    assert state.election_deadline_ms > q.now
+
+
+def test_candidate_follows_the_rival_that_won_its_epoch() -> None:
+    q = Quorum(3)
+    q.expire(1)
+    q.deliver(q.take(lambda m: m.destination == 2)[0])
+    q.deliver(q.take(lambda m: m.source == 2)[0])
+    assert isinstance(q[1].client.state, Candidate)
+    q.drop_all()
+    # Node 3 also reached epoch 1 and won it with node 2's vote.
+    q.record(
+        q[1], q[1].client.handle_request(3, 9, BeginQuorumEpochRequest("test", 1, 3, 1), q.now)
+    )
+    state = q[1].client.state
+    assert isinstance(state, Follower) and (state.epoch, state.leader_id, state.voted_id) == (
+        1,
+        3,
+        1,
+    )
+    assert q[1].store.state == ElectionState(1, 3, 1)
+
+
+def test_candidate_steps_back_for_a_higher_epoch() -> None:
+    q = Quorum(3)
+    q.expire(1)
+    q.deliver(q.take(lambda m: m.destination == 2)[0])
+    q.deliver(q.take(lambda m: m.source == 2)[0])
+    q.drop_all()
+    reply = q[1].client.handle_request(3, 9, vote_request(4, 3, 0, 0), q.now).outbound[0].message
+    assert isinstance(reply, VoteResponse) and reply.vote_granted and reply.leader_epoch == 4
+    state = q[1].client.state
+    assert isinstance(state, Unattached) and (state.epoch, state.voted_id) == (4, 3)
+
+
+def test_follower_restarts_following_the_same_leader() -> None:
+    q = Quorum(3)
+    q.elect(1)
+    restarted = q.restart(2)
+    state = restarted.client.state
+    assert isinstance(state, Follower) and (state.epoch, state.leader_id) == (1, 1)
+    assert not state.has_fetched_from_leader
+
+
+def test_pre_vote_from_a_higher_epoch_does_not_move_the_voter() -> None:
+    q = Quorum(3)
+    q.elect(1)
+    q.replicate()
+    before = q[2].store.state
+    reply = (
+        q[2]
+        .client.handle_request(3, 9, vote_request(5, 3, 1, 1, pre_vote=True), q.now)
+        .outbound[0]
+        .message
+    )
+    assert isinstance(reply, VoteResponse) and not reply.vote_granted and reply.leader_epoch == 1
+    state = q[2].client.state
+    assert isinstance(state, Follower) and (state.epoch, state.leader_id) == (1, 1)
+    assert q[2].store.state == before
+
+
+def test_leader_steps_down_at_the_first_higher_epoch_it_hears_of() -> None:
+    q = Quorum(3)
+    q.elect(1)
+    q.replicate()
+    assert isinstance(q[1].client.state, Leader)
+    q.record(
+        q[1], q[1].client.handle_request(2, 9, BeginQuorumEpochRequest("test", 1, 2, 2), q.now)
+    )
+    state = q[1].client.state
+    assert isinstance(state, Follower) and (state.epoch, state.leader_id) == (2, 2)

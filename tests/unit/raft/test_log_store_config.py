@@ -232,3 +232,15 @@ def test_bad_timeouts_are_refused() -> None:
         QuorumConfig.from_properties({"controller.quorum.election.timeout.ms": "soon"})
     with pytest.raises(QuorumConfigError):
         QuorumConfig(election_timeout_ms=0)
+
+
+def test_downloaded_snapshot_replaces_a_diverged_log_with_a_higher_epoch() -> None:
+    """A replica holding an uncommitted record of a later epoch than the snapshot's last one
+    (Raft's figure 8) still restarts its log at the snapshot."""
+    log = log_with(1, 7)
+    writer = log.create_new_snapshot(OffsetAndEpoch(5, 3))
+    assert writer is not None
+    writer.append(b"image")
+    writer.freeze()
+    assert log.truncate_to_latest_snapshot()
+    assert (log.log_start_offset, log.log_end_offset, log.last_fetched_epoch) == (5, 5, 3)
