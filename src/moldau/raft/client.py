@@ -101,6 +101,14 @@ class Committed:
 
 @dataclass(slots=True)
 class Effects:
+    """What one event asks of the driver, to be done in this order.
+
+    Flush the log; send `outbound`; feed `apply` to the state machine; report
+    `leader_change` (for the local leader only once its state machine has caught up to the
+    epoch start); call `tick` at `deadline_ms` (None: nothing is timed, wait for events).
+    `appended` answers `append` with the offsets the records got.
+    """
+
     outbound: list[Outbound] = field(default_factory=list)
     apply: list[LoadSnapshot | Committed] = field(default_factory=list)
     leader_change: LeaderAndEpoch | None = None

@@ -49,8 +49,7 @@ def test_old_epoch_records_commit_only_with_a_record_of_the_new_epoch() -> None:
     q.elect(1)
     q.drop_all()
     q.append(1, b"old")  # offset 1, epoch 1; only the leader has it
-    # Node 2 wins epoch 2 without the record? It cannot: node 1's log is longer, so node 1
-    # must be re-elected. Make node 1 leader of epoch 2 by restarting it.
+    # Everyone restarts and node 1 (longest log) wins a later epoch, LeaderChange at 2.
     restarted = q.restart(1)
     q.restart(2)
     q.restart(3)
@@ -60,7 +59,8 @@ def test_old_epoch_records_commit_only_with_a_record_of_the_new_epoch() -> None:
     state = restarted.client.state
     assert isinstance(state, Leader) and state.epoch >= 2 and state.epoch_start_offset == 2
     q.drop_all()
-    # A follower that has the epoch-1 record but not the new LeaderChange does not commit it.
+    # A majority holding the epoch-1 record is not enough (Raft's figure 8): the record
+    # commits only with the new epoch's LeaderChange after it.
     q[1].client.handle_request(2, 9, fetch(state.epoch, 2, 1, replica=2), q.now)
     assert restarted.client.high_watermark is None
     q[1].client.handle_request(2, 10, fetch(state.epoch, 3, state.epoch, replica=2), q.now)
