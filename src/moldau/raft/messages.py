@@ -80,7 +80,8 @@ class FetchRequest:
 
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
-    """`records` is whatever the leader's `RaftLog.read` returned (empty when none)."""
+    """`records` is what the leader's `RaftLog.read` returned; None with an error, a
+    diverging epoch or a snapshot id (the wire then carries empty records)."""
 
     error_code: int
     leader_id: int

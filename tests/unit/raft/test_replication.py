@@ -250,3 +250,28 @@ def test_memory_log_follower_append_must_continue_the_log() -> None:
     records = other.read(1, 1 << 20)
     with pytest.raises(ValueError):
         log.append_as_follower(records)
+
+
+def test_leader_that_steps_down_answers_its_parked_fetches() -> None:
+    q = Quorum(3)
+    q.elect(1)
+    q.replicate()
+    assert not q.network
+    q.record(q[1], q[1].client.resign(1, q.now))
+    answers = [m.out.message for m in q.pending(FetchResponse, source=1)]
+    assert len(answers) == 2
+    assert all(
+        isinstance(a, FetchResponse) and a.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        for a in answers
+    )
+
+
+def test_failed_request_is_retried_after_the_retry_backoff() -> None:
+    q = Quorum(3)
+    q.elect(1)
+    request = next_fetch(q, 2)
+    effects = q.record(q[2], q[2].client.request_failed(1, request.out.correlation_id, q.now))
+    assert not effects.outbound
+    assert effects.deadline_ms == q.now + 20  # controller.quorum.retry.backoff.ms
+    q.advance(q.now + 20)
+    assert q.pending(FetchRequest, source=2)
