@@ -1,0 +1,93 @@
+"""`controller.quorum.*` settings with Kafka's names and defaults (QuorumConfig)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+VOTERS = "controller.quorum.voters"
+ELECTION_TIMEOUT_MS = "controller.quorum.election.timeout.ms"
+FETCH_TIMEOUT_MS = "controller.quorum.fetch.timeout.ms"
+ELECTION_BACKOFF_MAX_MS = "controller.quorum.election.backoff.max.ms"
+REQUEST_TIMEOUT_MS = "controller.quorum.request.timeout.ms"
+RETRY_BACKOFF_MS = "controller.quorum.retry.backoff.ms"
+
+
+class QuorumConfigError(ValueError):
+    """A `controller.quorum.*` value that cannot be used."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoterAddress:
+    host: str
+    port: int
+
+
+def parse_voters(value: str) -> dict[int, VoterAddress]:
+    """Parse `1@host:9093,2@host:9094` into {node id: address}, as Kafka does."""
+    voters: dict[int, VoterAddress] = {}
+    for entry in (part.strip() for part in value.split(",")):
+        if not entry:
+            continue
+        node, at, address = entry.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not at or not colon or not host:
+            raise QuorumConfigError(f"{VOTERS}: '{entry}' is not of the form id@host:port")
+        try:
+            node_id, port_number = int(node), int(port)
+        except ValueError:
+            raise QuorumConfigError(f"{VOTERS}: '{entry}' has a non-numeric id or port") from None
+        if node_id < 0 or not 0 <= port_number <= 65535:
+            raise QuorumConfigError(f"{VOTERS}: '{entry}' has an invalid id or port")
+        if node_id in voters:
+            raise QuorumConfigError(f"{VOTERS}: node {node_id} is listed twice")
+        voters[node_id] = VoterAddress(host.strip("[]"), port_number)
+    return voters
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumConfig:
+    """The static voter set and the Raft timers (milliseconds)."""
+
+    voters: Mapping[int, VoterAddress] = field(default_factory=dict)
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):
+            if getattr(self, name) <= 0:
+                raise QuorumConfigError(f"{name} must be positive")
+        if self.election_backoff_max_ms < 0 or self.retry_backoff_ms < 0:
+            raise QuorumConfigError("backoffs must not be negative")
+
+    @property
+    def voter_ids(self) -> frozenset[int]:
+        return frozenset(self.voters)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> QuorumConfig:
+        """Build from server properties; unknown keys are someone else's business."""
+
+        def number(key: str, default: int) -> int:
+            raw = props.get(key)
+            if raw is None:
+                return default
+            try:
+                return int(str(raw).strip())
+            except ValueError:
+                raise QuorumConfigError(f"{key}: '{raw}' is not an integer") from None
+
+        defaults = cls()
+        return cls(
+            voters=parse_voters(props.get(VOTERS, "")),
+            election_timeout_ms=number(ELECTION_TIMEOUT_MS, defaults.election_timeout_ms),
+            fetch_timeout_ms=number(FETCH_TIMEOUT_MS, defaults.fetch_timeout_ms),
+            election_backoff_max_ms=number(
+                ELECTION_BACKOFF_MAX_MS, defaults.election_backoff_max_ms
+            ),
+            request_timeout_ms=number(REQUEST_TIMEOUT_MS, defaults.request_timeout_ms),
+            retry_backoff_ms=number(RETRY_BACKOFF_MS, defaults.retry_backoff_ms),
+        )
