@@ -49,7 +49,7 @@ class NodeEndpoint:
 class VoteResponse:
     API_KEY: ClassVar[int | None] = 52
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     error_code: int = 0
     topics: list[TopicData] = field(default_factory=list)
@@ -250,5 +250,5 @@ def _e_VoteResponse_1(o: Any, w: Writer) -> None:
     write_tagged(out, _tagged)
 
 
-_DECODERS = {0: _d_VoteResponse_0, 1: _d_VoteResponse_1}
-_ENCODERS = {0: _e_VoteResponse_0, 1: _e_VoteResponse_1}
+_DECODERS = {0: _d_VoteResponse_0, 1: _d_VoteResponse_1, 2: _d_VoteResponse_1}
+_ENCODERS = {0: _e_VoteResponse_0, 1: _e_VoteResponse_1, 2: _e_VoteResponse_1}
