@@ -128,7 +128,6 @@ class Broker:
             delete_topic_enable=c.bool("delete.topic.enable"),
         )
         self.channel = LocalControllerChannel(self.controller_apis)
-        self.producer_ids = ProducerIdManager(self.node_id, self.channel)
         self.lifecycle = BrokerLifecycle(
             self.node_id,
             cluster_id,
@@ -137,6 +136,8 @@ class Broker:
             rack=c.get("broker.rack") or None,
             heartbeat_interval_ms=c.int("broker.heartbeat.interval.ms"),
         )
+        lifecycle = self.lifecycle
+        self.producer_ids = ProducerIdManager(self.node_id, self.channel, lambda: lifecycle.epoch)
         self.publisher.publish(image)
 
     async def register(self, listeners: list[Listener]) -> None:
@@ -226,9 +227,12 @@ class Broker:
 
     async def _ensure_offsets_topic(self) -> None:
         assert self.channel is not None
+        if OFFSETS_TOPIC in self.publisher.image.topics:
+            return
         await self.channel.create_internal_topic(
             OFFSETS_TOPIC,
             self.config.int("offsets.topic.num.partitions"),
+            self.config.int("offsets.topic.replication.factor"),
             {
                 "cleanup.policy": "compact",
                 "segment.bytes": self.config.get("offsets.topic.segment.bytes"),
