@@ -121,10 +121,9 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Move this broker's leaderships away before it stops (Kafka's controlled
         shutdown); gives up after ``controlled.shutdown.timeout`` and stops anyway."""
-        if (
-            self.config.bool("controlled.shutdown.enable")
-            and not await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
-        ):
+        if self.config.bool(
+            "controlled.shutdown.enable"
+        ) and not await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
             log.warning("controlled shutdown timed out; stopping anyway")
 
     def start_background(self) -> None:

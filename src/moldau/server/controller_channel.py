@@ -113,7 +113,5 @@ class RemoteControllerChannel(ControllerChannel):
                 except (ConnectionError, TimeoutError) as e:
                     log.debug("controller %d unreachable: %s", leader, e)
             if loop.time() >= deadline:
-                raise KafkaError(
-                    "no active controller answered", ErrorCode.NOT_CONTROLLER
-                )
+                raise KafkaError("no active controller answered", ErrorCode.NOT_CONTROLLER)
             await asyncio.sleep(RETRY_BACKOFF_S)

@@ -50,7 +50,9 @@ def _create_topics(request: Any, code: ErrorCode, message: str) -> Any:
 def _delete_topics(request: Any, code: ErrorCode, message: str) -> Any:
     names = [t.name for t in request.topics] or list(request.topic_names)
     return DeleteTopicsResponse(
-        responses=[DeletableTopicResult(name=n, error_code=code, error_message=message) for n in names]
+        responses=[
+            DeletableTopicResult(name=n, error_code=code, error_message=message) for n in names
+        ]
     )
 
 

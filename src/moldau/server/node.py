@@ -49,9 +49,7 @@ def parse_voters(value: str) -> dict[int, Address]:
         node, sep, address = item.partition("@")
         host, colon, port = address.rpartition(":")
         if not sep or not colon or not node.isdigit() or not port.isdigit():
-            raise ConfigError(
-                f"controller.quorum.voters: '{item}' is not of the form ID@HOST:PORT"
-            )
+            raise ConfigError(f"controller.quorum.voters: '{item}' is not of the form ID@HOST:PORT")
         voters[int(node)] = (host.strip("[]"), int(port))
     return voters
 
@@ -155,9 +153,7 @@ class Node:
             )
         if self.is_broker:
             raft = self.raft
-            channel = RemoteControllerChannel(
-                self.network, self.voters, lambda: raft.leader()[0]
-            )
+            channel = RemoteControllerChannel(self.network, self.voters, lambda: raft.leader()[0])
             self.broker = Broker(c, self.scheduler, channel, cluster_id)
             self.broker.start(image)
 
