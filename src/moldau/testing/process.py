@@ -185,6 +185,8 @@ class BrokerProcess(ClientHelpers):
             time.sleep(quiet)
 
     def _unread(self) -> int:
+        if self._output_fd < 0:  # never started, or closed: nothing left to read
+            return 0
         try:
             return struct.unpack("i", fcntl.ioctl(self._output_fd, termios.FIONREAD, b"\0" * 4))[0]
         except OSError:  # closed: everything was read
