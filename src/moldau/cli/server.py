@@ -38,6 +38,9 @@ def server(
         raise typer.Exit(2) from None
     for key in broker_config.unknown:
         log.warning("unknown configuration '%s' was supplied but is not used", key)
+    from moldau.storage.resources import raise_open_files_limit
+
+    raise_open_files_limit()
     try:
         import uvloop
 

@@ -43,9 +43,8 @@ class MetadataLog:
     def append(self, records: list[MetadataRecord]) -> int:
         """Append one batch holding ``records`` and fsync it; returns its last offset."""
         batch = bytearray(build_batch([r.encode() for r in records]))
-        result = self.log.append(batch, scan_batches(batch, strict=False))
+        result = self.log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
         self.log.flush()
-        self.log.high_watermark = self.log.log_end_offset
         return result.last_offset
 
     def close(self) -> None:

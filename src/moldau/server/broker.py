@@ -26,6 +26,7 @@ from moldau.storage.checkpoint import write_properties
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 from moldau.storage.log_manager import LogManager
+from moldau.storage.resources import DescriptorBudget, open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,19 @@ class Broker:
         )
         self.image = MetadataImage()
         self.purgatory = Purgatory()
-        self.log_manager = LogManager(config.log_dirs, config.log_defaults)
+        self.log_manager = LogManager(
+            config.log_dirs,
+            config.log_defaults,
+            budget=DescriptorBudget.derive(
+                open_files_limit(),
+                config.int("log.segment.open.files.max"),
+                config.int("max.broker.partitions"),
+            ),
+            recovery_threads=config.int("num.recovery.threads.per.data.dir"),
+        )
+        # Single replica: the high watermark is the log end offset once appended. The
+        # replication layer will own it; until then produce and the groups move it here.
+        self.high_watermarks: dict[tuple[str, int], int] = {}
         self.metadata_log: MetadataLog | None = None
         self.advertised: list[Listener] = []
         self._commit_lock = asyncio.Lock()
@@ -58,9 +71,10 @@ class Broker:
             cluster_id = self.config.get("cluster.id") or _new_cluster_id()
             self._commit_now([ClusterIdRecord(cluster_id)])
         self._write_meta_properties()
-        self.log_manager.load_logs(self.topic_config_props)
+        self.log_manager.load_logs(self.topic_config_props, keep=self._in_metadata)
         for topic in self.image.topics.values():
             self._ensure_logs(topic)
+        self.high_watermarks = {tp: log.log_end_offset for tp, log in self.log_manager.logs.items()}
         self.groups.load()
 
     def register(self, listeners: list[Listener]) -> None:
@@ -73,17 +87,28 @@ class Broker:
         c = self.config
         self.groups.start()
         self._every(c.int("log.retention.check.interval.ms"), self._retention)
-        self._every(c.int("log.flush.scheduler.interval.ms"), self._flush)
-        self._every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        # Flushes, checkpoints and cleaning run in worker threads: an fsync or a large
+        # compaction must not stall requests.
+        self._every(c.int("log.flush.scheduler.interval.ms"), self._flush, in_thread=True)
+        self._every(
+            c.int("log.flush.offset.checkpoint.interval.ms"),
+            self.log_manager.checkpoint,
+            in_thread=True,
+        )
         if c.bool("log.cleaner.enable"):
-            self._every(c.int("log.cleaner.backoff.ms"), self._clean)
+            self._every(c.int("log.cleaner.backoff.ms"), self._clean, in_thread=True)
 
-    def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
+    def _every(
+        self, interval_ms: int, fn: Callable[[], object], *, in_thread: bool = False
+    ) -> None:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_ms / 1000)
                 try:
-                    fn()
+                    if in_thread:
+                        await asyncio.to_thread(fn)
+                    else:
+                        fn()
                 except Exception:
                     log.exception("background task %s failed", fn.__name__)
 
@@ -91,11 +116,11 @@ class Broker:
 
     def _retention(self) -> None:
         now = self.now_ms()
-        self.log_manager.run_retention(now)
+        self.log_manager.run_retention(self.high_watermarks, now)
         self.log_manager.expire_producers(now, self.config.int("producer.id.expiration.ms"))
 
     def _clean(self) -> None:
-        self.log_manager.run_cleaner(self.now_ms())
+        self.log_manager.run_cleaner(self.high_watermarks, self.now_ms())
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.now_ms())
@@ -122,10 +147,41 @@ class Broker:
         if not records:
             return self.image
         assert self.metadata_log is not None
-        offset = self.metadata_log.append(records)
+        created = self._create_logs(self.image, self.image.apply(records))
+        try:
+            offset = self.metadata_log.append(records)
+        except BaseException:
+            for topic, partition in created:
+                self.log_manager.delete_log(topic, partition)
+            raise
         old, self.image = self.image, self.image.apply(records, offset)
         self._on_image_change(old, self.image)
         return self.image
+
+    def _create_logs(self, old: MetadataImage, new: MetadataImage) -> list[tuple[str, int]]:
+        """Create the logs of the partitions ``new`` adds before its records commit, all
+        or none (KafkaError otherwise), so metadata never names a partition storage could
+        not create."""
+        specs = []
+        for name, topic in new.topics.items():
+            before = old.topics.get(name)
+            if before is topic:
+                continue
+            config = LogConfig.from_props(dict(topic.configs), self.config.log_defaults)
+            for p in topic.partitions:
+                if (
+                    before is None
+                    or before.topic_id != topic.topic_id
+                    or p not in before.partitions
+                ):
+                    specs.append((name, p, config))
+        if specs:
+            self.log_manager.create_logs(specs)
+        return [(name, p) for name, p, _ in specs]
+
+    def _in_metadata(self, tp: tuple[str, int]) -> bool:
+        topic = self.image.topics.get(tp[0])
+        return topic is not None and tp[1] in topic.partitions
 
     def _on_image_change(self, old: MetadataImage, new: MetadataImage) -> None:
         for name, topic in old.topics.items():
@@ -133,6 +189,7 @@ class Broker:
             if current is None or current.topic_id != topic.topic_id:
                 for p in topic.partitions:
                     self.log_manager.delete_log(name, p)
+                    self.high_watermarks.pop((name, p), None)
                     self.purgatory.notify((name, p))
         for name, topic in new.topics.items():
             before = old.topics.get(name)
@@ -144,7 +201,10 @@ class Broker:
     def _ensure_logs(self, topic: TopicImage) -> None:
         config = self.topic_log_config(topic.name)
         for p in topic.partitions:
-            self.log_manager.get_or_create_log(topic.name, p, config)
+            try:
+                self.log_manager.get_or_create_log(topic.name, p, config)
+            except KafkaError as e:
+                log.error("%s-%d has no log: %s", topic.name, p, e)
 
     def topic_config_props(self, topic: str) -> dict[str, str]:
         t = self.image.topics.get(topic)
@@ -166,7 +226,12 @@ class Broker:
             elif outcome.error:
                 results[name] = outcome.error
             else:
-                await self.commit(outcome.records)
+                try:
+                    await self.commit(outcome.records)
+                except KafkaError as e:
+                    log.warning("auto-creating topic %s failed: %s", name, e)
+                    results[name] = e.code
+                    continue
                 results[name] = ErrorCode.NONE
         return results
 

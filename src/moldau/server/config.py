@@ -45,6 +45,11 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("log.flush.offset.checkpoint.interval.ms", int, "60000", "Checkpoint period."),
         BrokerKey("log.cleaner.enable", bool, "true", "Run the log cleaner (compaction)."),
         BrokerKey("log.cleaner.backoff.ms", int, "15000", "Sleep between log cleaner runs."),
+        BrokerKey(
+            "log.segment.open.files.max", int, "-1", "Segment files kept open (-1: derived)."
+        ),
+        BrokerKey("max.broker.partitions", int, "-1", "Partitions accepted (-1: derived)."),
+        BrokerKey("num.recovery.threads.per.data.dir", int, "2", "Log loading threads."),
         BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         BrokerKey("offsets.topic.replication.factor", int, "1", "Replication of offsets topic."),
         BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),

@@ -128,8 +128,8 @@ class GroupService:
                     f"{OFFSETS_TOPIC}-{p} is missing", ErrorCode.COORDINATOR_NOT_AVAILABLE
                 )
             batch = bytearray(build_batch(items))
-            partition_log.append(batch, scan_batches(batch, strict=False))
-            partition_log.high_watermark = partition_log.log_end_offset
+            partition_log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
+            self.broker.high_watermarks[(OFFSETS_TOPIC, p)] = partition_log.log_end_offset
 
     def _arm(self) -> None:
         if self._timer is not None:

@@ -27,6 +27,6 @@ def batch(n: int = 1, *, value_size: int = 10, timestamp: int = 1_000, tag: int 
     return bytearray(build_batch(records, **kwargs))
 
 
-def append(log: Log, data: bytearray, **kwargs) -> AppendResult:
-    """Validate like the Produce handler, then append (stamps ``data`` in place)."""
-    return log.append(data, scan_batches(data), **kwargs)
+def append(log: Log, data: bytearray, *, leader_epoch: int = 0, **kwargs) -> AppendResult:
+    """Validate like the Produce handler, then append as leader (stamps ``data`` in place)."""
+    return log.append_as_leader(data, scan_batches(data), leader_epoch=leader_epoch, **kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from moldau.protocol.messages.create_topics_response import (
     CreatableTopicConfigs,
@@ -35,8 +35,14 @@ async def create(broker: Broker, t: CreatableTopic, validate_only: bool) -> Crea
     )
     if outcome.error:
         return result
-    if not validate_only:
-        await broker.commit(outcome.records)
+    try:
+        if validate_only:
+            broker.log_manager.check_capacity(max(t.num_partitions, 1))
+        else:
+            await broker.commit(outcome.records)
+    except KafkaError as e:  # storage could not hold it: nothing was committed
+        result.error_code, result.error_message = e.code, str(e)
+        return result
     topic = broker.image.topics.get(name)
     result.num_partitions = len(topic.partitions) if topic else max(t.num_partitions, 1)
     result.replication_factor = 1

@@ -33,7 +33,8 @@ def delete(broker: Broker, topic: str, partition: int, offset: int) -> DeleteRec
         result.error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
     else:
         try:
-            result.low_watermark = log.delete_records_before(offset)
+            hw = broker.high_watermarks.get((topic, partition), 0)
+            result.low_watermark = log.delete_records_before(offset, hw)
         except KafkaError as e:
             result.error_code = e.code
     return result

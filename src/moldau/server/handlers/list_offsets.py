@@ -33,10 +33,11 @@ def lookup(broker: Broker, topic: str, p: ListOffsetsPartition) -> ListOffsetsPa
         out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return out
     out.leader_epoch = 0
+    hw = broker.high_watermarks.get((topic, p.partition_index), 0)
     if p.timestamp == EARLIEST:
         out.offset = log.log_start_offset
     elif p.timestamp == LATEST:
-        out.offset = log.high_watermark
+        out.offset = hw
     elif p.timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset()
         if found is not None:
@@ -45,7 +46,7 @@ def lookup(broker: Broker, topic: str, p: ListOffsetsPartition) -> ListOffsetsPa
         out.error_code = ErrorCode.INVALID_REQUEST
     else:
         found = log.offset_for_timestamp(p.timestamp)
-        if found is not None and found[0] < log.high_watermark:
+        if found is not None and found[0] < hw:
             out.offset, out.timestamp = found
     return out
 

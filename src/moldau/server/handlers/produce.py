@@ -54,7 +54,7 @@ def append_partition(
             raise KafkaError(
                 "zstd needs produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
             )
-        result = partition_log.append(records, infos, leader_epoch=0)
+        result = partition_log.append_as_leader(records, infos, leader_epoch=0)
     except KafkaError as e:
         out.error_code = e.code
         out.error_message = str(e)
@@ -64,7 +64,7 @@ def append_partition(
         out.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         out.error_message = f"append failed: {e.strerror}"
         return out
-    partition_log.high_watermark = partition_log.log_end_offset
+    broker.high_watermarks[(topic, data.index)] = partition_log.log_end_offset
     broker.purgatory.notify((topic, data.index))
     out.base_offset = result.base_offset
     out.log_append_time_ms = result.log_append_time
