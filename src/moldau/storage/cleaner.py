@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from moldau.protocol.errors import KafkaError
 from moldau.records.batch import (
     INT32_MAX,
     BatchInfo,
@@ -30,7 +31,7 @@ from moldau.records.batch import (
 )
 from moldau.records.record import Record, build_batch, iter_batches
 from moldau.storage.log import CleaningAbortedError, Log
-from moldau.storage.segment import Segment
+from moldau.storage.segment import Segment, SegmentDeletedError
 
 READ_CHUNK = 8 * 1024 * 1024  # bytes of whole batches decoded per pread
 
@@ -134,6 +135,13 @@ def clean_log(
             group.append(segment)
         if out:
             out.swap(group, truncations)
+    except (KafkaError, OSError) as e:
+        if isinstance(e, CleaningAbortedError) or not (
+            log.closed or log.truncations != truncations or isinstance(e, SegmentDeletedError)
+        ):
+            raise
+        # The loop thread truncated, deleted or closed the log under the pass.
+        raise CleaningAbortedError(f"{log.dir.name} changed during cleaning: {e}") from e
     finally:
         if out:
             out.abort()
@@ -169,7 +177,11 @@ class _CleanedSegment:
         self.segment.seal()
         self.segment.flush()
         self.swapped = True  # from here the files belong to the log (or to Log.open)
-        self.log.replace_segments(group, self.segment, truncations=truncations)
+        try:
+            self.log.replace_segments(group, self.segment, truncations=truncations)
+        except CleaningAbortedError:
+            self.swapped = False  # refused before anything was renamed: still ours
+            raise
 
     def abort(self) -> None:
         """Drop the files unless they were handed to the log (an error cut the pass

@@ -43,7 +43,7 @@ class _Index:
         self._persisted = 0  # entries known to be in the file (writable indexes)
         self._synced = True  # False once the file was written and not fsynced since
         self._untrimmed = False  # loaded from a preallocated file (after a crash)
-        self._load_lock = threading.Lock()
+        self._load_lock = threading.RLock()  # loading, unloading, becoming writable
         self._file_lock = threading.RLock()  # file writes: flush threads vs truncation
 
     # -- lifecycle -------------------------------------------------------------------
@@ -111,8 +111,9 @@ class _Index:
 
     def unload(self) -> None:
         """Drop loaded entries of a sealed index (IndexCache eviction)."""
-        if not self._writable:
-            self._data = None
+        with self._load_lock:
+            if not self._writable:
+                self._data = None
 
     @property
     def loaded(self) -> bool:
@@ -146,11 +147,12 @@ class _Index:
         before recovery): entries move to a bytearray, the file is preallocated."""
         if self._writable:
             return
-        data = bytearray(self._entries_data())
+        with self._load_lock:
+            data = bytearray(self._entries_data())
+            self._data = data
+            self._writable = True
         if self._cache is not None:
             self._cache.forget(self)
-        self._data = data
-        self._writable = True
         self._persisted = len(data) // self._entry.size
         self._resize_file(max(self._capacity_bytes(), len(data)))
 

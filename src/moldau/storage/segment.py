@@ -428,10 +428,15 @@ class Segment:
         self.time_index.trim()
 
     def flush(self) -> None:
-        """fsync the log and both index files."""
-        os.fsync(self.file.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        """fsync the log and both index files (nothing if the segment was deleted
+        meanwhile, e.g. by a truncation racing a flush thread)."""
+        try:
+            os.fsync(self.file.fd)
+            self.offset_index.flush()
+            self.time_index.flush()
+        except (SegmentDeletedError, FileNotFoundError):
+            if not self.deleted:
+                raise
 
     def close(self) -> None:
         """Seal and let go of memory and the descriptor; reopens lazily if used again."""
