@@ -17,7 +17,12 @@ from pathlib import Path
 from moldau.controller.controller import Controller
 from moldau.controller.image import MetadataImage, TopicImage
 from moldau.controller.metadata_log import MetadataLog
-from moldau.controller.records import ClusterIdRecord, MetadataRecord, RegisterBrokerRecord
+from moldau.controller.records import (
+    ClusterIdRecord,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+)
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.server.config import BrokerConfig, Listener
 from moldau.server.groups import GroupService
@@ -147,7 +152,7 @@ class Broker:
         if not records:
             return self.image
         assert self.metadata_log is not None
-        created = self._create_logs(self.image, self.image.apply(records))
+        created = self._create_logs(records, self.image.apply(records))
         try:
             offset = self.metadata_log.append(records)
         except BaseException:
@@ -158,23 +163,20 @@ class Broker:
         self._on_image_change(old, self.image)
         return self.image
 
-    def _create_logs(self, old: MetadataImage, new: MetadataImage) -> list[tuple[str, int]]:
-        """Create the logs of the partitions ``new`` adds before its records commit, all
-        or none (KafkaError otherwise), so metadata never names a partition storage could
+    def _create_logs(
+        self, records: list[MetadataRecord], new: MetadataImage
+    ) -> list[tuple[str, int]]:
+        """Create the logs of the partitions ``records`` add before they commit, all or
+        none (KafkaError otherwise), so metadata never names a partition storage could
         not create."""
         specs = []
-        for name, topic in new.topics.items():
-            before = old.topics.get(name)
-            if before is topic:
-                continue
-            config = LogConfig.from_props(dict(topic.configs), self.config.log_defaults)
-            for p in topic.partitions:
-                if (
-                    before is None
-                    or before.topic_id != topic.topic_id
-                    or p not in before.partitions
-                ):
-                    specs.append((name, p, config))
+        for rec in records:
+            if isinstance(rec, PartitionRecord):
+                name = new.topics_by_id[rec.topic_id]
+                if self.log_manager.get_log(name, rec.partition_id) is None:
+                    configs = dict(new.topics[name].configs)
+                    config = LogConfig.from_props(configs, self.config.log_defaults)
+                    specs.append((name, rec.partition_id, config))
         if specs:
             self.log_manager.create_logs(specs)
         return [(name, p) for name, p, _ in specs]

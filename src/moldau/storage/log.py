@@ -226,6 +226,8 @@ class Log:
         log._roll_flush_to = log._recovery_point
         log._load_epoch_cache(recovered)
         log._load_producer_state(recovered)
+        for segment in segments:
+            log.caches.files.discard(segment)  # opened to load: not in use yet
         return log
 
     def _scan_directory(self) -> dict[int, _Found]:

@@ -101,6 +101,7 @@ class LogManager:
         # the GIL makes atomic.
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._hosted = {d: 0 for d in self.log_dirs}  # partitions per log dir
         self._offline: dict[TopicPartition, str] = {}  # failed to load: why
         self._pending_deletes: list[tuple[int, Log]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
@@ -179,13 +180,12 @@ class LogManager:
             futures = [(tp, pool.submit(open_log, tp, path)) for tp, path in found.items()]
             for tp, future in futures:
                 try:
-                    self._logs[tp] = future.result()
+                    self._add(tp, future.result(), log_dir)
                 except (OSError, KafkaError) as e:
                     reason = str(e) if isinstance(e, KafkaError) else e.strerror or str(e)
                     logger.error("%s-%d cannot be opened and stays offline: %s", *tp, reason)
                     self._offline[tp] = reason
                     continue
-                self._dir_of[tp] = log_dir
                 if tp in cleaner_offsets:
                     self._cleaner_offsets[tp] = cleaner_offsets[tp]
         logger.info(
@@ -230,15 +230,12 @@ class LogManager:
 
     def _create(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[Log]:
         created: list[tuple[TopicPartition, Log]] = []
-        counts = {d: 0 for d in self.log_dirs}
-        for log_dir in self._dir_of.values():
-            counts[log_dir] += 1
         try:
             for topic, partition, config in partitions:
                 tp = (topic, partition)
                 if tp in self._offline:
                     raise StorageError(f"{topic}-{partition} is offline: {self._offline[tp]}")
-                log_dir = min(self.log_dirs, key=counts.__getitem__)
+                log_dir = min(self.log_dirs, key=self._hosted.__getitem__)
                 path = log_dir / log_dir_name(topic, partition)
                 if path.exists():
                     logger.warning("%s: leftover directory of a new partition; removing it", path)
@@ -249,11 +246,10 @@ class LogManager:
                     shutil.rmtree(path, ignore_errors=True)
                     raise
                 created.append((tp, log))
-                self._logs[tp], self._dir_of[tp] = log, log_dir
-                counts[log_dir] += 1
+                self._add(tp, log, log_dir)
         except (OSError, KafkaError) as e:
             for tp, log in created:
-                del self._logs[tp], self._dir_of[tp]
+                self._remove(tp)
                 log.delete()
             if isinstance(e, OSError):
                 raise storage_error(e, "cannot create the partition's log") from e
@@ -302,6 +298,14 @@ class LogManager:
                 f"{new_partitions} new partition(s)"
             )
 
+    def _add(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+        self._logs[tp], self._dir_of[tp] = log, log_dir
+        self._hosted[log_dir] += 1
+
+    def _remove(self, tp: TopicPartition) -> None:
+        del self._logs[tp]
+        self._hosted[self._dir_of.pop(tp)] -= 1
+
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (log_topic, _), log in list(self._logs.items()):
             if log_topic == topic:
@@ -312,10 +316,10 @@ class LogManager:
         and remove it after file.delete.delay.ms, so in-flight sendfiles finish."""
         tp = (topic, partition)
         self._offline.pop(tp, None)
-        log = self._logs.pop(tp, None)
+        log = self._logs.get(tp)
         if log is None:
             return
-        del self._dir_of[tp]
+        self._remove(tp)
         self._cleaner_offsets.pop(tp, None)
         target = log.dir.with_name(f"{log.dir.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         log.dir.rename(target)
@@ -440,6 +444,7 @@ class LogManager:
                 fsync_dir(log_dir)
             self._logs.clear()
             self._dir_of.clear()
+            self._hosted = {d: 0 for d in self.log_dirs}
 
     def _purge_deleted_logs(self, now_ms: int) -> None:
         due = [log for t, log in self._pending_deletes if t <= now_ms]

@@ -83,7 +83,8 @@ def read_all(broker: Broker, request: FetchRequest) -> tuple[list[FetchableTopic
         parts = []
         for p in t.partitions or []:
             data = read_partition(broker, t.topic or "", p, max(budget - total, 0), total == 0)
-            size = data.records.size if isinstance(data.records, FileRecords) else 0
+            records = data.records
+            size = records.size if isinstance(records, FileRecords) else len(records or b"")
             total += size
             parts.append(data)
         responses.append(FetchableTopicResponse(topic=t.topic, partitions=parts))
