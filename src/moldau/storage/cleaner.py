@@ -111,26 +111,26 @@ def clean_log(
     rng = cleanable_range(log, checkpoint, now_ms, high_watermark)
     if not rng.segments or not (force or needs_cleaning(rng, log, now_ms)):
         return None
-    offset_map = build_offset_map(rng.segments, rng.first_dirty)
     deadline = now_ms - log.config.delete_retention_ms
     max_bytes = log.config.segment_bytes
     group: list[Segment] = []
     out: _CleanedSegment | None = None
     try:
+        offset_map = build_offset_map(rng.segments, rng.first_dirty, aborted)
         for segment in rng.segments:
             if aborted():
                 raise CleaningAbortedError(f"{log.dir.name}: cleaning stopped")
             if out and segment.next_offset - 1 - group[0].base_offset > INT32_MAX:
                 out.swap(group, truncations)
                 group, out = [], None
-            out = out or _CleanedSegment(log, segment.base_offset)
+            out = out or _CleanedSegment(log, segment.base_offset, aborted)
             mark = out.mark()
             out.write_segment(segment, offset_map, deadline)
             if group and out.segment.size > max_bytes:
                 # The group is full: cut this segment off and start the next group with it.
                 out.rewind(mark)
                 out.swap(group, truncations)
-                group, out = [], _CleanedSegment(log, segment.base_offset)
+                group, out = [], _CleanedSegment(log, segment.base_offset, aborted)
                 out.write_segment(segment, offset_map, deadline)
             group.append(segment)
         if out:
@@ -151,13 +151,14 @@ def clean_log(
 class _CleanedSegment:
     """``<base>.log.cleaned`` and its indexes: the rewritten batches of one group."""
 
-    def __init__(self, log: Log, base_offset: int) -> None:
+    def __init__(self, log: Log, base_offset: int, aborted: Callable[[], bool]) -> None:
         self.log = log
         self.segment = log.new_cleaned_segment(base_offset)
         self.swapped = False
+        self.aborted = aborted
 
     def write_segment(self, segment: Segment, offset_map: dict[bytes, int], deadline: int) -> None:
-        for info, records, raw in _decoded_batches(segment):
+        for info, records, raw in _decoded_batches(segment, self.aborted):
             data = _clean_batch(info, records, raw, offset_map, deadline)
             if data:
                 header = read_batch_header(data)
@@ -190,13 +191,15 @@ class _CleanedSegment:
             self.segment.discard()
 
 
-def build_offset_map(segments: Sequence[Segment], first_dirty: int) -> dict[bytes, int]:
+def build_offset_map(
+    segments: Sequence[Segment], first_dirty: int, aborted: Callable[[], bool] = lambda: False
+) -> dict[bytes, int]:
     """Key -> offset of its latest record at or after ``first_dirty``."""
     offset_map: dict[bytes, int] = {}
     for segment in segments:
         if segment.next_offset <= first_dirty:
             continue
-        for info, records, _ in _decoded_batches(segment):
+        for info, records, _ in _decoded_batches(segment, aborted):
             if info.is_control or info.last_offset < first_dirty:
                 continue
             for record in records:
@@ -246,12 +249,17 @@ def _clean_batch(
     return data
 
 
-def _decoded_batches(segment: Segment) -> Iterator[tuple[BatchInfo, list[Record], memoryview]]:
+def _decoded_batches(
+    segment: Segment, aborted: Callable[[], bool]
+) -> Iterator[tuple[BatchInfo, list[Record], memoryview]]:
     """Every batch of a segment decoded, with its raw bytes; reads chunks of whole
-    batches so memory stays bounded by READ_CHUNK (or one larger batch)."""
+    batches so memory stays bounded by READ_CHUNK (or one larger batch). Checks
+    ``aborted`` per chunk, so stopping the broker does not wait for a whole segment."""
     infos = list(segment.batches_from(0))
     i = 0
     while i < len(infos):
+        if aborted():
+            raise CleaningAbortedError(f"cleaning {segment.path.name} stopped")
         j, start = i + 1, infos[i].position
         while j < len(infos) and infos[j].end_position - start <= READ_CHUNK:
             j += 1

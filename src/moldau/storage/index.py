@@ -41,6 +41,7 @@ class _Index:
         self._data: bytes | bytearray | None = None  # None: not loaded
         self._writable = False
         self._persisted = 0  # entries known to be in the file (writable indexes)
+        self._capacity = self._capacity_bytes()  # bytes of entries a writable index takes
         self._synced = True  # False once the file was written and not fsynced since
         self._untrimmed = False  # loaded from a preallocated file (after a crash)
         self._load_lock = threading.RLock()  # loading, unloading, becoming writable
@@ -138,9 +139,10 @@ class _Index:
 
     @property
     def is_full(self) -> bool:
-        if not self._writable:
+        data = self._data
+        if not self._writable or data is None:
             return True
-        return len(self._entries_data()) + self._entry.size > self._capacity_bytes()
+        return len(data) + self._entry.size > self._capacity
 
     def make_writable(self) -> None:
         """Room for appends again (a sealed segment becomes active after truncation or

@@ -343,7 +343,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.segments[-1].next_offset
+        return self.segments[-1].next_offset  # known for the active segment: no IO
 
     @property
     def recovery_point(self) -> int:
@@ -474,16 +474,17 @@ class Log:
 
     def _maybe_roll(self, size: int, first_offset: int, last: BatchInfo, now_ms: int) -> None:
         """Kafka's shouldRoll: size, age, full index, or offsets beyond int32 relative."""
-        active = self.active
+        active = self.segments[-1]
+        config = self.config
         if (
             active.size
             and (
-                active.size + size > self.config.segment_bytes
-                or active.roll_due(now_ms, last.max_timestamp, self.config.segment_ms)
+                active.size + size > config.segment_bytes
+                or active.roll_due(now_ms, last.max_timestamp, config.segment_ms)
                 or active.offset_index.is_full
                 or active.time_index.is_full
             )
-        ) or last.last_offset - active.base_offset > INT32_MAX:
+        ) or last.next_offset - 1 - active.base_offset > INT32_MAX:
             self.roll(now_ms, base_offset=first_offset)
 
     def roll(self, now_ms: int | None = None, *, base_offset: int | None = None) -> Segment:
@@ -560,18 +561,18 @@ class Log:
         while offset < limit and i < len(segments):
             segment = segments[i]
             i += 1
-            first = segment.translate_offset(offset)
+            file = segment.file
+            first = segment.translate_offset(offset, file)
             if first is None:
                 continue  # nothing at or after offset in this segment
-            file = segment.file
             start, end = first.position, segment.size
             upper = segments[i].base_offset if i < len(segments) else leo
-            stop = segment.translate_offset(limit) if limit < upper else None
+            stop = segment.translate_offset(limit, file) if limit < upper else None
             if stop is not None:
                 end = stop.position
             cut = stop is not None
             if end - start > max_bytes - total:
-                end = segment.last_boundary(start, start + max_bytes - total)
+                end = segment.last_boundary(start, start + max_bytes - total, file)
                 if end == start and min_one_batch and not ranges:
                     end = first.end_position
                 cut = True

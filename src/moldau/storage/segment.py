@@ -330,7 +330,7 @@ class Segment:
 
     def _track(self, infos: Sequence[BatchInfo], position: int) -> None:
         """Max timestamp, next offset and sparse index entries: per batch, never per record."""
-        max_ts, max_ts_offset = self._timestamps()
+        max_ts, max_ts_offset = self._max_timestamp or self._timestamps()
         offset_index, time_index = self.offset_index, self.time_index
         for info in infos:
             if info.max_timestamp > max_ts:
@@ -348,8 +348,11 @@ class Segment:
         incoming one, or wall time since creation when batches carry no timestamps."""
         if self.size == 0:
             return False
-        if self.first_timestamp >= 0:
-            return incoming_timestamp - self.first_timestamp > segment_ms
+        first = self._first_timestamp
+        if first is None:
+            first = self.first_timestamp
+        if first >= 0:
+            return incoming_timestamp - first > segment_ms
         return now_ms - self.created_ms > segment_ms
 
     # -- reading -------------------------------------------------------------------
@@ -362,25 +365,26 @@ class Segment:
         info.position = position
         return info
 
-    def batches_from(self, position: int) -> Iterator[BatchInfo]:
+    def batches_from(self, position: int, file: SegmentFile | None = None) -> Iterator[BatchInfo]:
         """Headers of the whole batches from ``position`` to the end of the segment."""
         end = self.size
-        file = self.file
+        file = file or self.file
         while (info := self.read_header(position, file)) is not None:
             if info.size < BATCH_HEADER_SIZE or info.end_position > end:
                 return
             yield info
             position = info.end_position
 
-    def translate_offset(self, offset: int) -> BatchInfo | None:
+    def translate_offset(self, offset: int, file: SegmentFile | None = None) -> BatchInfo | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a scan)."""
         _, position = self.offset_index.lookup(offset)
-        return next((i for i in self.batches_from(position) if i.last_offset >= offset), None)
+        batches = self.batches_from(position, file)
+        return next((i for i in batches if i.last_offset >= offset), None)
 
-    def last_boundary(self, start: int, limit: int) -> int:
+    def last_boundary(self, start: int, limit: int, file: SegmentFile | None = None) -> int:
         """The furthest batch end <= ``limit``, scanning from ``start`` (a batch start)."""
         position = max(start, self.offset_index.lookup_position(limit))
-        for info in self.batches_from(position):
+        for info in self.batches_from(position, file):
             if info.end_position > limit:
                 break
             position = info.end_position
