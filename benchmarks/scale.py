@@ -6,7 +6,8 @@ one record each) a fresh broker is started and measured:
 - create time (CreateTopics of 100 topics per request),
 - the broker's open descriptors, memory maps and RSS after creation, after producing and
   after each restart,
-- produce throughput with one record for every partition (confluent-kafka),
+- produce throughput with one record for every partition: confluent-kafka, and raw
+  ProduceRequests of 1,000 partitions each (the broker alone, no client or metadata),
 - Metadata (all topics) response time and size, on a raw connection,
 - clean restart (SIGTERM, then start until listening) and restart after kill -9,
 - a spot check after kill -9 that sampled partitions still hold their record.
@@ -121,6 +122,36 @@ def produce_one_each(bootstrap: str, names: list[str]) -> float:
     return len(names) * PARTITIONS_PER_TOPIC / elapsed
 
 
+def raw_produce(bootstrap: str, names: list[str]) -> float:
+    """One record to every partition in ProduceRequests of 100 topics (1,000 partitions)
+    on one connection, acks=1: the broker's cost without a client's; returns records/s."""
+    record = build_batch([(b"k", b"v" * 20)])
+    requests = [
+        ProduceRequest(
+            acks=1,
+            timeout_ms=30000,
+            topic_data=[
+                TopicProduceData(
+                    name=name,
+                    partition_data=[
+                        PartitionProduceData(index=p, records=record)
+                        for p in range(PARTITIONS_PER_TOPIC)
+                    ],
+                )
+                for name in names[i : i + TOPICS_PER_REQUEST]
+            ],
+        )
+        for i in range(0, len(names), TOPICS_PER_REQUEST)
+    ]
+    with RawClient(bootstrap, timeout=600) as raw:
+        start = time.monotonic()
+        for request in requests:
+            response = raw.request(request, PRODUCE_VERSION)
+            assert all(p.error_code == 0 for t in response.responses for p in t.partition_responses)
+        elapsed = time.monotonic() - start
+    return len(names) * PARTITIONS_PER_TOPIC / elapsed
+
+
 def metadata_time(bootstrap: str, repeat: int = 3) -> tuple[float, int]:
     """Median seconds for a Metadata request for all topics (until the whole response
     arrived, not decoded) and the response size."""
@@ -185,6 +216,7 @@ def measure_size(partitions: int, overrides: dict[str, str], rnd: random.Random)
         out["created"] = broker_stats(broker)
         out["produce_records_per_s"] = round(produce_one_each(broker.bootstrap, names))
         out["produced"] = broker_stats(broker)
+        out["raw_produce_records_per_s"] = round(raw_produce(broker.bootstrap, names))
         seconds, size = metadata_time(broker.bootstrap)
         out["metadata_ms"], out["metadata_bytes"] = round(1000 * seconds, 1), size
         out["clean_restart"] = restart_time(broker, kill=False)
@@ -334,6 +366,7 @@ def plot(results: dict, path: Path) -> None:
             [
                 ("fds after produce", lambda r: r["produced"]["fds"]),
                 ("fds after clean restart", lambda r: r["after_clean_restart"]["fds"]),
+                ("fds after kill -9 restart", lambda r: r["after_kill9_restart"]["fds"]),
                 ("maps after produce", lambda r: r["produced"]["maps"]),
             ],
         ),

@@ -33,6 +33,7 @@ class LeaderEpochFileCache:
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         self.dirty = False  # changed since the file was last written
+        self.on_disk = False  # the checkpoint file exists
         for epoch, offset in entries or []:
             self._assign(epoch, offset)
 
@@ -54,6 +55,7 @@ class LeaderEpochFileCache:
             raise StorageError(f"malformed leader epoch checkpoint {path}: {exc}") from None
         cache = cls(path, entries)
         cache.dirty = False
+        cache.on_disk = True
         return cache
 
     # -- reading ---------------------------------------------------------------------
@@ -157,6 +159,7 @@ class LeaderEpochFileCache:
         lines += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets, strict=True)]
         atomic_write(self.path, "\n".join(lines) + "\n", sync=sync)
         self.dirty = False
+        self.on_disk = True
 
 
 def _parse_entry(line: str) -> tuple[int, int]:

@@ -41,6 +41,7 @@ class _Index:
         self._data: bytes | bytearray | None = None  # None: not loaded
         self._writable = False
         self._persisted = 0  # entries known to be in the file (writable indexes)
+        self._preallocated = False  # the writable index's file has its full size
         self._capacity = self._capacity_bytes()  # bytes of entries a writable index takes
         self._synced = True  # False once the file was written and not fsynced since
         self._untrimmed = False  # loaded from a preallocated file (after a crash)
@@ -57,6 +58,7 @@ class _Index:
         index._data = bytearray()
         index._writable = True
         index._resize_file(index._capacity_bytes())
+        index._preallocated = True
         return index
 
     def exists(self) -> bool:
@@ -98,7 +100,11 @@ class _Index:
         def entry(i: int) -> tuple[int, int]:
             return self._entry.unpack(os.pread(fd, size, i * size))
 
-        lo, hi = 0, count
+        if not count or not self._is_valid(entry(0), None):
+            return 0  # empty, or nothing written to a preallocated file
+        if self._is_valid(entry(count - 1), entry(count - 2) if count > 1 else None):
+            return count  # trimmed: every entry is valid
+        lo, hi = 1, count
         while lo < hi:
             mid = (lo + hi) // 2
             if self._is_valid(entry(mid), entry(mid - 1) if mid else None):
@@ -156,7 +162,7 @@ class _Index:
         if self._cache is not None:
             self._cache.forget(self)
         self._persisted = len(data) // self._entry.size
-        self._resize_file(max(self._capacity_bytes(), len(data)))
+        self._preallocated = False  # on the first write: reopening a log writes nothing
 
     def trim(self) -> None:
         """Write every entry, shrink the file to them and stop taking appends."""
@@ -192,6 +198,8 @@ class _Index:
         with self._file_lock:
             end = len(data) // size
             start = min(self._persisted, end) if self._writable else 0
+            if self._writable and not self._preallocated and truncate is None:
+                extend = max(extend or 0, self._capacity, len(data))
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
                 if end > start:
@@ -200,6 +208,7 @@ class _Index:
                     os.ftruncate(fd, truncate)
                 if extend is not None:
                     os.ftruncate(fd, extend)
+                    self._preallocated = True
                 if fsync:
                     os.fsync(fd)
             finally:

@@ -47,6 +47,7 @@ from moldau.storage.config import LogConfig
 from moldau.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from moldau.storage.files import SegmentFile, StorageCaches, default_caches
 from moldau.storage.producer_state import (
+    SNAPSHOT_SUFFIX,
     CorruptSnapshotError,
     ProducerStateManager,
     list_snapshots,
@@ -68,6 +69,10 @@ CLEANED_SUFFIX = ".cleaned"  # a segment the cleaner is still writing: discarded
 SWAP_SUFFIX = ".swap"  # a complete cleaned segment replacing older ones: finished on open
 CLEANUP_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)
 SNAPSHOTS_TO_KEEP = 2
+# A log of one segment below this size gets no new producer snapshot or epoch checkpoint
+# file at close (creating files dominates closing many small logs): the next open reads
+# that segment's tail anyway and rebuilds them from its batch headers for less.
+SMALL_LOG_BYTES = 1 << 20
 READ_ATTEMPTS = 3  # a read racing a deletion retries with the new segment list
 
 
@@ -147,6 +152,7 @@ class Log:
         self._truncations = 0  # a cleaning pass started before a truncation is dropped
         self._snapshot_offset = -1  # end offset of the newest producer snapshot written
         self._unsynced_dirs: set[Path] = set()  # directories with new entries to fsync
+        self._snapshot_names: list[str] = []  # from the directory scan in open()
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -192,12 +198,16 @@ class Log:
         if clean_shutdown:
             first_recovered = len(segments)
         recovered: dict[int, list[BatchInfo]] = {}
+        known: dict[int, list[BatchInfo]] = {}  # all headers of a segment, read anyway
         for i, segment in enumerate(segments):
             if i < first_recovered and found[segment.base_offset].indexed:
                 if i < len(segments) - 1:
                     continue  # sealed: loaded when first read
                 segment.make_active()
-                if segment.load_tail():
+                tail = segment.load_tail()
+                if tail is not None:
+                    if not segment.offset_index.entries:
+                        known[segment.base_offset] = tail
                     continue
             infos, truncated = segment.recover()
             if truncated:
@@ -224,8 +234,9 @@ class Log:
         log._log_start_offset = min(max(log_start_offset or 0, segments[0].base_offset), leo)
         log._recovery_point = leo if clean_shutdown else min(recovery_point, leo)
         log._roll_flush_to = log._recovery_point
-        log._load_epoch_cache(recovered)
-        log._load_producer_state(recovered)
+        log._load_epoch_cache(recovered, known)
+        log._load_producer_state({**known, **recovered}, log._snapshot_names)
+        log._snapshot_names = []
         for segment in segments:
             log.caches.files.discard(segment)  # opened to load: not in use yet
         return log
@@ -239,6 +250,7 @@ class Log:
             self._complete_swap(self.dir / swap)
         if swaps:
             names = os.listdir(self.dir)
+        self._snapshot_names = [n for n in names if n.endswith(SNAPSHOT_SUFFIX)]
         logs: dict[int, int] = {}
         indexes: dict[int, list[str]] = {}
         for name in names:
@@ -276,9 +288,12 @@ class Log:
         os.rename(swap, self.dir / (file_stem(base) + LOG_SUFFIX))
         fsync_dir(self.dir)
 
-    def _load_epoch_cache(self, recovered: dict[int, list[BatchInfo]]) -> None:
+    def _load_epoch_cache(
+        self, recovered: dict[int, list[BatchInfo]], known: dict[int, list[BatchInfo]]
+    ) -> None:
         """The leader-epoch checkpoint, updated from recovered batches; rebuilt from every
-        batch header if the file is missing or unreadable."""
+        batch header if the file is missing or unreadable (``known``: headers already
+        read)."""
         path = self.dir / LEADER_EPOCH_CHECKPOINT
         try:
             cache = LeaderEpochFileCache.load(path)
@@ -287,9 +302,8 @@ class Log:
             cache = None
         if cache is None:
             cache = LeaderEpochFileCache(path)
-            batches: Iterable[BatchInfo] = self._headers_from(
-                self.segments[0].base_offset, recovered
-            )
+            start = self.segments[0].base_offset
+            batches: Iterable[BatchInfo] = self._headers_from(start, {**known, **recovered})
         else:
             batches = (info for infos in recovered.values() for info in infos)
         for info in batches:
@@ -301,13 +315,16 @@ class Log:
         cache.truncate_from_start(self._log_start_offset)
         self.epoch_cache = cache
 
-    def _load_producer_state(self, recovered: dict[int, list[BatchInfo]]) -> None:
-        """Latest usable snapshot, then replay the batch headers written after it."""
+    def _load_producer_state(
+        self, known: dict[int, list[BatchInfo]], names: list[str] | None = None
+    ) -> None:
+        """Latest usable snapshot, then replay the batch headers written after it
+        (``known``: headers already read; ``names``: the directory listing, if made)."""
         leo = self.log_end_offset
         start = self.segments[0].base_offset
         self.producer_state = ProducerStateManager()
         self._snapshot_offset = -1
-        for offset, path in reversed(list_snapshots(self.dir)):
+        for offset, path in reversed(list_snapshots(self.dir, names)):
             if offset > leo:
                 path.unlink(missing_ok=True)
                 continue
@@ -320,7 +337,7 @@ class Log:
                 self.producer_state = ProducerStateManager()
         if start < leo:
             self.producer_state.replay(
-                info for info in self._headers_from(start, recovered) if info.base_offset >= start
+                info for info in self._headers_from(start, known) if info.base_offset >= start
             )
 
     def _headers_from(self, offset: int, known: dict[int, list[BatchInfo]]) -> Iterable[BatchInfo]:
@@ -831,9 +848,12 @@ class Log:
                 self.flush()
             else:
                 self._recovery_point = self.log_end_offset
-            if self.epoch_cache.dirty:
-                self.epoch_cache.write(sync=sync)
-            self._write_producer_snapshot(sync=sync)
+            small = len(self.segments) == 1 and self.active.size <= SMALL_LOG_BYTES
+            cache = self.epoch_cache
+            if cache.dirty and (cache.on_disk or not small):
+                cache.write(sync=sync)
+            if self.producer_state.producers or not small:
+                self._write_producer_snapshot(sync=sync)
             for segment in self.segments:
                 segment.close()
             pending, self._pending_deletes = self._pending_deletes, []

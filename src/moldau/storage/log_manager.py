@@ -65,6 +65,9 @@ RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
 BYTES_PER_PARTITION = 64 << 10
 INODES_PER_PARTITION = 8
 DISK_RESERVE_BYTES = 64 << 20
+# Descriptors, maps and disk are looked at again after this long (a creation that still
+# runs short meanwhile fails on its own OSError, cleanly).
+RESOURCE_CHECK_INTERVAL_S = 1.0
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -110,6 +113,7 @@ class LogManager:
         self._flush_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._resources_checked = -RESOURCE_CHECK_INTERVAL_S  # monotonic time of a pass
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -273,6 +277,9 @@ class LogManager:
                 f"{budget.limit} unless set); {new_partitions} more do not fit",
                 ErrorCode.POLICY_VIOLATION,
             )
+        now = time.monotonic()
+        if now - self._resources_checked < RESOURCE_CHECK_INTERVAL_S:
+            return  # looked a moment ago: creating topic after topic costs no /proc scans
         in_use = open_descriptors()
         if in_use + DESCRIPTOR_RESERVE > open_files_limit():
             raise StorageError(
@@ -297,6 +304,7 @@ class LogManager:
                 f"not enough free inodes in {', '.join(map(str, spaces))} for "
                 f"{new_partitions} new partition(s)"
             )
+        self._resources_checked = now
 
     def _add(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
         self._logs[tp], self._dir_of[tp] = log, log_dir

@@ -89,13 +89,14 @@ def snapshot_path(log_dir: Path, end_offset: int) -> Path:
     return log_dir / f"{end_offset:020d}{SNAPSHOT_SUFFIX}"
 
 
-def list_snapshots(log_dir: Path) -> list[tuple[int, Path]]:
-    """(end offset, path) of the snapshot files in ``log_dir``, oldest first."""
+def list_snapshots(log_dir: Path, names: Iterable[str] | None = None) -> list[tuple[int, Path]]:
+    """(end offset, path) of the snapshot files in ``log_dir`` (or among ``names``, a
+    listing of it already made), oldest first."""
     found = []
-    for path in log_dir.glob(f"*{SNAPSHOT_SUFFIX}"):
-        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-        if stem.isdigit():
-            found.append((int(stem), path))
+    for name in os.listdir(log_dir) if names is None else names:
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit():
+            found.append((int(stem), log_dir / name))
     return sorted(found)
 
 

@@ -215,34 +215,37 @@ class Segment:
         with self._lazy_lock:
             if self._next_offset is not None and self._max_timestamp is not None:
                 return
-            if not self.load_tail():
+            if self.load_tail() is None:
                 logger.warning("%s: index does not match the log; rebuilding it", self.path)
                 self._rebuild_indexes()
 
     # -- loading -------------------------------------------------------------------
-    def load_tail(self) -> bool:
+    def load_tail(self) -> list[BatchInfo] | None:
         """Find next offset and max timestamp from the indexes and the batch headers after
-        the last offset index entry (no full scan).
+        the last offset index entry (no full scan); returns those headers (all of the
+        segment's when its index is empty).
 
-        Returns False when the files do not agree (the caller then recovers the segment).
+        Returns None when the files do not agree (the caller then recovers the segment).
         """
         index = self.offset_index
         if not (index.exists() and self.time_index.exists()) and self.size:
-            return False
+            return None
         last_offset, position = index.last_entry()
         if index.entries and not (position < self.size and last_offset >= self.base_offset):
-            return False
+            return None
         max_ts = self.time_index.last_entry()
-        last: BatchInfo | None = None
-        for last in self.batches_from(position):
-            if last.max_timestamp > max_ts[0]:
-                max_ts = (last.max_timestamp, last.last_offset)
-        end = last.end_position if last else position
+        tail = list(self.batches_from(position))
+        for info in tail:
+            if info.max_timestamp > max_ts[0]:
+                max_ts = (info.max_timestamp, info.last_offset)
+        end = tail[-1].end_position if tail else position
         if end != self.size:
-            return False
-        self._next_offset = last.next_offset if last else self.base_offset
+            return None
+        self._next_offset = tail[-1].next_offset if tail else self.base_offset
         self._max_timestamp = max_ts
-        return True
+        if position == 0:
+            self._first_timestamp = tail[0].max_timestamp if tail else -1
+        return tail
 
     def _rebuild_indexes(self) -> None:
         """Rebuild both indexes of a sealed segment from its batches."""
