@@ -224,3 +224,23 @@ def test_stale_epochs_past_the_end_are_dropped_on_open(tmp_path: Path) -> None:
     (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).write_text("0\n2\n0 0\n9 500\n")
     reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=20)
     assert reopened.epoch_cache.entries == [(0, 0)]
+
+
+def test_a_small_log_closes_without_new_files_and_reopens_the_same(tmp_path: Path) -> None:
+    """A broker shutting down (close without fsync, one sync for all) must not create two
+    files per one-segment log: what they would hold comes back from the segment's
+    headers, which the next open reads anyway."""
+    log, _ = leader_log(tmp_path / "t-0", [0, 0, 2])
+    log.close(sync=False)
+    names = {p.name for p in (tmp_path / "t-0").iterdir()}
+    assert LEADER_EPOCH_CHECKPOINT not in names
+    assert not any(n.endswith(".snapshot") for n in names)
+    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=6)
+    assert reopened.epoch_cache.entries == [(0, 0), (2, 4)]
+    retry = batch(1, producer_id=4, producer_epoch=0, base_sequence=0)
+    append(reopened, retry, leader_epoch=2)
+    reopened.close(sync=False)  # an idempotent producer's state is kept in a snapshot
+    assert any(p.name.endswith(".snapshot") for p in (tmp_path / "t-0").iterdir())
+    again = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=7)
+    duplicate = append(again, batch(1, producer_id=4, producer_epoch=0, base_sequence=0))
+    assert duplicate.duplicate and duplicate.base_offset == 6
