@@ -17,7 +17,7 @@ ApiVersions) and ``--groups`` groups with committed offsets; descriptors, RSS an
 latency with them, and a clean restart that reloads the groups.
 
 Results go to ``benchmarks/results/scale-*.json`` and a plot of cost against size to
-``scale-*.png``; nothing is asserted.
+``scale-*.png`` (``--plot RESULT.json`` redraws one); nothing is asserted.
 
     python -m benchmarks.scale [--sizes 1000,10000,50000] [--connections 10000] [--groups 10000]
 """
@@ -25,6 +25,7 @@ Results go to ``benchmarks/results/scale-*.json`` and a plot of cost against siz
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import resource
 import socket
@@ -388,7 +389,10 @@ def plot(results: dict, path: Path) -> None:
         ),
         (
             "produce, one record per partition (records/s)",
-            [("", lambda r: r["produce_records_per_s"])],
+            [
+                ("confluent-kafka", lambda r: r["produce_records_per_s"]),
+                ("raw, 1,000 partitions a request", lambda r: r["raw_produce_records_per_s"]),
+            ],
         ),
     ]
     for ax, (title, series) in zip(axes.flat, panels, strict=True):
@@ -413,7 +417,11 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=10_000)
     parser.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--plot", type=Path, metavar="RESULT.json", help="only redraw a result")
     args = parser.parse_args()
+    if args.plot:
+        plot(json.loads(args.plot.read_text())["results"], args.plot.with_suffix(".png"))
+        return
     args.bootstrap = None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 10,000 client sockets
