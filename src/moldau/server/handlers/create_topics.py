@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from moldau.controller.records import PartitionRecord
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
@@ -37,7 +38,8 @@ async def create(broker: Broker, t: CreatableTopic, validate_only: bool) -> Crea
         return result
     try:
         if validate_only:
-            broker.log_manager.check_capacity(max(t.num_partitions, 1))
+            new = sum(isinstance(r, PartitionRecord) for r in outcome.records)
+            broker.log_manager.check_capacity(new)
         else:
             await broker.commit(outcome.records)
     except KafkaError as e:  # storage could not hold it: nothing was committed
