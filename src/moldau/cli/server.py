@@ -59,6 +59,9 @@ def _run(config: Path | None, override: list[str]) -> None:
         raise typer.Exit(2) from None
     for key in broker_config.unknown:
         log.warning("unknown configuration '%s' was supplied but is not used", key)
+    from moldau.storage.resources import raise_open_files_limit
+
+    raise_open_files_limit()
     try:
         import uvloop
 

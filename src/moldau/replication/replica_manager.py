@@ -130,6 +130,9 @@ class ReplicaManager:
         self.purgatory = Purgatory(scheduler)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
+        # Where each partition's HW was at the last checkpoint: a restarted replica starts
+        # from it (capped by its log), never from its log end.
+        self._checkpointed_hw = log_manager.read_replication_checkpoint()
 
     # -- metadata ------------------------------------------------------------------
     def on_metadata_update(
@@ -144,13 +147,13 @@ class ReplicaManager:
             if hosted is not None:
                 partition, replica_log = hosted
                 partition.make_leader(part, replica_log.log_end_offset, now)
-                self._high_watermark_changed(tp, partition, replica_log)
+                self._high_watermark_changed(tp)
         for tp, part in changes.followers.items():
             hosted = self._host(tp)
             if hosted is not None:
                 partition, replica_log = hosted
                 partition.make_follower(part, replica_log.log_end_offset)
-                self._high_watermark_changed(tp, partition, replica_log)
+                self._high_watermark_changed(tp)
         for topic in changes.config_changed:
             self.log_manager.update_config(topic, self._config_for(topic))
 
@@ -164,12 +167,13 @@ class ReplicaManager:
         self._offline.discard(tp)
         partition = self._partitions.get(tp)
         if partition is None:
+            hw = min(self._checkpointed_hw.get(tp, 0), replica_log.log_end_offset)
             partition = self._partitions[tp] = Partition(
                 tp[0],
                 tp[1],
                 self.node_id,
                 self.config.replica_lag_time_max_ms,
-                high_watermark=replica_log.high_watermark,
+                high_watermark=max(hw, replica_log.log_start_offset),
             )
         return partition, replica_log
 
@@ -257,7 +261,9 @@ class ReplicaManager:
                 raise KafkaError(
                     "zstd needs produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
                 )
-            appended = replica_log.append(records, infos, leader_epoch=partition.leader_epoch)
+            appended = replica_log.append_as_leader(
+                records, infos, leader_epoch=partition.leader_epoch
+            )
         except KafkaError as e:
             return AppendResult(e.code, str(e))
         except OSError as e:
@@ -267,7 +273,7 @@ class ReplicaManager:
         if partition.maybe_increment_high_watermark(
             replica_log.log_end_offset, self.clock.now_ms()
         ):
-            self._high_watermark_changed(tp, partition, replica_log)
+            self._high_watermark_changed(tp)
         return AppendResult(
             base_offset=appended.base_offset,
             last_offset=appended.last_offset,
@@ -392,7 +398,7 @@ class ReplicaManager:
                 replica_log.log_end_offset,
                 self.clock.now_ms(),
             ):
-                self._high_watermark_changed(tp, partition, replica_log)
+                self._high_watermark_changed(tp)
         limit = replica_log.log_end_offset if params.from_follower else partition.high_watermark
         out = FetchResult(
             high_watermark=partition.high_watermark,
@@ -450,22 +456,31 @@ class ReplicaManager:
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords on the leader: (error, new low watermark)."""
         try:
-            _, replica_log = self._leader(tp)
+            partition, replica_log = self._leader(tp)
             if is_internal(tp[0]):
                 raise KafkaError(
                     f"Cannot delete records of internal topic {tp[0]}",
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                 )
-            return ErrorCode.NONE, replica_log.delete_records_before(offset)
+            low = replica_log.delete_records_before(offset, partition.high_watermark)
+            return ErrorCode.NONE, low
         except KafkaError as e:
             return e.code, -1
 
     # -- internals -----------------------------------------------------------------
-    def _high_watermark_changed(
-        self, tp: TopicPartition, partition: Partition, replica_log: Log
-    ) -> None:
-        replica_log.high_watermark = partition.high_watermark
+    def _high_watermark_changed(self, tp: TopicPartition) -> None:
         self.purgatory.notify(("hw", tp))
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        """Every hosted partition's HW (a copy: retention and the cleaner read it in a
+        worker thread)."""
+        return {tp: p.high_watermark for tp, p in self._partitions.items()}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: where each HW restarts from."""
+        hws = self.high_watermarks()
+        self.log_manager.write_replication_checkpoint(hws)
+        self._checkpointed_hw = hws
 
     def _wake(self, tp: TopicPartition) -> None:
         self.purgatory.notify(("hw", tp))

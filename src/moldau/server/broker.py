@@ -8,7 +8,9 @@ node's scheduler. ``server/node.py`` assembles brokers and controllers into a no
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
 
 from moldau.clock import AsyncioScheduler
 from moldau.coordinator.group.config import GroupConfig
@@ -28,6 +30,7 @@ from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import LogManager
+from moldau.storage.resources import DescriptorBudget, open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,17 @@ class Broker:
         self.channel = channel
         self.cluster_id = cluster_id
         self.dynamic_config = DynamicBrokerConfig(config)
+        self.budget = DescriptorBudget.derive(
+            open_files_limit(),
+            config.int("log.segment.open.files.max"),
+            config.int("max.broker.partitions"),
+        )
         self.log_manager = LogManager(
-            config.log_dirs, self.dynamic_config.log_defaults, clock=self.clock.time
+            config.log_dirs,
+            self.dynamic_config.log_defaults,
+            clock=self.clock.time,
+            budget=self.budget,
+            recovery_threads=config.int("num.recovery.threads.per.data.dir"),
         )
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(
@@ -127,20 +139,34 @@ class Broker:
             log.warning("controlled shutdown timed out; stopping anyway")
 
     def start_background(self) -> None:
+        """Retention, flushes, checkpoints and cleaning run in worker threads (an fsync or
+        a large compaction must not stall requests); a busy worker hands the GIL back to
+        request handling within 0.5 ms instead of the interpreter's default 5 ms."""
+        sys.setswitchinterval(0.0005)
         c, every = self.config, self.scheduler.every
         every(c.int("log.retention.check.interval.ms"), self._retention)
         every(c.int("log.flush.scheduler.interval.ms"), self._flush, in_thread=True)
-        every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        every(
+            c.int("log.flush.offset.checkpoint.interval.ms"),
+            self.log_manager.checkpoint,
+            in_thread=True,
+        )
+        every(
+            c.int("replica.high.watermark.checkpoint.interval.ms"),
+            self.replica_manager.checkpoint_high_watermarks,
+        )
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
 
-    def _retention(self) -> None:
+    async def _retention(self) -> None:
         now = self.clock.now_ms()
-        self.log_manager.run_retention(now)
+        hws = self.replica_manager.high_watermarks()
+        await asyncio.to_thread(self.log_manager.run_retention, hws, now)
         self.log_manager.expire_producers(now, self.config.int("producer.id.expiration.ms"))
 
-    def _clean(self) -> None:
-        self.log_manager.run_cleaner(self.clock.now_ms())
+    async def _clean(self) -> None:
+        hws = self.replica_manager.high_watermarks()
+        await asyncio.to_thread(self.log_manager.run_cleaner, hws, self.clock.now_ms())
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.clock.now_ms())
@@ -148,6 +174,7 @@ class Broker:
     def shutdown(self) -> None:
         """Flush everything and write checkpoints, so the next start needs no recovery."""
         self.lifecycle.close()
+        self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
 
     # -- what the parts need -------------------------------------------------------

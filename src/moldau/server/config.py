@@ -73,9 +73,11 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey(
             "replica.lag.time.max.ms", int, "30000", "A follower this far behind leaves the ISR."
         ),
+        BrokerKey(
+            "replica.high.watermark.checkpoint.interval.ms", int, "5000", "HW checkpoint period."
+        ),
         BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
-        BrokerKey("max.broker.partitions", int, "200000", "Partition replicas per broker."),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
         BrokerKey("broker.session.timeout.ms", int, "9000", "Fenced without heartbeats."),
         BrokerKey("controlled.shutdown.enable", bool, "true", "Move leaders before stopping."),
@@ -83,6 +85,11 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("auto.leader.rebalance.enable", bool, "true", "Move leaders back home."),
         BrokerKey("leader.imbalance.per.broker.percentage", int, "10", "Tolerated imbalance."),
         BrokerKey("leader.imbalance.check.interval.seconds", int, "300", "Balance check period."),
+        BrokerKey(
+            "log.segment.open.files.max", int, "-1", "Segment files kept open (-1: derived)."
+        ),
+        BrokerKey("max.broker.partitions", int, "-1", "Partitions accepted (-1: derived)."),
+        BrokerKey("num.recovery.threads.per.data.dir", int, "2", "Log loading threads."),
         BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         BrokerKey("offsets.topic.replication.factor", int, "1", "Replication of offsets topic."),
         BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),

@@ -21,6 +21,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.server.config import BrokerConfig
 from moldau.server.dynamic_config import DynamicBrokerConfig
+from moldau.storage.resources import DescriptorBudget, open_files_limit
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,11 @@ class ControllerServer:
             config.int("num.partitions"),
             DynamicBrokerConfig.check,
             config.int("default.replication.factor"),
-            config.int("max.broker.partitions"),
+            DescriptorBudget.derive(
+                open_files_limit(),
+                config.int("log.segment.open.files.max"),
+                config.int("max.broker.partitions"),
+            ).max_partitions,
         )
         cluster = ClusterControl(
             cluster_id,
