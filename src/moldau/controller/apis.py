@@ -23,6 +23,8 @@ from moldau.metadata.records import MetadataRecord
 from moldau.metadata.topics import is_internal, missing_topic, topic_name_error
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from moldau.protocol.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 from moldau.protocol.messages.alter_configs_request import AlterConfigsRequest
 from moldau.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
@@ -252,10 +254,21 @@ class ControllerApis:
         return ControllerResult(CreatePartitionsResponse(results=results), records)
 
     # -- producer ids ----------------------------------------------------------------
-    async def allocate_producer_ids(self, broker_id: int) -> range:
-        def op(image: MetadataImage) -> ControllerResult[range]:
-            block, outcome = self.decisions.allocate_producer_ids(image)
-            return ControllerResult(block, outcome.records)
+    async def allocate_producer_ids(
+        self, version: int, request: AllocateProducerIdsRequest
+    ) -> AllocateProducerIdsResponse:
+        """A block of producer ids for a broker, recorded so no id is handed out twice."""
+
+        def op(image: MetadataImage) -> ControllerResult[AllocateProducerIdsResponse]:
+            broker = image.brokers.get(request.broker_id)
+            if broker is None or broker.epoch != request.broker_epoch:
+                stale = AllocateProducerIdsResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
+                return ControllerResult(stale)
+            block, outcome = self.decisions.allocate_producer_ids(image, request.broker_id)
+            response = AllocateProducerIdsResponse(
+                producer_id_start=block.start, producer_id_len=len(block)
+            )
+            return ControllerResult(response, outcome.records)
 
         return await self.quorum.write(op)
 
@@ -359,6 +372,7 @@ ControllerApis.HANDLERS = {
     ApiKey.ELECT_LEADERS: partition_apis.elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_apis.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_apis.list_partition_reassignments,
+    ApiKey.ALLOCATE_PRODUCER_IDS: ControllerApis.allocate_producer_ids,
     ApiKey.CREATE_TOPICS: ControllerApis.create_topics,
     ApiKey.DELETE_TOPICS: ControllerApis.delete_topics,
     ApiKey.CREATE_PARTITIONS: ControllerApis.create_partitions,

@@ -63,6 +63,8 @@ class MetadataLog:
                 offset = info.next_offset
 
     def set_commit_callback(self, callback: CommitCallback) -> None:
+        """Who hears of each committed batch (the node fans it out to its controller and
+        its broker's metadata loader)."""
         self._on_commit = callback
 
     def append(self, records: Sequence[MetadataRecord]) -> int:

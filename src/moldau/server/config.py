@@ -73,9 +73,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey(
             "replica.lag.time.max.ms", int, "30000", "A follower this far behind leaves the ISR."
         ),
-        BrokerKey(
-            "max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."
-        ),
+        BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
         BrokerKey("max.broker.partitions", int, "200000", "Partition replicas per broker."),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
