@@ -25,6 +25,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -83,6 +84,7 @@ RESPONSES = (
     FetchSnapshotResponse,
 )
 CommitCallback = Callable[[Sequence[MetadataRecord], int], None]
+INLINE_DECODE_BYTES = 128 << 10  # committed data decoded on the loop; more goes to a thread
 
 
 class RaftListener(Protocol):
@@ -130,6 +132,70 @@ def read_snapshot_records(data: bytes) -> list[MetadataRecord]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotData:
+    """A snapshot to load, read when the core asked for it (the file may go later)."""
+
+    snapshot_id: OffsetAndEpoch
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """Committed data ready for the listener, and the committed image after it. Computed
+    from frozen inputs, so large ones are decoded in a worker thread."""
+
+    batches: list[tuple[list[MetadataRecord], int]]  # (records, last offset)
+    image: MetadataImage
+    end_offset: int
+    last_epoch: int
+    last_timestamp: int
+    log_bytes: int
+    is_snapshot: bool = False
+
+
+def decode_committed(item: Committed, image: MetadataImage, epoch: int, timestamp: int) -> Decoded:
+    batches = item.records
+    assert isinstance(batches, Batches)
+    view = memoryview(batches.data)
+    delta = MetadataDelta(image)
+    out: list[tuple[list[MetadataRecord], int]] = []
+    for info in batches.infos:
+        epoch = info.partition_leader_epoch
+        timestamp = max(timestamp, info.max_timestamp)
+        if info.is_control:
+            continue
+        records = decode_metadata(decode_records(view[info.position : info.end_position]))
+        if records:
+            for record in records:
+                delta.replay(record)
+            out.append((records, info.last_offset))
+    if out:
+        image = delta.apply(out[-1][1])
+    return Decoded(out, image, item.end_offset, epoch, timestamp, batches.size)
+
+
+def decode_snapshot(snapshot: SnapshotData) -> Decoded:
+    started = time.perf_counter()
+    records = read_snapshot_records(snapshot.data)
+    snapshot_id = snapshot.snapshot_id
+    delta = MetadataDelta(MetadataImage())
+    for record in records:
+        delta.replay(record)
+    last = snapshot_id.offset - 1
+    logger.info(
+        "%s: loaded snapshot %s (%d bytes, %d records) in %.3fs",
+        METADATA_DIR,
+        snapshot_id,
+        len(snapshot.data),
+        len(records),
+        time.perf_counter() - started,
+    )
+    return Decoded(
+        [(records, last)], delta.apply(last), snapshot_id.offset, snapshot_id.epoch, -1, 0, True
+    )
+
+
 class RaftManager:
     """One node's replica of the metadata log: a voter if listed in the quorum, else an
     observer (a broker-only node)."""
@@ -168,6 +234,9 @@ class RaftManager:
         self._inbound_ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        # Committed data, snapshots and leader changes for the listener, in the core's order.
+        self._applying: deque[Committed | SnapshotData | LeaderAndEpoch] = deque()
+        self._decoding: asyncio.Task[None] | None = None
         self._leader = LeaderAndEpoch(None, 0)  # as last reported to the listener
         self._applied_end = 0  # end offset of what the listener has been given
         self._applied_epoch = 0
@@ -210,6 +279,7 @@ class RaftManager:
             self._timer = None
         for task in list(self._tasks):
             task.cancel()
+        self._applying.clear()
         inbound, self._inbound = self._inbound, {}
         for fut in inbound.values():
             if not fut.done():
@@ -418,17 +488,12 @@ class RaftManager:
                 api_key, request = request_to_wire(message)
                 self._spawn(self._exchange(out.destination, out.correlation_id, api_key, request))
         for item in effects.apply:
-            if isinstance(item, LoadSnapshot):
-                self._load_snapshot(item.snapshot_id)
-            else:
-                self._apply(item)
-        if effects.leader_change is not None:
-            self._leader = effects.leader_change
-            self._notify(
-                self._listener.handle_leader_change,
-                effects.leader_change.leader_id,
-                effects.leader_change.epoch,
+            self._applying.append(
+                self._read_snapshot(item) if isinstance(item, LoadSnapshot) else item
             )
+        if effects.leader_change is not None:
+            self._applying.append(effects.leader_change)
+        self._drain_applies()
         self._settle_waiters()
         if self._timer is not None:
             self._timer.cancel()
@@ -479,56 +544,68 @@ class RaftManager:
 
     # ------------------------------------------------------------------ committed data
 
-    def _apply(self, item: Committed) -> None:
-        batches = item.records
-        assert isinstance(batches, Batches)
-        view = memoryview(batches.data)
-        delta = MetadataDelta(self._image)
-        last = -1
-        for info in batches.infos:
-            self._applied_epoch = info.partition_leader_epoch
-            self._last_timestamp = max(self._last_timestamp, info.max_timestamp)
-            if info.is_control:
-                continue
-            records = decode_metadata(decode_records(view[info.position : info.end_position]))
-            if not records:
-                continue
-            for record in records:
-                delta.replay(record)
-            last = info.last_offset
+    def _read_snapshot(self, load: LoadSnapshot) -> SnapshotData:
+        assert self._log is not None
+        snapshot = self._log.read_snapshot(load.snapshot_id)
+        if snapshot is None:
+            raise FileNotFoundError(f"snapshot {load.snapshot_id} to load is gone")
+        return SnapshotData(load.snapshot_id, snapshot.read_all())
+
+    def _drain_applies(self) -> None:
+        """Hand what the core committed to the listener, in order; a snapshot or a large
+        batch run is decoded in a worker thread meanwhile (the node keeps serving)."""
+        while self._applying and self._decoding is None and not self.closed:
+            item = self._applying[0]
+            if isinstance(item, LeaderAndEpoch):
+                self._applying.popleft()
+                self._leader = item
+                self._notify(self._listener.handle_leader_change, item.leader_id, item.epoch)
+            elif (
+                isinstance(item, Committed)
+                and isinstance(item.records, Batches)
+                and item.records.size <= INLINE_DECODE_BYTES
+            ):
+                self._applying.popleft()
+                self._publish(self._decode(item))
+            else:
+                self._decoding = self._spawn(self._decode_off_loop(item))
+
+    def _decode(self, item: Committed | SnapshotData) -> Decoded:
+        if isinstance(item, SnapshotData):
+            return decode_snapshot(item)
+        return decode_committed(item, self._image, self._applied_epoch, self._last_timestamp)
+
+    async def _decode_off_loop(self, item: Committed | SnapshotData) -> None:
+        try:
+            decoded = await asyncio.to_thread(self._decode, item)
+        except Exception as e:
+            self._decoding = None
+            self._fatal(e)
+            return
+        self._decoding = None
+        if self.closed:
+            return
+        self._applying.popleft()
+        self._publish(decoded)
+        self._drain_applies()
+        self._settle_waiters()
+
+    def _publish(self, decoded: Decoded) -> None:
+        self._image = decoded.image
+        self._applied_end = decoded.end_offset
+        self._applied_epoch = decoded.last_epoch
+        self._last_timestamp = max(self._last_timestamp, decoded.last_timestamp)
+        if decoded.is_snapshot:
+            self._bytes_since_snapshot = 0
+            for records, last in decoded.batches:
+                self._notify(self._listener.handle_snapshot, records, last)
+            return
+        for records, last in decoded.batches:
             self._notify(self._commit_callback, records, last)
             self._notify(self._listener.handle_commit, records, last)
-        if last >= 0:
-            self._image = delta.apply(last)
-        self._applied_end = item.end_offset
-        self._bytes_since_snapshot += batches.size
+        self._bytes_since_snapshot += decoded.log_bytes
         if self._bytes_since_snapshot >= self.log_config.max_record_bytes_between_snapshots:
             self._start_snapshot()
-
-    def _load_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
-        assert self._log is not None
-        snapshot = self._log.read_snapshot(snapshot_id)
-        if snapshot is None:
-            raise FileNotFoundError(f"snapshot {snapshot_id} to load is gone")
-        started = time.perf_counter()
-        records = read_snapshot_records(snapshot.read_all())
-        last = snapshot_id.offset - 1
-        delta = MetadataDelta(MetadataImage())
-        for record in records:
-            delta.replay(record)
-        self._image = delta.apply(last)
-        self._applied_end = snapshot_id.offset
-        self._applied_epoch = snapshot_id.epoch
-        self._bytes_since_snapshot = 0
-        logger.info(
-            "%s: loaded snapshot %s (%d bytes, %d records) in %.3fs",
-            METADATA_DIR,
-            snapshot_id,
-            snapshot.size,
-            len(records),
-            time.perf_counter() - started,
-        )
-        self._notify(self._listener.handle_snapshot, records, last)
 
     def _settle_waiters(self) -> None:
         """Answer `wait_committed` callers: committed, or leadership lost."""
