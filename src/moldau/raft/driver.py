@@ -4,8 +4,10 @@
 and a pure `RaftClient`, and only moves bytes and time for it: inbound raft RPCs come in
 through `handle`, outbound ones go out on the `NetworkClient`, one timer is armed from each
 step's deadline, and every step's `Effects` are carried out in order -- flush the log,
-send, apply committed batches, report the leader. Steps never nest: effects produced while
-others are carried out (a listener appending, say) wait their turn in a queue.
+send, queue committed data and leader changes for the listener. Steps never nest: effects
+produced while others are carried out (a listener appending, say) wait their turn. The
+listener hears everything in the core's order; a snapshot or a large run of committed
+batches is decoded in a worker thread meanwhile, so the node keeps serving.
 
 For the controller it is a `MetadataLogWriter` (`append`, `wait_committed`,
 `set_commit_callback`), so `QuorumController` runs on Raft unchanged. For the node it
