@@ -127,7 +127,12 @@ def cluster_records(topics: int, partitions: int) -> list[list[MetadataRecord]]:
 
 
 async def snapshots(root: Path, topics: int, partitions: int) -> dict[str, Any]:
-    async with raft_cluster(root, 3, observers=1) as cluster:
+    # Four replicas' images of a large cluster share this interpreter: its garbage
+    # collector pauses the loop for up to a second or two on this machine, so the timeouts
+    # are raised to keep one leader throughout.
+    async with raft_cluster(
+        root, 3, observers=1, election_timeout_ms=5_000, fetch_timeout_ms=10_000
+    ) as cluster:
         newcomer = cluster.stop_node(4)
         leader = await cluster.wait_for_leader()
         for batch in cluster_records(topics, partitions):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from moldau.metadata.records import TopicRecord, decode_record, encode_record
-from moldau.raft import LeaderChange, OffsetAndEpoch
+from moldau.raft import LeaderChange, OffsetAndEpoch, QuorumConfigError
 from moldau.raft.config import MetadataLogConfig
 from moldau.raft.file_log import (
     FileRaftLog,
@@ -364,3 +364,18 @@ def test_a_quorum_of_one_log_of_earlier_releases_opens_as_it_is(tmp_path: Path) 
     log.append_leader_change(LeaderChange(1, (1,), (1,)), 1)
     assert log.end_offset_for_epoch(0) == OffsetAndEpoch(3, 0)
     assert log.last_fetched_epoch == 1
+
+
+def test_metadata_log_config_has_kafkas_names_and_defaults() -> None:
+    assert MetadataLogConfig.from_properties({}) == MetadataLogConfig(1 << 30, 20 << 20)
+    config = MetadataLogConfig.from_properties(
+        {
+            "metadata.log.segment.bytes": "8388608",
+            "metadata.log.max.record.bytes.between.snapshots": "1024",
+        }
+    )
+    assert (config.segment_bytes, config.max_record_bytes_between_snapshots) == (8 << 20, 1024)
+    with pytest.raises(QuorumConfigError, match="metadata.log.segment.bytes"):
+        MetadataLogConfig.from_properties({"metadata.log.segment.bytes": "big"})
+    with pytest.raises(QuorumConfigError):
+        MetadataLogConfig(segment_bytes=0)
