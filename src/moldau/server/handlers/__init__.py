@@ -40,6 +40,7 @@ _MODULES = [
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "describe_quorum",
 ]
 
 
