@@ -80,7 +80,7 @@ class QuorumConfig:
         return frozenset(self.voters)
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> QuorumConfig:
+    def from_props(cls, props: Mapping[str, str]) -> QuorumConfig:
         """Build from server properties; unknown keys are someone else's business."""
         defaults = cls()
         return cls(
@@ -107,7 +107,7 @@ class MetadataLogConfig:
             raise QuorumConfigError("metadata.log sizes must be positive")
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> MetadataLogConfig:
+    def from_props(cls, props: Mapping[str, str]) -> MetadataLogConfig:
         defaults = cls()
         return cls(
             segment_bytes=_number(props, METADATA_LOG_SEGMENT_BYTES, defaults.segment_bytes),

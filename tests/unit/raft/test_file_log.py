@@ -367,8 +367,8 @@ def test_a_quorum_of_one_log_of_earlier_releases_opens_as_it_is(tmp_path: Path) 
 
 
 def test_metadata_log_config_has_kafkas_names_and_defaults() -> None:
-    assert MetadataLogConfig.from_properties({}) == MetadataLogConfig(1 << 30, 20 << 20)
-    config = MetadataLogConfig.from_properties(
+    assert MetadataLogConfig.from_props({}) == MetadataLogConfig(1 << 30, 20 << 20)
+    config = MetadataLogConfig.from_props(
         {
             "metadata.log.segment.bytes": "8388608",
             "metadata.log.max.record.bytes.between.snapshots": "1024",
@@ -376,6 +376,6 @@ def test_metadata_log_config_has_kafkas_names_and_defaults() -> None:
     )
     assert (config.segment_bytes, config.max_record_bytes_between_snapshots) == (8 << 20, 1024)
     with pytest.raises(QuorumConfigError, match="metadata.log.segment.bytes"):
-        MetadataLogConfig.from_properties({"metadata.log.segment.bytes": "big"})
+        MetadataLogConfig.from_props({"metadata.log.segment.bytes": "big"})
     with pytest.raises(QuorumConfigError):
         MetadataLogConfig(segment_bytes=0)
