@@ -11,6 +11,8 @@ FETCH_TIMEOUT_MS = "controller.quorum.fetch.timeout.ms"
 ELECTION_BACKOFF_MAX_MS = "controller.quorum.election.backoff.max.ms"
 REQUEST_TIMEOUT_MS = "controller.quorum.request.timeout.ms"
 RETRY_BACKOFF_MS = "controller.quorum.retry.backoff.ms"
+METADATA_LOG_SEGMENT_BYTES = "metadata.log.segment.bytes"
+MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS = "metadata.log.max.record.bytes.between.snapshots"
 
 
 class QuorumConfigError(ValueError):
@@ -45,6 +47,16 @@ def parse_voters(value: str) -> dict[int, VoterAddress]:
     return voters
 
 
+def _number(props: Mapping[str, str], key: str, default: int) -> int:
+    raw = props.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise QuorumConfigError(f"{key}: '{raw}' is not an integer") from None
+
+
 @dataclass(frozen=True, slots=True)
 class QuorumConfig:
     """The static voter set and the Raft timers (milliseconds)."""
@@ -68,26 +80,40 @@ class QuorumConfig:
         return frozenset(self.voters)
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str]) -> QuorumConfig:
+    def from_props(cls, props: Mapping[str, str]) -> QuorumConfig:
         """Build from server properties; unknown keys are someone else's business."""
-
-        def number(key: str, default: int) -> int:
-            raw = props.get(key)
-            if raw is None:
-                return default
-            try:
-                return int(str(raw).strip())
-            except ValueError:
-                raise QuorumConfigError(f"{key}: '{raw}' is not an integer") from None
-
         defaults = cls()
         return cls(
             voters=parse_voters(props.get(VOTERS, "")),
-            election_timeout_ms=number(ELECTION_TIMEOUT_MS, defaults.election_timeout_ms),
-            fetch_timeout_ms=number(FETCH_TIMEOUT_MS, defaults.fetch_timeout_ms),
-            election_backoff_max_ms=number(
-                ELECTION_BACKOFF_MAX_MS, defaults.election_backoff_max_ms
+            election_timeout_ms=_number(props, ELECTION_TIMEOUT_MS, defaults.election_timeout_ms),
+            fetch_timeout_ms=_number(props, FETCH_TIMEOUT_MS, defaults.fetch_timeout_ms),
+            election_backoff_max_ms=_number(
+                props, ELECTION_BACKOFF_MAX_MS, defaults.election_backoff_max_ms
             ),
-            request_timeout_ms=number(REQUEST_TIMEOUT_MS, defaults.request_timeout_ms),
-            retry_backoff_ms=number(RETRY_BACKOFF_MS, defaults.retry_backoff_ms),
+            request_timeout_ms=_number(props, REQUEST_TIMEOUT_MS, defaults.request_timeout_ms),
+            retry_backoff_ms=_number(props, RETRY_BACKOFF_MS, defaults.retry_backoff_ms),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataLogConfig:
+    """`metadata.log.*` settings (Kafka's MetadataLogConfig) with Kafka's defaults."""
+
+    segment_bytes: int = 1 << 30
+    max_record_bytes_between_snapshots: int = 20 << 20
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes <= 0 or self.max_record_bytes_between_snapshots <= 0:
+            raise QuorumConfigError("metadata.log sizes must be positive")
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> MetadataLogConfig:
+        defaults = cls()
+        return cls(
+            segment_bytes=_number(props, METADATA_LOG_SEGMENT_BYTES, defaults.segment_bytes),
+            max_record_bytes_between_snapshots=_number(
+                props,
+                MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
+                defaults.max_record_bytes_between_snapshots,
+            ),
         )

@@ -192,9 +192,7 @@ def test_corrupt_quorum_state_file_is_a_clear_error(tmp_path: Path, content: str
 
 
 def test_quorum_config_has_kafkas_names_and_defaults() -> None:
-    config = QuorumConfig.from_properties(
-        {"controller.quorum.voters": "1@127.0.0.1:9093,2@[::1]:9094"}
-    )
+    config = QuorumConfig.from_props({"controller.quorum.voters": "1@127.0.0.1:9093,2@[::1]:9094"})
     assert config.voters == {1: VoterAddress("127.0.0.1", 9093), 2: VoterAddress("::1", 9094)}
     assert (
         config.election_timeout_ms,
@@ -203,7 +201,7 @@ def test_quorum_config_has_kafkas_names_and_defaults() -> None:
         config.request_timeout_ms,
         config.retry_backoff_ms,
     ) == (1000, 2000, 1000, 2000, 20)
-    tuned = QuorumConfig.from_properties(
+    tuned = QuorumConfig.from_props(
         {
             "controller.quorum.voters": "1@h:1",
             "controller.quorum.election.timeout.ms": "500",
@@ -229,7 +227,7 @@ def test_bad_voters_are_refused(voters: str) -> None:
 
 def test_bad_timeouts_are_refused() -> None:
     with pytest.raises(QuorumConfigError):
-        QuorumConfig.from_properties({"controller.quorum.election.timeout.ms": "soon"})
+        QuorumConfig.from_props({"controller.quorum.election.timeout.ms": "soon"})
     with pytest.raises(QuorumConfigError):
         QuorumConfig(election_timeout_ms=0)
 
