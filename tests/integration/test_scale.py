@@ -21,8 +21,8 @@ from unittest import mock
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
-
 from tests.broker import BrokerProcess
+
 from tests.integration.helpers import (
     DEADLINE_S,
     RUNNING_BROKERS,
