@@ -80,7 +80,7 @@ async def _serve(config: BrokerConfig) -> None:
     node = Node(config)
     for b in await node.start():
         print(f"listening on {b.host}:{b.port}", flush=True)
-    stop = asyncio.Event()
+    stop = node.failed
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

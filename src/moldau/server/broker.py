@@ -20,6 +20,8 @@ from moldau.metadata.loader import MetadataLoader
 from moldau.metadata.publisher import MetadataPublisher
 from moldau.metadata.topics import OFFSETS_TOPIC
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.alter_partition import AlterPartitionManager
+from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.config import BrokerConfig, Listener
@@ -92,8 +94,29 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
+        inter_broker = config.get("inter.broker.listener.name")
+
+        def endpoint(image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
+            broker = image.brokers.get(broker_id)
+            e = broker.endpoint(inter_broker) or broker.endpoint() if broker else None
+            return (e.host, e.port) if e is not None else None
+
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id,
+            self.replica_manager,
+            endpoint,
+            FetcherConfig(
+                num_fetchers=config.int("num.replica.fetchers"),
+                fetch_max_bytes=config.int("replica.fetch.max.bytes"),
+                response_max_bytes=config.int("replica.fetch.response.max.bytes"),
+                wait_max_ms=config.int("replica.fetch.wait.max.ms"),
+                min_bytes=config.int("replica.fetch.min.bytes"),
+                backoff_ms=config.int("replica.fetch.backoff.ms"),
+            ),
+        )
         self.publisher.add_listener(self.dynamic_config)
         self.publisher.add_listener(self.replica_manager)
+        self.publisher.add_listener(self.fetchers)
         self.publisher.add_listener(self.groups.runtime)
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
         self.fetch_sessions = FetchSessionCache(
@@ -111,6 +134,14 @@ class Broker:
         )
         lifecycle = self.lifecycle
         self.producer_ids = ProducerIdManager(self.node_id, channel, lambda: lifecycle.epoch)
+        self.isr_changes = AlterPartitionManager(
+            self.node_id,
+            lambda: lifecycle.epoch,
+            channel.call,
+            self.replica_manager,
+            lambda: self.publisher.image,
+        )
+        self.replica_manager.propose_isr_change = self.isr_changes.submit
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, image: MetadataImage) -> None:
@@ -155,6 +186,7 @@ class Broker:
             c.int("replica.high.watermark.checkpoint.interval.ms"),
             self.replica_manager.checkpoint_high_watermarks,
         )
+        every(c.int("replica.lag.time.max.ms") // 2, self.replica_manager.maybe_shrink_isr)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
 
@@ -174,6 +206,8 @@ class Broker:
     def shutdown(self) -> None:
         """Flush everything and write checkpoints, so the next start needs no recovery."""
         self.lifecycle.close()
+        self.fetchers.close()
+        self.isr_changes.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
 

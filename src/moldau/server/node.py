@@ -14,6 +14,7 @@ Two ways to run, as Kafka's configs say:
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import logging
@@ -35,8 +36,6 @@ from moldau.server.network import NetworkLimits, start_listener
 from moldau.storage.meta_properties import ensure_formatted
 
 if TYPE_CHECKING:
-    import asyncio
-
     from moldau.raft.driver import RaftManager
 
 log = logging.getLogger(__name__)
@@ -88,6 +87,8 @@ class Node:
             self.broker_listeners = list(config.listeners)
             self.controller_listeners = []
         self.network = NetworkClient(f"moldau-node-{self.node_id}")
+        self.raft_network: NetworkClient | None = None
+        self.failed = asyncio.Event()  # the metadata replica stopped: the node must stop
         self.broker: Broker | None = None
         self.controller: ControllerServer | None = None
         self.raft: RaftManager | None = None
@@ -133,19 +134,23 @@ class Node:
         return bound
 
     async def _start_kraft(self, cluster_id: str, image: MetadataImage) -> None:
-        from moldau.raft.config import QuorumConfig
+        from moldau.raft.config import MetadataLogConfig, QuorumConfig
         from moldau.raft.driver import RaftManager
 
         c = self.config
-        quorum = QuorumConfig.from_props(c.props)
+        # Raft has its own connections: a parked raft Fetch would otherwise hold up the
+        # broker's heartbeats queued behind it on the same connection.
+        self.raft_network = NetworkClient(f"moldau-raft-{self.node_id}")
         self.raft = RaftManager(
             self.node_id,
             cluster_id,
-            quorum,
+            QuorumConfig.from_props(c.props),
             c.log_dirs[0],
-            self.network,
+            self.raft_network,
             self.scheduler,
             self,
+            log_config=MetadataLogConfig.from_props(c.props),
+            on_fatal=self._fatal,
         )
         if self.is_controller:
             self.controller = ControllerServer(
@@ -213,6 +218,10 @@ class Node:
         else:
             self.controller.deactivate()
 
+    def _fatal(self, error: BaseException) -> None:
+        log.critical("the metadata log replica failed, stopping the node: %s", error)
+        self.failed.set()
+
     # -- stop ------------------------------------------------------------------------
     async def stop(self) -> None:
         """Controlled shutdown of the broker, then every part closes in order."""
@@ -230,3 +239,5 @@ class Node:
             self.metadata_log.close()
         self.scheduler.close()
         self.network.close()
+        if self.raft_network is not None:
+            self.raft_network.close()

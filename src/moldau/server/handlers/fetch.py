@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages.fetch_request import FetchRequest
 from moldau.protocol.messages.fetch_response import (
+    EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
     PartitionData,
@@ -50,7 +51,7 @@ class FileRecords(RecordsSpill):
 
 
 def partition_data(index: int, r: FetchResult) -> PartitionData:
-    return PartitionData(
+    data = PartitionData(
         partition_index=index,
         error_code=r.error,
         high_watermark=r.high_watermark,
@@ -58,6 +59,9 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
         log_start_offset=r.log_start_offset,
         records=_records(r.records),
     )
+    if r.diverging_epoch is not None:
+        data.diverging_epoch = EpochEndOffset(*r.diverging_epoch)
+    return data
 
 
 def _records(read: LogReadResult | None) -> FileRecords | bytes:
@@ -97,6 +101,7 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
             p.partition_max_bytes,
             current_leader_epoch=p.current_leader_epoch,
             log_start_offset=p.log_start_offset,
+            last_fetched_epoch=p.last_fetched_epoch,
         )
         for t in request.topics or []
         for p in t.partitions or []
