@@ -136,7 +136,7 @@ def cleaning_state(partition_dir: Path, log_dir: Path, topic: str) -> tuple[bool
 
 
 def run(args: argparse.Namespace) -> dict:
-    from tests.broker import BrokerProcess
+    from moldau.testing import BrokerProcess
 
     with tempfile.TemporaryDirectory(prefix="moldau-cleaner-") as tmp:
         data_dir = Path(tmp)

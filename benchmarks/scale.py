@@ -41,7 +41,6 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.broker import BrokerProcess
 
 from benchmarks.harness import RESULTS, write_result
 from moldau.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -60,6 +59,7 @@ from moldau.protocol.messages.produce_request import (
     TopicProduceData,
 )
 from moldau.records.record import build_batch
+from moldau.testing import BrokerProcess
 from tests.integration.helpers import RawClient, encode_request, framed, metadata_request
 
 PARTITIONS_PER_TOPIC = 10

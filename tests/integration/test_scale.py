@@ -9,23 +9,18 @@ Kafka error while it keeps serving, and comes back complete after kill -9.
 
 from __future__ import annotations
 
-import functools
 import os
-import resource
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
 from confluent_kafka.admin import NewTopic
-from tests.broker import BrokerProcess
 
+from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
     DEADLINE_S,
-    RUNNING_BROKERS,
     admin,
     confluent_consumer,
     confluent_producer,
@@ -39,35 +34,17 @@ PARTITIONS = 10  # per topic: 600 partitions, 5 descriptors each in the old desi
 OLD_DESIGN_DESCRIPTORS = 5
 
 
-class LimitedBroker(BrokerProcess):
-    """A broker whose process starts with RLIMIT_NOFILE set to ``nofile``."""
-
-    def __init__(self, data_dir: Path, nofile: int, overrides: dict[str, str]) -> None:
-        super().__init__(data_dir, overrides)
-        self.nofile = nofile
-
-    def _limit(self) -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
-
-    def start(self) -> LimitedBroker:
-        popen = functools.partial(subprocess.Popen, preexec_fn=self._limit)
-        with mock.patch.object(subprocess, "Popen", popen):
-            super().start()
-        return self
-
-    def descriptors(self) -> int:
-        assert self.proc is not None
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+def descriptors(b: BrokerProcess) -> int:
+    assert b.proc is not None
+    return len(os.listdir(f"/proc/{b.proc.pid}/fd"))
 
 
 @pytest.fixture
 def broker(tmp_path: Path):
-    b = LimitedBroker(tmp_path / "data", NOFILE, {"num.partitions": "1"})
-    RUNNING_BROKERS.append(b)
+    b = BrokerProcess(tmp_path / "data", {"num.partitions": "1"}, open_files_limit=NOFILE)
     b.start()
     yield b
-    b.stop()
-    RUNNING_BROKERS.remove(b)
+    b.close()
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int) -> dict[str, Any]:
@@ -125,7 +102,7 @@ def consume_all(bootstrap: str, topics: list[str], expected: int) -> dict[tuple[
     return got
 
 
-def test_many_partitions_under_a_low_descriptor_limit(broker: LimitedBroker) -> None:
+def test_many_partitions_under_a_low_descriptor_limit(broker: BrokerProcess) -> None:
     assert TOPICS * PARTITIONS * OLD_DESIGN_DESCRIPTORS > 5 * NOFILE
     assert any("open-files limit (RLIMIT_NOFILE) is 256" in line for line in broker.output)
     topics = [f"scale-{i:03d}" for i in range(TOPICS)]
@@ -138,7 +115,7 @@ def test_many_partitions_under_a_low_descriptor_limit(broker: LimitedBroker) -> 
     assert {tp: [v for _, v in records] for tp, records in got.items()} == {
         tp: [v] for tp, v in first.items()
     }
-    assert broker.descriptors() < NOFILE
+    assert descriptors(broker) < NOFILE
 
     # Beyond the limit (max.broker.partitions derived from 64 cached files: 1,280):
     # a clean error for this topic, nothing on disk, and the broker keeps serving.
@@ -162,4 +139,4 @@ def test_many_partitions_under_a_low_descriptor_limit(broker: LimitedBroker) -> 
         assert [v for _, v in everything.get(tp, [])] == expected, tp
         assert [o for o, _ in everything[tp]] == list(range(len(expected)))
     assert len(everything) == len(second)
-    assert broker.descriptors() < NOFILE
+    assert descriptors(broker) < NOFILE
