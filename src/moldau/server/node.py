@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -131,6 +132,9 @@ class Node:
                 ]
             )
             self.broker.start_background()
+        # What start-up built (the metadata image, the logs) lives as long as the node:
+        # keep it out of every later garbage collection, which otherwise walks it all.
+        gc.freeze()
         return bound
 
     async def _start_kraft(self, cluster_id: str, image: MetadataImage) -> None:
