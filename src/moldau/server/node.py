@@ -33,7 +33,7 @@ from moldau.server.config import BrokerConfig, ConfigError, Listener
 from moldau.server.controller_channel import LocalControllerChannel, RemoteControllerChannel
 from moldau.server.controller_server import ControllerServer
 from moldau.server.dispatch import Dispatcher
-from moldau.server.network import NetworkLimits, start_listener
+from moldau.server.network import Acceptor, NetworkLimits, start_listener
 from moldau.storage.meta_properties import ensure_formatted
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class Node:
         self.controller: ControllerServer | None = None
         self.raft: RaftManager | None = None
         self.metadata_log: MetadataLog | None = None
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Acceptor] = []
 
     # -- start ---------------------------------------------------------------------------
     async def start(self) -> list[Listener]:
