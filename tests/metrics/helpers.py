@@ -45,6 +45,11 @@ def start_metered_broker(configs: Mapping[str, object] | None = None) -> tuple[B
     raise AssertionError("unreachable")
 
 
+def fetch_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
+
+
 @dataclass(frozen=True)
 class Samples:
     """One scrape: (sample name, labels) -> value."""
@@ -53,8 +58,7 @@ class Samples:
 
     @classmethod
     def scrape(cls, url: str) -> Samples:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return cls.parse(response.read().decode())
+        return cls.parse(fetch_text(url))
 
     @classmethod
     def parse(cls, text: str) -> Samples:
@@ -78,6 +82,11 @@ class Samples:
             if sample == name and set(found) == set(label_names):
                 out[tuple(found[n] for n in label_names)] = value
         return out
+
+    def requests(self, api: str) -> float:
+        """Requests of one type, over all versions."""
+        name = "kafka_network_requestmetrics_requests_total"
+        return sum(v for (r, _), v in self.series(name, "request", "version").items() if r == api)
 
     def by_topic(self, name: str) -> dict[str, float]:
         return {topic: v for (topic,), v in self.series(name, "topic").items()}

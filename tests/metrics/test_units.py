@@ -26,6 +26,7 @@ from moldau.metrics.endpoint import LoopLagProbe, NodeCollector
 from moldau.metrics.families import families
 from moldau.metrics.requests import RequestStats
 from moldau.metrics.snapshot import (
+    BrokerParts,
     ControllerSnapshot,
     GroupSnapshot,
     NodeParts,
@@ -107,12 +108,10 @@ class Node:
         self.take = SnapshotTaker(
             NodeParts(
                 node_id=1,
-                replica_manager=self.rm,
-                log_manager=self.logs,
-                groups=self.groups,
-                publisher=self.publisher,
+                broker=BrokerParts(self.rm, self.logs, self.groups, self.publisher),
                 controller=lambda: self.controller,
-                requests=RequestStats(),
+                raft=None,
+                requests=lambda: [RequestStats()],
                 connections=lambda: {"PLAINTEXT": 2},
                 loop_lag=Histogram([0.01]),
             )
@@ -229,7 +228,8 @@ def test_controller_counts_offline_and_unpreferred_leaders(tmp_path: Path):
 
 def _snapshot(**changes: object) -> NodeSnapshot:
     base: dict[str, object] = dict(
-        node_id=1, topics={}, all_topics=TopicCounts(), replication_bytes_out=0,
+        node_id=1, topics={}, all_topics=TopicCounts(), replication_bytes_in=0,
+        replication_bytes_out=0, raft=None,
         requests={}, replicas=(), offline_replicas=0, isr_shrinks=0, isr_expands=0,
         cleaner_last_run_end_ms=0, cleaner_last_run_seconds=0.0, uncleanable_partitions=0,
         controller=ControllerSnapshot(), last_applied_offset=-1, groups=(),
@@ -347,7 +347,7 @@ def test_cleaner_stats_after_a_pass(tmp_path: Path):
     before = logs.cleaner_stats.last_run_end_ms
     time.sleep(0.01)
     logs.get_or_create_log("c", 0, LogConfig.from_props({"cleanup.policy": "compact"}, {}))
-    logs.run_cleaner()
+    logs.run_cleaner({("c", 0): 0})
     assert logs.cleaner_stats.last_run_end_ms > before
     assert logs.cleaner_stats.uncleanable_partitions == 0
 

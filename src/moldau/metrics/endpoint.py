@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, TypeVar
 
@@ -27,15 +27,14 @@ from prometheus_client.core import Metric
 
 from moldau import metrics
 from moldau.metrics.families import families
-from moldau.metrics.snapshot import NodeParts, NodeSnapshot, SnapshotTaker
+from moldau.metrics.snapshot import BrokerParts, NodeParts, NodeSnapshot, SnapshotTaker
 from moldau.metrics.stats import Histogram
 from moldau.server.config import ConfigError
+from moldau.server.dispatch import Dispatcher
 
 if TYPE_CHECKING:
-    from moldau.server.broker import Broker
     from moldau.server.config import BrokerConfig
-    from moldau.server.dispatch import Dispatcher
-    from moldau.server.network import Acceptor
+    from moldau.server.node import Node
 
 log = logging.getLogger(__name__)
 
@@ -120,13 +119,17 @@ class LoopLagProbe:
 
 
 class MetricsEndpoint:
-    """A running ``/metrics`` HTTP server (and the loop probe feeding it)."""
+    """A running ``/metrics`` HTTP server; it serves the process' metrics from the start
+    and the node's once :meth:`watch` has been given the node."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int, probe: LoopLagProbe):
-        self.server, self.thread = start_http_server(port, host, registry)
+    def __init__(self, host: str, port: int, loop: asyncio.AbstractEventLoop) -> None:
         self.host = host
-        self.probe = probe
-        probe.start()
+        self.loop = loop
+        self.registry = CollectorRegistry()
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
+        self.server, self.thread = start_http_server(port, host, self.registry)
+        self.probe: LoopLagProbe | None = None
 
     @property
     def port(self) -> int:
@@ -136,8 +139,42 @@ class MetricsEndpoint:
     def url(self) -> str:
         return metrics.url(self.host, self.port)
 
+    def watch(self, parts: NodeParts) -> None:
+        """Serve the node's metrics too (call on its loop, once)."""
+        self.registry.register(NodeCollector(self.loop, SnapshotTaker(parts), software_version()))
+        self.probe = LoopLagProbe(self.loop, parts.loop_lag)
+        self.probe.start()
+
+    def watch_node(self, node: Node) -> None:
+        """:meth:`watch` a started node (its broker, controller, quorum and listeners)."""
+        broker = node.broker
+        controller = node.controller
+        acceptors = node.acceptors
+        self.watch(
+            NodeParts(
+                node_id=node.node_id,
+                broker=BrokerParts(
+                    broker.replica_manager, broker.log_manager, broker.groups, broker.publisher
+                )
+                if broker is not None
+                else None,
+                controller=lambda: (
+                    controller.quorum if controller is not None and controller.active else None
+                ),
+                raft=node.raft,
+                requests=lambda: {
+                    id(a.handler): a.handler.request_stats
+                    for a in acceptors
+                    if isinstance(a.handler, Dispatcher)
+                }.values(),
+                connections=lambda: {a.name: len(a.connections) for a in acceptors},
+                loop_lag=Histogram(LOOP_LAG_BUCKETS),
+            )
+        )
+
     def close(self) -> None:
-        self.probe.stop()
+        if self.probe is not None:
+            self.probe.stop()
         self.server.shutdown()
         self.server.server_close()
 
@@ -149,39 +186,17 @@ def software_version() -> str:
         return "unknown"
 
 
-def node_registry(parts: NodeParts, loop: asyncio.AbstractEventLoop) -> CollectorRegistry:
-    registry = CollectorRegistry()
-    registry.register(NodeCollector(loop, SnapshotTaker(parts), software_version()))
-    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
-        registry.register(collector)
-    return registry
-
-
-def start_metrics(
-    config: BrokerConfig, broker: Broker, dispatcher: Dispatcher, acceptors: Sequence[Acceptor]
-) -> MetricsEndpoint | None:
-    """Serve the node's metrics if ``metrics.port`` is set (call on the node's loop);
-    raises OSError if the port cannot be bound."""
+def start_metrics(config: BrokerConfig) -> MetricsEndpoint | None:
+    """Bind the node's metrics endpoint if ``metrics.port`` is set (call on the node's
+    loop, before the node starts, so a taken port fails at once); ConfigError for a port
+    out of range, OSError if it cannot be bound."""
     port = config.int(metrics.PORT_KEY)
     if port <= 0:
         return None
     if port > 65535:
         raise ConfigError(f"{metrics.PORT_KEY}: {port} is not a port (1-65535, or 0: off)")
-    loop = asyncio.get_running_loop()
-    lag = Histogram(LOOP_LAG_BUCKETS)
-    parts = NodeParts(
-        node_id=broker.node_id,
-        replica_manager=broker.replica_manager,
-        log_manager=broker.log_manager,
-        groups=broker.groups,
-        publisher=broker.publisher,
-        controller=lambda: broker.controller,
-        requests=dispatcher.request_stats,
-        connections=lambda: {a.name: len(a.connections) for a in acceptors},
-        loop_lag=lag,
-    )
     host = config.get(metrics.HOST_KEY)
     try:
-        return MetricsEndpoint(node_registry(parts, loop), host, port, LoopLagProbe(loop, lag))
+        return MetricsEndpoint(host, port, asyncio.get_running_loop())
     except OSError as e:
         raise OSError(e.errno, f"cannot serve metrics on {host}:{port}: {e.strerror}") from e

@@ -106,6 +106,11 @@ def _topics(s: NodeSnapshot) -> Iterator[Metric]:
         family.add_sample(family.name + "_total", {}, getattr(s.all_topics, attr))
         yield family
     yield _counter(
+        TOPIC_METRICS + "replicationbytesin",
+        "Record bytes appended by this node as a follower.",
+        s.replication_bytes_in,
+    )
+    yield _counter(
         TOPIC_METRICS + "replicationbytesout",
         "Record bytes sent to follower replicas.",
         s.replication_bytes_out,
@@ -249,6 +254,17 @@ def _controller(s: NodeSnapshot) -> Iterator[Metric]:
         "Last metadata log offset in the image this broker serves.",
         s.last_applied_offset,
     )
+    if s.raft is not None:
+        for name, doc, value in (
+            ("current_leader", "The quorum leader this node knows (-1: none).", s.raft.leader),
+            ("current_epoch", "The quorum's epoch.", s.raft.epoch),
+            (
+                "high_watermark",
+                "The metadata log's high watermark (-1: unknown).",
+                s.raft.high_watermark,
+            ),
+        ):
+            yield _gauge("kafka_server_raft_metrics_" + name, doc, value)
 
 
 def _groups(s: NodeSnapshot) -> Iterator[Metric]:

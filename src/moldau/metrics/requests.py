@@ -8,6 +8,7 @@ As Kafka does, a Fetch is counted both as ``Fetch`` and as ``FetchConsumer`` or
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from moldau.metrics.stats import HistogramSnapshot
@@ -99,6 +100,16 @@ class RequestTypeSnapshot:
     times: tuple[HistogramSnapshot, ...]  # as TIME_NAMES
     size: HistogramSnapshot
 
+    def plus(self, other: RequestTypeSnapshot) -> RequestTypeSnapshot:
+        versions = dict(self.versions)
+        for version, n in other.versions.items():
+            versions[version] = versions.get(version, 0) + n
+        return RequestTypeSnapshot(
+            versions,
+            tuple(a.plus(b) for a, b in zip(self.times, other.times, strict=True)),
+            self.size.plus(other.size),
+        )
+
 
 class RequestStats:
     """The dispatcher's request metrics: it names each request, its timer records here."""
@@ -134,3 +145,14 @@ def _names(api_key: int, follower: bool) -> tuple[str, ...]:
     if api_key == _FETCH:
         return REQUEST_NAMES[api_key], FETCH_FOLLOWER if follower else FETCH_CONSUMER
     return (REQUEST_NAMES[api_key],)
+
+
+def merge_request_stats(sources: Iterable[RequestStats]) -> dict[str, RequestTypeSnapshot]:
+    """The request metrics of several dispatchers (a node's broker and controller
+    listeners) as one: Kafka's request metrics are per process, not per listener."""
+    merged: dict[str, RequestTypeSnapshot] = {}
+    for source in sources:
+        for name, snap in source.snapshot().items():
+            seen = merged.get(name)
+            merged[name] = snap if seen is None else seen.plus(snap)
+    return merged

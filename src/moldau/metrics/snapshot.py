@@ -9,11 +9,11 @@ are built from the copy in the scrape thread (:mod:`moldau.metrics.families`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from moldau.metrics.requests import RequestStats, RequestTypeSnapshot
+from moldau.metrics.requests import RequestStats, RequestTypeSnapshot, merge_request_stats
 from moldau.metrics.stats import Histogram, HistogramSnapshot, TopicCounts
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from moldau.coordinator.group.service import GroupCoordinatorService
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
+    from moldau.raft.driver import RaftManager
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.storage.log_manager import LogManager
 
@@ -66,11 +67,21 @@ class ControllerSnapshot:
     last_committed_offset: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class RaftSnapshot:
+    """This node's view of the metadata quorum (Kafka's raft-metrics)."""
+
+    leader: int  # -1: unknown
+    epoch: int
+    high_watermark: int  # -1: unknown
+
+
 @dataclass(frozen=True)
 class NodeSnapshot:
     node_id: int
     topics: Mapping[str, TopicCounts]
     all_topics: TopicCounts
+    replication_bytes_in: int
     replication_bytes_out: int
     requests: Mapping[str, RequestTypeSnapshot]
     replicas: tuple[ReplicaSnapshot, ...]
@@ -81,6 +92,7 @@ class NodeSnapshot:
     cleaner_last_run_seconds: float
     uncleanable_partitions: int
     controller: ControllerSnapshot
+    raft: RaftSnapshot | None
     last_applied_offset: int
     groups: tuple[GroupSnapshot, ...]
     completed_rebalances: int
@@ -89,16 +101,24 @@ class NodeSnapshot:
 
 
 @dataclass
-class NodeParts:
-    """The parts of a running node the metrics read."""
+class BrokerParts:
+    """What the metrics read of a node's broker."""
 
-    node_id: int
     replica_manager: ReplicaManager
     log_manager: LogManager
     groups: GroupCoordinatorService
     publisher: MetadataPublisher
+
+
+@dataclass
+class NodeParts:
+    """The parts of a running node the metrics read."""
+
+    node_id: int
+    broker: BrokerParts | None  # a controller-only node has none
     controller: Callable[[], QuorumController | None]  # the active controller here, if any
-    requests: RequestStats
+    raft: RaftManager | None  # a quorum of one has none
+    requests: Callable[[], Iterable[RequestStats]]  # one per dispatcher
     connections: Callable[[], Mapping[str, int]]  # open connections per listener
     loop_lag: Histogram
 
@@ -112,35 +132,41 @@ class SnapshotTaker:
         self._controller = ControllerSnapshot()
 
     def __call__(self) -> NodeSnapshot:
-        p = self.parts
-        topics, all_topics, replication_out = p.replica_manager.topic_stats.snapshot()
-        isr = p.replica_manager.isr_stats
-        cleaner = p.log_manager.cleaner_stats
+        p, b = self.parts, self.parts.broker
+        topics: dict[str, TopicCounts] = {}
+        all_topics, replication = TopicCounts(), (0, 0)
+        if b is not None:
+            topics, all_topics, replication = b.replica_manager.topic_stats.snapshot()
+        isr = b.replica_manager.isr_stats if b is not None else None
+        cleaner = b.log_manager.cleaner_stats if b is not None else None
         return NodeSnapshot(
             node_id=p.node_id,
             topics=topics,
             all_topics=all_topics,
-            replication_bytes_out=replication_out,
-            requests=p.requests.snapshot(),
-            replicas=self._replicas(),
-            offline_replicas=p.replica_manager.offline_replicas,
-            isr_shrinks=isr.shrinks,
-            isr_expands=isr.expands,
-            cleaner_last_run_end_ms=cleaner.last_run_end_ms,
-            cleaner_last_run_seconds=cleaner.last_run_seconds,
-            uncleanable_partitions=cleaner.uncleanable_partitions,
+            replication_bytes_in=replication[0],
+            replication_bytes_out=replication[1],
+            requests=merge_request_stats(p.requests()),
+            replicas=self._replicas(b) if b is not None else (),
+            offline_replicas=b.replica_manager.offline_replicas if b is not None else 0,
+            isr_shrinks=isr.shrinks if isr is not None else 0,
+            isr_expands=isr.expands if isr is not None else 0,
+            cleaner_last_run_end_ms=cleaner.last_run_end_ms if cleaner is not None else 0,
+            cleaner_last_run_seconds=cleaner.last_run_seconds if cleaner is not None else 0.0,
+            uncleanable_partitions=cleaner.uncleanable_partitions if cleaner is not None else 0,
             controller=self._controller_counts(),
-            last_applied_offset=p.publisher.image.offset,
-            groups=self._groups(),
-            completed_rebalances=p.groups.stats.completed_rebalances,
+            raft=_raft(p.raft) if p.raft is not None else None,
+            last_applied_offset=b.publisher.image.offset if b is not None else -1,
+            groups=self._groups(b) if b is not None else (),
+            completed_rebalances=b.groups.stats.completed_rebalances if b is not None else 0,
             connections=dict(p.connections()),
             loop_lag=p.loop_lag.snapshot(),
         )
 
-    def _replicas(self) -> tuple[ReplicaSnapshot, ...]:
-        rm = self.parts.replica_manager
+    @staticmethod
+    def _replicas(b: BrokerParts) -> tuple[ReplicaSnapshot, ...]:
+        rm = b.replica_manager
         out = []
-        for (topic, index), log in self.parts.log_manager.logs.items():
+        for (topic, index), log in b.log_manager.logs.items():
             partition = rm.partition((topic, index))
             out.append(
                 ReplicaSnapshot(
@@ -160,7 +186,8 @@ class SnapshotTaker:
             )
         return tuple(out)
 
-    def _groups(self) -> tuple[GroupSnapshot, ...]:
+    @staticmethod
+    def _groups(b: BrokerParts) -> tuple[GroupSnapshot, ...]:
         return tuple(
             GroupSnapshot(
                 group.group_id,
@@ -168,7 +195,7 @@ class SnapshotTaker:
                 len(group.members),
                 tuple((t, p, o.offset) for (t, p), o in group.offsets.items()),
             )
-            for shard in self.parts.groups.runtime.active_shards()
+            for shard in b.groups.runtime.active_shards()
             for group in shard.groups.values()
         )
 
@@ -183,6 +210,17 @@ class SnapshotTaker:
             self._controller_image = image
             self._controller = _controller_snapshot(image)
         return replace(self._controller, last_applied_offset=controller.latest.offset)
+
+
+def _raft(raft: RaftManager) -> RaftSnapshot:
+    leader, epoch = raft.leader()
+    try:
+        high_watermark = raft.client.high_watermark
+    except RuntimeError:  # not started yet
+        high_watermark = None
+    return RaftSnapshot(
+        -1 if leader is None else leader, epoch, -1 if high_watermark is None else high_watermark
+    )
 
 
 def _controller_snapshot(image: MetadataImage) -> ControllerSnapshot:

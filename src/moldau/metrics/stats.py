@@ -47,6 +47,11 @@ class HistogramSnapshot:
     def count(self) -> int:
         return sum(self.counts)
 
+    def plus(self, other: HistogramSnapshot) -> HistogramSnapshot:
+        """Both histograms' observations (same bounds)."""
+        counts = tuple(a + b for a, b in zip(self.counts, other.counts, strict=True))
+        return HistogramSnapshot(self.bounds, counts, self.sum + other.sum)
+
 
 class _TopicCounters:
     __slots__ = ("messages_in", "bytes_in", "bytes_out")
@@ -79,11 +84,13 @@ class _Sized(Protocol):
 
 class TopicStats:
     """Kafka's BrokerTopicStats: messages and bytes in (leader appends), bytes out
-    (consumer fetches), per topic and for all topics; bytes sent to followers apart."""
+    (consumer fetches), per topic and for all topics; replication traffic (bytes a
+    follower appends, bytes sent to followers) apart."""
 
     def __init__(self) -> None:
         self.topics: dict[str, _TopicCounters] = {}
         self.all = _TopicCounters()
+        self.replication_bytes_in = 0
         self.replication_bytes_out = 0
 
     def _topic(self, topic: str) -> _TopicCounters:
@@ -100,6 +107,10 @@ class TopicStats:
         counters.bytes_in += size
         self.all.messages_in += messages
         self.all.bytes_in += size
+
+    def replicated(self, size: int) -> None:
+        """A follower appended ``size`` bytes fetched from its leader."""
+        self.replication_bytes_in += size
 
     def fetched(
         self, follower: bool, partitions: Sequence[_Topical], results: Sequence[_Sized]
@@ -119,11 +130,12 @@ class TopicStats:
         for gone in [t for t in self.topics if t not in topics]:
             del self.topics[gone]
 
-    def snapshot(self) -> tuple[dict[str, TopicCounts], TopicCounts, int]:
+    def snapshot(self) -> tuple[dict[str, TopicCounts], TopicCounts, tuple[int, int]]:
+        """Per topic, all topics, and replication bytes (in, out)."""
         return (
             {topic: c.copy() for topic, c in self.topics.items()},
             self.all.copy(),
-            self.replication_bytes_out,
+            (self.replication_bytes_in, self.replication_bytes_out),
         )
 
 

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from moldau.metrics.requests import RequestStats
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import is_flexible
 from moldau.protocol.messages import REQUESTS, RESPONSES
-from moldau.protocol.messages.api_versions_response import ApiVersionsResponse
+from moldau.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from moldau.protocol.messages.request_header import RequestHeader
 from moldau.protocol.primitives import INT32, ProtocolDecodeError, encoded_size
+from moldau.server.error_responses import error_response
 from moldau.server.handlers import HANDLERS, advertised_versions
 
 if TYPE_CHECKING:
@@ -42,8 +44,18 @@ class RequestContext:
 
 
 class Dispatcher:
-    def __init__(self, services: Services) -> None:
+    """Dispatches a listener's requests to a handler table (the broker's API modules, or a
+    controller listener's) with the context object those handlers take."""
+
+    def __init__(
+        self,
+        services: Services | Any,
+        handlers: Mapping[int, Any] = HANDLERS,
+        advertised: Callable[[], list[ApiVersion]] = advertised_versions,
+    ) -> None:
         self.services = services
+        self.handlers = handlers
+        self.advertised = advertised
         self.request_stats = RequestStats()
 
     async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
@@ -54,7 +66,7 @@ class Dispatcher:
             log.warning("closing %s:%s: frame too short for a request header", *conn.peer)
             conn.close()
             return None
-        handler = HANDLERS.get(api_key)
+        handler = self.handlers.get(api_key)
         if handler is None:
             log.warning("closing %s:%s: unknown API key %d", *conn.peer, api_key)
             conn.close()
@@ -78,7 +90,12 @@ class Dispatcher:
             return None
         self.request_stats.identify(api_key, version, request, len(frame))
         ctx = RequestContext(api_key, version, correlation_id, header.client_id, conn.peer[0], conn)
-        response = await handler.handle(self.services, ctx, request)
+        try:
+            response = await handler.handle(self.services, ctx, request)
+        except KafkaError as e:
+            # The handler could not answer (e.g. no active controller): say so, in shape.
+            log.info("%s v%d failed: %s", ApiKey(api_key).name, version, e)
+            response = error_response(api_key, request, e.code, str(e))
         if response is None:
             return None
         return frame_response(api_key, version, correlation_id, response)
@@ -89,7 +106,7 @@ class Dispatcher:
         if api_key == ApiKey.API_VERSIONS:
             # A client newer than us: answer in v0, which every client can read (KIP-511).
             response = ApiVersionsResponse(
-                error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=advertised_versions()
+                error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.advertised()
             )
             return frame_response(api_key, 0, correlation_id, response)
         log.warning(

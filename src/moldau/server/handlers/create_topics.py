@@ -12,6 +12,7 @@ from moldau.protocol.messages.create_topics_response import (
     CreatableTopicResult,
     CreateTopicsResponse,
 )
+from moldau.server.capacity import capacity_error, local_share
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -35,7 +36,24 @@ async def handle(
         for t in topics
         if is_internal(t.name or "")
     ]
-    request.topics = [t for t in topics if not is_internal(t.name or "")]
+    default_partitions = services.config.int("num.partitions")
+    default_factor = services.config.int("default.replication.factor")
+    accepted = []
+    for t in topics:
+        if is_internal(t.name or ""):
+            continue
+        partitions = len(t.assignments) or (
+            default_partitions if t.num_partitions == -1 else t.num_partitions
+        )
+        factor = default_factor if t.replication_factor == -1 else t.replication_factor
+        error = capacity_error(services, local_share(services, partitions, factor))
+        if error is None:
+            accepted.append(t)
+        else:  # this broker could not hold it: the controller never hears of it
+            refused.append(
+                CreatableTopicResult(name=t.name, error_code=error.code, error_message=str(error))
+            )
+    request.topics = accepted
     response: CreateTopicsResponse = await services.controller.call(
         API_KEY, ctx.api_version, request
     )
