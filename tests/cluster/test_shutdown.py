@@ -95,6 +95,23 @@ def test_sigterm_moves_leaderships_before_the_node_exits(
     assert {(r.partition, r.offset, r.value) for r in consumed} >= set(producer.acked)
 
 
+def test_sigterm_of_the_active_controller_hands_the_quorum_over(new_cluster: NewCluster) -> None:
+    """The leader resigns (EndQuorumEpoch): the others elect a successor at once instead of
+    after controller.quorum.fetch.timeout.ms (set long here to tell the two apart)."""
+    cluster = new_cluster(controller_quorum_fetch_timeout_ms=10_000)
+    before = cluster.describe()["quorum"]
+    controller = before["leader"]
+    cluster.stop(controller)
+    exited = time.monotonic()
+    quorum = cluster.wait_until(
+        lambda: (q := cluster.describe()["quorum"]).get("leader", -1) not in (-1, controller) and q,
+        timeout=30,
+    )
+    assert quorum["epoch"] > before["epoch"]
+    assert time.monotonic() - exited < 5, "a successor without waiting for the fetch timeout"
+    cluster.create_topic("after-handover", replication_factor=2)  # the new controller decides
+
+
 def test_a_whole_cluster_stops_cleanly_at_once(new_cluster: NewCluster, topic: str) -> None:
     cluster = new_cluster(broker_session_timeout_ms=SESSION_TIMEOUT_MS)
     cluster.create_topic(topic, partitions=3)
