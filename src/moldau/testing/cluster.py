@@ -54,7 +54,9 @@ class ClusterProcess(ClientHelpers):
         *,
         data_dir: Path | str | None = None,
         startup_timeout: float = STARTUP_TIMEOUT_S,
+        metrics: bool = False,
     ) -> None:
+        """``metrics`` serves each node's Prometheus metrics (:meth:`metrics_url`)."""
         from moldau.cli.cluster import LocalCluster
 
         rack_list = list(racks) if racks is not None else None
@@ -66,7 +68,9 @@ class ClusterProcess(ClientHelpers):
             data_dir = self._tmp.name
         self.data_dir = Path(data_dir)
         overrides = {k: str(v) for k, v in (configs or {}).items()}
-        self.layout = LocalCluster(nodes, self.data_dir, racks=rack_list, overrides=overrides)
+        self.layout = LocalCluster(
+            nodes, self.data_dir, racks=rack_list, metrics=metrics, overrides=overrides
+        )
         self.startup_timeout = startup_timeout
         self.nodes: dict[int, BrokerProcess] = {}
         self.paused: set[int] = set()
@@ -99,6 +103,15 @@ class ClusterProcess(ClientHelpers):
     def node_id(self, ref: NodeRef) -> int:
         node = self.node(ref)
         return next(i for i, n in self.nodes.items() if n is node)
+
+    def metrics_url(self, ref: NodeRef) -> str:
+        """Where a node serves its metrics (a cluster started with ``metrics=True``)."""
+        from moldau import metrics
+
+        port = self.layout.nodes[self.node_id(ref) - 1].metrics_port
+        if port is None:
+            raise RuntimeError("the cluster was started without metrics=True")
+        return metrics.url("127.0.0.1", port)
 
     def running(self) -> list[int]:
         """Ids of the nodes whose process is running (paused ones included)."""
