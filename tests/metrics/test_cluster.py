@@ -5,7 +5,12 @@ and its return as ISR expansions."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -148,3 +153,40 @@ def test_a_lost_follower_shrinks_the_isr_and_its_return_expands_it(
         timeout=90,
     )
     assert total(scrape(cluster, others), RM + "isrexpands_total") > expands_before
+
+
+def test_cluster_up_serves_and_prints_the_metrics_urls(tmp_path: Path):
+    up = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "cluster", "up", "--nodes", "1", "--dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    try:
+        assert up.stdout is not None
+        urls = []
+        for line in up.stdout:  # the URLs come before "press Ctrl-C to stop"
+            if line.startswith("metrics: "):
+                urls.append(line.split()[1])
+            if "Ctrl-C" in line:
+                break
+        assert len(urls) == 1
+
+        def agreed() -> bool:  # the nodes' collectors serve once each node has started
+            samples = [Samples.scrape(url) for url in urls]
+            leaders = {
+                s.values.get(("kafka_server_raft_metrics_current_leader", frozenset()))
+                for s in samples
+            }
+            return leaders == {1.0} and total(samples, ACTIVE) == 1
+
+        ClusterProcess.wait_until(agreed, timeout=60)
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()
+    assert up.returncode == 0

@@ -191,7 +191,9 @@ def up(
     data_dir: Annotated[
         Path | None, typer.Option("--dir", help="Data directory (default: a temporary one).")
     ] = None,
-    metrics: Annotated[bool, typer.Option(help="Serve Prometheus metrics on each node.")] = False,
+    metrics: Annotated[
+        bool, typer.Option(help="Serve Prometheus metrics on each node (URLs printed).")
+    ] = True,
     override: Annotated[
         list[str] | None, typer.Option("--override", "-o", help="key=value for every node.")
     ] = None,
