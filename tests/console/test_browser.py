@@ -109,6 +109,9 @@ def test_pages_render_cluster_facts(page: Page, console: Console, broker, admin:
     [row] = cells(page, "#brokers tbody tr")
     assert row[:3] == [str(cluster.nodes[0].id), broker.host, str(broker.port)]
     assert row[-1] == "controller"
+    # A single node is a KRaft quorum of one.
+    [voter] = cells(page, "#quorum tbody tr")
+    assert voter[:2] == [str(cluster.controller.id), "leader"] and voter[3] == "0"
 
     page.goto(console.page_url("/topics"))
     row = page.locator("#topic-table tr[data-topic='render-topic'] td")

@@ -8,6 +8,7 @@ Kafka's own (`NAME: message`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -39,6 +40,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from moldau.cli.cluster import describe_cluster
 from moldau.cli.common import describe_error
 from moldau.console.model import (
     BrokerInfo,
@@ -48,6 +50,7 @@ from moldau.console.model import (
     MemberInfo,
     Overview,
     PartitionInfo,
+    QuorumInfo,
     Record,
     TopicInfo,
     reset_target,
@@ -161,7 +164,21 @@ class Cluster:
             topics=tuple(self._topics(meta)),
             group_count=len(self._group_listing()),
             version=version,
+            quorum=self.quorum(),
         )
+
+    def quorum(self) -> QuorumInfo | None:
+        """The controller quorum (DescribeQuorum, which librdkafka lacks: Moldau's own
+        client asks, on plaintext connections only). None where the cluster does not say:
+        ZooKeeper-era Kafka, a Moldau node without a quorum, TLS/SASL settings."""
+        if self._user.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+            return None
+        try:
+            described = asyncio.run(describe_cluster(self.bootstrap, int(REQUEST_TIMEOUT_S * 1000)))
+        except Exception as exc:  # an old or foreign broker may refuse the request
+            _log.info("no quorum description from %s: %s", self.bootstrap, exc)
+            return None
+        return QuorumInfo.from_described(described.get("quorum", {}))
 
     def topics(self) -> list[TopicInfo]:
         return self._topics(self._metadata())

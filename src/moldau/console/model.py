@@ -6,7 +6,9 @@ are computed in one place and unit-testable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,37 @@ class TopicInfo:
 
 
 @dataclass(frozen=True)
+class QuorumVoter:
+    id: int
+    log_end_offset: int
+    lag: int  # offsets behind the quorum's high watermark
+
+
+@dataclass(frozen=True)
+class QuorumInfo:
+    """The KRaft controller quorum as DescribeQuorum reports it."""
+
+    leader: int  # -1: none
+    epoch: int
+    high_watermark: int
+    voters: tuple[QuorumVoter, ...]
+    observers: tuple[QuorumVoter, ...]
+
+    @classmethod
+    def from_described(cls, quorum: Mapping[str, Any]) -> QuorumInfo | None:
+        """From ``moldau cluster describe``'s ``quorum`` (None if the cluster did not say)."""
+        if "error" in quorum or "leader" not in quorum:
+            return None
+        return cls(
+            quorum["leader"],
+            quorum["epoch"],
+            quorum["high_watermark"],
+            tuple(QuorumVoter(**r) for r in quorum["voters"]),
+            tuple(QuorumVoter(**r) for r in quorum["observers"]),
+        )
+
+
+@dataclass(frozen=True)
 class Overview:
     cluster_id: str | None
     controller_id: int | None
@@ -83,6 +116,7 @@ class Overview:
     topics: tuple[TopicInfo, ...]
     group_count: int
     version: str | None  # from the metrics endpoint, when it says
+    quorum: QuorumInfo | None = None  # a KRaft cluster's controller quorum
 
     @property
     def partition_count(self) -> int:
