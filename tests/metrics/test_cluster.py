@@ -24,7 +24,8 @@ TOPIC, PARTITIONS, RECORDS = "replicated", 3, 300
 COMMITS = {0: 10, 1: 20, 2: 30}
 OFFSETS_PARTITIONS = 3
 RM = "kafka_server_replicamanager_"
-ACTIVE = "kafka_controller_kafkacontroller_activecontrollercount"
+CONTROLLER = "kafka_controller_kafkacontroller_"
+ACTIVE = CONTROLLER + "activecontrollercount"
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +94,10 @@ def test_cluster_wide_sums_match_the_workload(cluster: ClusterProcess, workload:
 
     assert total(samples, RM + "leadercount") == partitions
     # Only the active controller reports the cluster's partitions.
-    assert total(samples, "kafka_controller_kafkacontroller_globalpartitioncount") == partitions
-    assert total(samples, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert total(samples, CONTROLLER + "globalpartitioncount") == partitions
+    assert total(samples, CONTROLLER + "offlinepartitionscount") == 0
+    assert total(samples, CONTROLLER + "activebrokercount") == 3
+    assert total(samples, CONTROLLER + "fencedbrokercount") == 0
     messages = "kafka_server_brokertopicmetrics_messagesin_total"
     assert total(samples, messages, topic=TOPIC) == RECORDS
     bytes_in = total(samples, "kafka_server_brokertopicmetrics_bytesin_total", topic=TOPIC)
@@ -137,10 +140,16 @@ def test_a_lost_follower_shrinks_the_isr_and_its_return_expands_it(
         ),
         timeout=60,
     )
-    assert (
-        total(scrape(cluster, others), "kafka_controller_kafkacontroller_offlinepartitionscount")
-        == 0
+    # The active controller fences the silent broker after its session timeout.
+    cluster.wait_until(
+        lambda: (
+            (s := scrape(cluster, others))
+            and total(s, CONTROLLER + "fencedbrokercount") == 1
+            and total(s, CONTROLLER + "activebrokercount") == 2
+        ),
+        timeout=60,
     )
+    assert total(scrape(cluster, others), CONTROLLER + "offlinepartitionscount") == 0
     expands_before = total(scrape(cluster, others), RM + "isrexpands_total")
 
     cluster.start_node(victim)
