@@ -1,5 +1,5 @@
-"""Screenshots of the console's main pages for docs/console/: a broker with demo traffic,
-the console, Chromium. Run from the repository root: `python -m tests.console.screenshots`."""
+"""Screenshots of the console's main pages for docs/console/: a three-node cluster (two
+racks, every node's metrics) with demo traffic, the console, Chromium. Run from the repository root: `python -m tests.console.screenshots`."""
 
 from __future__ import annotations
 
@@ -16,13 +16,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from playwright.sync_api import sync_playwright
 
-from tests.console.conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    BrokerProcess,
-    start_console,
-    stop_console,
-)
+from moldau.testing import ClusterProcess
+from moldau.testing.process import TEST_DEFAULTS
+from tests.console.conftest import CHROMIUM, CHROMIUM_ARGS, start_console, stop_console
 
 PAGES = {
     "overview": "/",
@@ -92,21 +88,27 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as data:
-        overrides = {"num.partitions": "3", "group.initial.rebalance.delay.ms": "0"}
-        with BrokerProcess(Path(data), overrides) as broker:
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        configs = {**TEST_DEFAULTS, "num.partitions": "3"}
+        with ClusterProcess(
+            3, ["r1", "r1", "r2"], configs, data_dir=Path(data), metrics=True
+        ) as cluster:
+            bootstrap = cluster.bootstrap_servers
+            admin = AdminClient({"bootstrap.servers": bootstrap})
             topics = [
-                NewTopic("orders", 6, 1, config={"retention.ms": "604800000"}),
-                NewTopic("payments", 3, 1, config={"cleanup.policy": "compact"}),
-                NewTopic("audit-log", 1, 1),
+                NewTopic("orders", 6, 3, config={"retention.ms": "604800000"}),
+                NewTopic("payments", 3, 3, config={"cleanup.policy": "compact"}),
+                NewTopic("audit-log", 1, 3),
             ]
             for future in admin.create_topics(topics).values():
                 future.result()
-            console = start_console(broker.bootstrap, "--sample-interval", "1")
+            endpoints = [
+                a for i in sorted(cluster.nodes) for a in ("--metrics", cluster.metrics_url(i))
+            ]
+            console = start_console(bootstrap, "--sample-interval", "1", *endpoints)
             stop = threading.Event()
             workers = [
-                threading.Thread(target=traffic, args=(broker.bootstrap, stop)),
-                threading.Thread(target=slow_consumer, args=(broker.bootstrap, stop)),
+                threading.Thread(target=traffic, args=(bootstrap, stop)),
+                threading.Thread(target=slow_consumer, args=(bootstrap, stop)),
             ]
             try:
                 for worker in workers:
