@@ -21,7 +21,7 @@ from moldau.console.metrics import (
     PARTITION_OFFSET,
     Scrape,
 )
-from moldau.console.model import GroupInfo, GroupOffset, reset_target
+from moldau.console.model import GroupInfo, GroupOffset, QuorumInfo, QuorumVoter, reset_target
 from moldau.console.render import parse_timestamp, show, size, timestamp
 from moldau.console.series import History, Rates
 
@@ -259,3 +259,22 @@ def test_line_chart_width_is_clamped_to_a_sane_range():
     assert 'viewBox="0 0 1000 220"' in str(line_chart(points, width=1000).svg)
     assert 'viewBox="0 0 300 220"' in str(line_chart(points, width=10).svg)
     assert 'viewBox="0 0 1600 220"' in str(line_chart({}, width=10**6).svg)
+
+
+def test_quorum_from_a_cluster_description():
+    described = {
+        "leader": 2,
+        "epoch": 5,
+        "high_watermark": 40,
+        "voters": [
+            {"id": 1, "log_end_offset": 38, "lag": 2},
+            {"id": 2, "log_end_offset": 40, "lag": 0},
+        ],
+        "observers": [{"id": 7, "log_end_offset": 40, "lag": 0}],
+    }
+    quorum = QuorumInfo.from_described(described)
+    assert quorum == QuorumInfo(
+        2, 5, 40, (QuorumVoter(1, 38, 2), QuorumVoter(2, 40, 0)), (QuorumVoter(7, 40, 0),)
+    )
+    assert QuorumInfo.from_described({"error": 35}) is None  # UNSUPPORTED_VERSION
+    assert QuorumInfo.from_described({}) is None

@@ -361,3 +361,38 @@ def test_launcher_helpers():
     assert metrics.served_url("listening on 127.0.0.1:9092") is None
     with pytest.raises(ValueError):
         metrics.overrides(0)
+
+
+def test_a_controller_only_node_serves_its_requests_and_connections():
+    """No broker parts (process.roles=controller): the broker's families are zeros, the
+    requests of every dispatcher are summed, as Kafka's are per process."""
+    a, b = RequestStats(), RequestStats()
+
+    async def serve(stats: RequestStats, requests: int) -> None:  # as a connection's task
+        timer = RequestTimer()
+        for _ in range(requests):
+            timer.start(time.monotonic())
+            stats.identify(ApiKey.API_VERSIONS, 3, None, 40)
+            timer.handler_done()
+            timer.response_sent()
+
+    asyncio.run(serve(a, 2))
+    asyncio.run(serve(b, 3))
+    take = SnapshotTaker(
+        NodeParts(
+            node_id=3000,
+            broker=None,
+            controller=lambda: None,
+            raft=None,
+            requests=lambda: [a, b],
+            connections=lambda: {"CONTROLLER": 4},
+            loop_lag=Histogram([0.01]),
+        )
+    )
+    s = render(take())
+    assert s.requests("ApiVersions") == 5
+    assert (
+        s.value("kafka_server_socket_server_metrics_connection_count", listener="CONTROLLER") == 4
+    )
+    assert s.value(RM + "partitioncount") == 0
+    assert s.value("kafka_controller_kafkacontroller_activecontrollercount") == 0
