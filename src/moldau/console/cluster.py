@@ -153,6 +153,11 @@ class Cluster:
             nodes = [(b.id, b.host, b.port, None) for b in meta.brokers.values()]
             controller = meta.controller_id if meta.controller_id >= 0 else None
             cluster_id = meta.cluster_id
+        # A KRaft broker names itself or a random broker as the "controller" (clients cannot
+        # reach controllers): where the quorum says, its leader is the active controller.
+        quorum = self.quorum()
+        if quorum is not None and quorum.leader >= 0:
+            controller = quorum.leader
         brokers = tuple(
             BrokerInfo(i, host, port, rack, i == controller)
             for i, host, port, rack in sorted(nodes)
@@ -164,7 +169,7 @@ class Cluster:
             topics=tuple(self._topics(meta)),
             group_count=len(self._group_listing()),
             version=version,
-            quorum=self.quorum(),
+            quorum=quorum,
         )
 
     def quorum(self) -> QuorumInfo | None:
