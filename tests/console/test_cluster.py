@@ -74,7 +74,9 @@ def test_a_lost_follower_shows_as_under_replicated(
             lambda: all(victim not in p["isr"] for p in cluster.describe()["topics"][TOPIC]),
             timeout=60,
         )
-        page.goto(cluster_console.page_url(f"/topics/{TOPIC}"))
+        # The first ListOffsets after the loss may wait out librdkafka's request timeout
+        # (15 s) on the dead leader before it finds the new one.
+        page.goto(cluster_console.page_url(f"/topics/{TOPIC}"), timeout=60_000)
         for row in cells(page, "#partitions tbody tr"):
             assert str(victim) in row[2].split(", ")  # still a replica
             assert str(victim) not in row[3].split(", ")  # not in sync
