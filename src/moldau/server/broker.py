@@ -210,6 +210,7 @@ class Broker:
         self.lifecycle.close()
         self.fetchers.close()
         self.isr_changes.close()
+        self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
 
