@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from moldau.console.metrics import Scrape
 from moldau.testing import ClusterProcess
@@ -67,10 +67,17 @@ def workload(cluster: ClusterProcess) -> dict[int, int]:
             "enable.auto.commit": False,
         }
     )
+    offsets = [TopicPartition(TOPIC, p, o) for p, o in COMMITS.items()]
+
+    def committed() -> bool:
+        try:  # the offsets topic and its coordinators may still be coming up
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException:
+            return False
+        return True
+
     try:
-        consumer.commit(
-            offsets=[TopicPartition(TOPIC, p, o) for p, o in COMMITS.items()], asynchronous=False
-        )
+        cluster.wait_until(committed, timeout=60, interval=0.5)
     finally:
         consumer.close()
     return {p: RECORDS // PARTITIONS - o for p, o in COMMITS.items()}
