@@ -9,11 +9,14 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from moldau.server.config import BrokerConfig, ConfigError, Listener
+
+if TYPE_CHECKING:
+    from moldau.security.listeners import ListenerSecurity
 
 log = logging.getLogger("moldau.server")
 
@@ -58,28 +61,38 @@ def _run(config: Path | None, override: list[str]) -> None:
         raise typer.Exit(2) from None
     for key in broker_config.unknown:
         log.warning("unknown configuration '%s' was supplied but is not used", key)
+    from moldau.security.listeners import SecurityConfigError, listener_security
+
+    try:
+        security = {li.name: listener_security(broker_config, li.name) for li in broker_config.listeners}
+    except SecurityConfigError as e:
+        typer.echo(f"moldau server: invalid configuration: {e}", err=True)
+        raise typer.Exit(2) from None
     try:
         import uvloop
 
-        uvloop.run(_serve(broker_config))
+        uvloop.run(_serve(broker_config, security))
     except OSError as e:
         typer.echo(f"moldau server: {e}", err=True)
         raise typer.Exit(1) from None
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig, security: dict[str, ListenerSecurity]) -> None:
     from moldau.server.broker import Broker
     from moldau.server.dispatch import Dispatcher
     from moldau.server.network import NetworkLimits, start_listener
 
     broker = Broker(config)
     await broker.start()
-    dispatcher = Dispatcher(broker.services)
+    dispatcher = Dispatcher(broker.services, security)
     limits = NetworkLimits.from_config(config)  # one memory pool and quota set for all listeners
     servers = []
     bound: list[Listener] = []
     for listener in config.listeners:
-        srv = await start_listener(listener.host, listener.port, dispatcher, limits, listener.name)
+        tls = security[listener.name].ssl_context
+        srv = await start_listener(
+            listener.host, listener.port, dispatcher, limits, listener.name, tls
+        )
         servers.append(srv)
         host, port = srv.sockets[0].getsockname()[:2]
         bound.append(Listener(listener.name, listener.host or host, port))
@@ -92,7 +105,7 @@ async def _serve(config: BrokerConfig) -> None:
     )
     broker.start_background()
     for b in bound:
-        print(f"listening on {b.host}:{b.port}", flush=True)
+        print(f"listening on {b.host}:{b.port} ({b.name})", flush=True)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -25,6 +25,8 @@ from moldau.metadata.publisher import MetadataPublisher
 from moldau.metadata.topics import OFFSETS_TOPIC
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
+from moldau.security.access import Access
+from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.config import BrokerConfig, Listener
 from moldau.server.controller_channel import LocalControllerChannel
@@ -80,6 +82,10 @@ class Broker:
         self.publisher.add_listener(self.dynamic_config)
         self.publisher.add_listener(self.replica_manager)
         self.publisher.add_listener(self.groups.runtime)
+        self.authorizer = Access.from_config(config)
+        self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
+        self.publisher.add_listener(self.authorizer)
+        self.publisher.add_listener(self.quotas)
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots")
@@ -212,6 +218,8 @@ class Broker:
             groups=self.groups,
             producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions,
+            authorizer=self.authorizer,
+            quotas=self.quotas,
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:

@@ -40,6 +40,15 @@ _MODULES = [
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "describe_client_quotas",
+    "alter_client_quotas",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 ]
 
 

@@ -40,6 +40,6 @@ async def handle(
     response.brokers = [
         DescribeClusterBroker(broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
         for b in image.brokers.values()
-        if not b.fenced and (e := b.endpoint()) is not None
+        if not b.fenced and (e := b.endpoint(ctx.listener)) is not None
     ]
     return response

@@ -35,7 +35,7 @@ def _unavailable(key: str, message: str) -> Coordinator:
     )
 
 
-async def locate(services: Services, key: str, key_type: int) -> Coordinator:
+async def locate(services: Services, key: str, key_type: int, listener: str) -> Coordinator:
     """The leader of the key's ``__consumer_offsets`` partition coordinates the group."""
     if key_type != GROUP_KEY_TYPE:
         # Transactions come with the transaction coordinator (a later issue).
@@ -46,7 +46,7 @@ async def locate(services: Services, key: str, key_type: int) -> Coordinator:
         return _unavailable(key, str(e))
     partition = services.image.partition(OFFSETS_TOPIC, services.groups.partition_for(key))
     broker = services.image.brokers.get(partition.leader) if partition is not None else None
-    endpoint = broker.endpoint() if broker is not None else None
+    endpoint = broker.endpoint(listener) if broker is not None else None
     if broker is None or endpoint is None:
         return _unavailable(key, "The coordinator is not available.")
     return Coordinator(
@@ -64,9 +64,9 @@ async def handle(
     if ctx.api_version >= 4:
         keys = request.coordinator_keys or []
         return FindCoordinatorResponse(
-            coordinators=[await locate(services, k, request.key_type) for k in keys]
+            coordinators=[await locate(services, k, request.key_type, ctx.listener) for k in keys]
         )
-    c = await locate(services, request.key or "", request.key_type)
+    c = await locate(services, request.key or "", request.key_type, ctx.listener)
     return FindCoordinatorResponse(
         error_code=c.error_code,
         error_message=c.error_message,

@@ -52,11 +52,12 @@ def describe_topic(topic: TopicImage, image: MetadataImage) -> MetadataResponseT
     )
 
 
-def brokers(image: MetadataImage) -> list[MetadataResponseBroker]:
+def brokers(image: MetadataImage, listener: str) -> list[MetadataResponseBroker]:
+    """Live brokers' endpoints on the listener the request came in on (as Kafka)."""
     return [
         MetadataResponseBroker(node_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
         for b in image.brokers.values()
-        if not b.fenced and (e := b.endpoint()) is not None
+        if not b.fenced and (e := b.endpoint(listener)) is not None
     ]
 
 
@@ -98,7 +99,7 @@ async def handle(
             )
             topics.append(MetadataResponseTopic(error_code=code, name=name))
     return MetadataResponse(
-        brokers=brokers(image),
+        brokers=brokers(image, ctx.listener),
         cluster_id=image.cluster_id,
         controller_id=services.node_id,
         topics=topics,
