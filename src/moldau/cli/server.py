@@ -105,7 +105,7 @@ async def _serve(config: BrokerConfig, security: dict[str, ListenerSecurity]) ->
     )
     broker.start_background()
     for b in bound:
-        print(f"listening on {b.host}:{b.port} ({b.name})", flush=True)
+        print(f"listening on {b.host}:{b.port}", flush=True)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -102,6 +102,12 @@ class Access:
             ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME, log_denied=log_denied
         )
 
+    def creatable(self, ctx: Caller, names: Iterable[str]) -> set[str]:
+        """Topics the principal may create: CREATE on the cluster, or on the topic."""
+        if self.cluster(ctx, AclOperation.CREATE, log_denied=False):
+            return set(names)
+        return self.allowed_names(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
+
     def idempotent_write(self, ctx: Caller) -> bool:
         """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or
         WRITE on any topic (Kafka 2.8+, KIP-679)."""

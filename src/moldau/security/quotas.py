@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from moldau.metadata.security import QuotaEntity
+from moldau.security.acl import KafkaPrincipal
 
 if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
@@ -100,6 +101,14 @@ class ClientQuotaConfig:
 SensorKey = tuple[str, str, str]  # (quota key, user tag, client-id tag)
 
 
+class QuotaCaller(Protocol):
+    @property
+    def principal(self) -> KafkaPrincipal: ...
+
+    @property
+    def client_id(self) -> str | None: ...
+
+
 class ClientQuotas:
     """The broker's quota sensors; a metadata listener for the configured quotas."""
 
@@ -164,6 +173,12 @@ class ClientQuotas:
         if key == REQUEST:
             throttle = min(throttle, self.config.window_ms)
         return throttle
+
+    def record_request(self, key: str, ctx: QuotaCaller, value: float, now_ms: int) -> int:
+        """:meth:`record` for the caller of a request (its principal's name, client id)."""
+        if key not in self._configured:
+            return 0
+        return self.record(key, ctx.principal.name, ctx.client_id or "", value, now_ms)
 
     def unrecord(self, key: str, user: str, client_id: str, value: float) -> None:
         """Take back a recorded value (a throttled fetch answered empty)."""

@@ -44,7 +44,7 @@ _HEAD = struct.Struct(">hhi")
 
 # Versions from which clients throttle themselves (KIP-219): to older ones the broker
 # holds the response back for the throttle time instead.
-_CLIENT_THROTTLES_FROM = {ApiKey.PRODUCE: 6, ApiKey.FETCH: 8}
+_CLIENT_THROTTLES_FROM: dict[int, int] = {ApiKey.PRODUCE: 6, ApiKey.FETCH: 8}
 
 
 @dataclass(slots=True)
@@ -139,7 +139,8 @@ class Dispatcher:
             self._after_sasl(session, conn)
         if started:
             ctx.throttle_ms = max(ctx.throttle_ms, self._request_throttle(ctx, started))
-        if response is None:
+        if response is None:  # acks=0: no response, but a throttled client is still muted
+            conn.throttle(ctx.throttle_ms)
             return None
         if ctx.throttle_ms:
             await self._throttle(ctx, response)
