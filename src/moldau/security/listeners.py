@@ -5,8 +5,7 @@ SASL_PLAINTEXT, SASL_SSL). Every security key is looked up for a listener first 
 ``listener.name.<listener in lower case>.<key>``, then as ``<key>``; a SASL mechanism's
 JAAS configuration only as ``listener.name.<listener>.<mechanism in lower case>.sasl.jaas.config``
 (as a Kafka broker reads it). :class:`ListenerSecurity` is what connections on one
-listener need; :class:`ClientSecurity` what this node needs to connect to another's
-listener (inter-broker and controller traffic).
+listener need.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from enum import StrEnum
 
 from moldau.security.jaas import JaasConfig, JaasError, parse_jaas
 from moldau.security.scram import MECHANISMS as SCRAM_MECHANISMS
-from moldau.security.tls import PrincipalMapper, TlsConfigError, client_context, server_context
+from moldau.security.tls import PrincipalMapper, TlsConfigError, server_context
 from moldau.server.config import BROKER_KEYS, BrokerConfig
 
 PLAIN = "PLAIN"
@@ -170,40 +169,3 @@ def listener_security(config: BrokerConfig, name: str) -> ListenerSecurity:
         reauth_ms=lc.int("connections.max.reauth.ms"),
         max_receive=lc.int("sasl.server.max.receive.size"),
     )
-
-
-@dataclass(frozen=True)
-class ClientSecurity:
-    """How this node connects to a listener of another: TLS context and SASL login."""
-
-    protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
-    ssl_context: ssl.SSLContext | None = None
-    mechanism: str | None = None
-    username: str = ""
-    password: str = ""
-
-    @classmethod
-    def for_listener(
-        cls, config: BrokerConfig, listener: str, mechanism_key: str
-    ) -> ClientSecurity:
-        """``inter.broker.listener.name`` with ``sasl.mechanism.inter.broker.protocol``, or a
-        controller listener with ``sasl.mechanism.controller.protocol``: the credentials are
-        the ``username``/``password`` of that mechanism's JAAS config on the listener."""
-        protocol = listener_protocol(config, listener)
-        lc = ListenerConfig(config, listener)
-        try:
-            ctx = client_context(lc.get) if protocol.tls else None
-        except TlsConfigError as e:
-            raise SecurityConfigError(f"listener {listener} (as a client): {e}") from None
-        if not protocol.sasl:
-            return cls(protocol, ctx)
-        mechanism = (lc.get(mechanism_key) or "").upper()
-        if mechanism not in SUPPORTED_MECHANISMS:
-            raise SecurityConfigError(f"{mechanism_key}={mechanism} is not supported")
-        jaas = lc.jaas(mechanism)
-        if jaas is None or "username" not in jaas.options or "password" not in jaas.options:
-            raise SecurityConfigError(
-                f"{lc.prefix}{mechanism.lower()}.sasl.jaas.config must give this node's "
-                'username="..." and password="..." for connections to listener ' + listener
-            )
-        return cls(protocol, ctx, mechanism, jaas.options["username"], jaas.options["password"])

@@ -10,8 +10,9 @@ H(HMAC(SaltedPassword, "Client Key")) and ServerKey = HMAC(SaltedPassword, "Serv
     client-final  c=biws,r=<nonce>,p=<base64 ClientKey XOR HMAC(StoredKey, AuthMessage)>
     server-final  v=<base64 HMAC(ServerKey, AuthMessage)>
 
-The server checks the channel-binding header, that the nonce it gets back starts with
-the client's and ends with its own, and the proof; anything off fails the exchange.
+The server checks the channel-binding header, that the nonce it gets back ends with the
+one it sent (the client's and its own, as Kafka checks it), and the proof; anything off
+fails the exchange.
 """
 
 from __future__ import annotations
@@ -177,7 +178,9 @@ class ScramServer:
             raise SaslFailure("SCRAM client-final message lacks a proof")
         if attrs.get("c") != _b64(self._gs2_header):
             raise SaslFailure("SCRAM channel binding does not match")
-        if attrs.get("r") != self._nonce:
+        # Kafka checks that the nonce ends with the server's (librdkafka before 2.2 sends
+        # its own nonce twice); the server's random part is what makes it fresh.
+        if not attrs.get("r", "").endswith(self._nonce):
             raise SaslFailure("SCRAM nonce does not match the server's")
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         m, c = self.mechanism, self._credential

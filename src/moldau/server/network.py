@@ -174,8 +174,10 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # Paused whenever anything is buffered: "can write" then means "buffer empty",
-        # which is what sendfile needs to keep the byte order.
-        transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
+        # which is what sendfile needs to keep the byte order. (TLS transports pause at
+        # size >= high, plain ones at size > high: 1 and 0 both mean "anything".)
+        high = 1 if self.tls else 0
+        transport.set_write_buffer_limits(high=high, low=0)  # type: ignore[attr-defined]
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
