@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 )
 
 from moldau.testing import BrokerProcess
+from tests.integration.helpers import confluent_consumer
 from tests.security.certs import Issued, Pki
 
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
@@ -144,6 +145,19 @@ class Login:
                 "sasl.jaas.config": jaas(module, username=self.user, password=self.password),
             }
         return [arg for k, v in props.items() for arg in ("--config", f"{k}={v}")]
+
+
+def watermarks(bootstrap: str, login: Login, topic: str) -> dict[int, tuple[int, int]]:
+    """partition -> (log start, high watermark), asked through ``login``."""
+    consumer = confluent_consumer(bootstrap, **login.librdkafka())
+    try:
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            for p in partitions
+        }
+    finally:
+        consumer.close()
 
 
 def create_scram_users(bootstrap: str, login: dict[str, str], users: dict[str, str]) -> None:

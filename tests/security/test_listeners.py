@@ -10,7 +10,6 @@ import shutil
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -36,7 +35,7 @@ from tests.integration.helpers import (
     produce_kcat,
 )
 from tests.java.client import JavaClient, java_client
-from tests.security.secure import Listeners, Login
+from tests.security.secure import Listeners, Login, watermarks
 
 PARTITIONS = 2
 CASES = [
@@ -62,17 +61,6 @@ def create_topic(broker: Listeners, name: str, partitions: int = PARTITIONS) -> 
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(timeout=30)
 
 
-def ends(bootstrap: str, login: Login, topic: str) -> dict[int, tuple[int, int]]:
-    consumer = confluent_consumer(bootstrap, **login.librdkafka())
-    try:
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            for p in range(PARTITIONS)
-        }
-    finally:
-        consumer.close()
-
-
 def roundtrip(client: str, broker: Listeners, login: Login, topic: str, java: Any) -> None:
     bootstrap = broker.bootstrap(login.listener)
     records = make_records(120, seed=11, text=client == "kcat", headers=client != "kcat")
@@ -80,17 +68,17 @@ def roundtrip(client: str, broker: Listeners, login: Login, topic: str, java: An
     if client == "confluent":
         acked = produce_confluent(bootstrap, topic, records, "lz4", **login.librdkafka())
         consumed = consume_confluent(
-            bootstrap, topic, ends(bootstrap, login, topic), **login.librdkafka()
+            bootstrap, topic, watermarks(bootstrap, login, topic), **login.librdkafka()
         )
     elif client == "kafka-python":
         acked = produce_kafka_python(bootstrap, topic, records, "gzip", **login.kafka_python())
         consumed = consume_kafka_python(
-            bootstrap, topic, ends(bootstrap, login, topic), **login.kafka_python()
+            bootstrap, topic, watermarks(bootstrap, login, topic), **login.kafka_python()
         )
     elif client == "aiokafka":
         acked = produce_aiokafka(bootstrap, topic, records, "none", **login.aiokafka())
         consumed = consume_aiokafka(
-            bootstrap, topic, ends(bootstrap, login, topic), **login.aiokafka()
+            bootstrap, topic, watermarks(bootstrap, login, topic), **login.aiokafka()
         )
     elif client == "kcat":
         records = [dataclasses.replace(r, headers=(KCAT_HEADER,)) for r in records]

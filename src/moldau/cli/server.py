@@ -64,7 +64,9 @@ def _run(config: Path | None, override: list[str]) -> None:
     from moldau.security.listeners import SecurityConfigError, listener_security
 
     try:
-        security = {li.name: listener_security(broker_config, li.name) for li in broker_config.listeners}
+        security = {
+            li.name: listener_security(broker_config, li.name) for li in broker_config.listeners
+        }
     except SecurityConfigError as e:
         typer.echo(f"moldau server: invalid configuration: {e}", err=True)
         raise typer.Exit(2) from None
@@ -91,7 +93,13 @@ async def _serve(config: BrokerConfig, security: dict[str, ListenerSecurity]) ->
     for listener in config.listeners:
         tls = security[listener.name].ssl_context
         srv = await start_listener(
-            listener.host, listener.port, dispatcher, limits, listener.name, tls
+            listener.host,
+            listener.port,
+            dispatcher,
+            limits,
+            listener.name,
+            tls,
+            dispatcher.connection_opened,
         )
         servers.append(srv)
         host, port = srv.sockets[0].getsockname()[:2]

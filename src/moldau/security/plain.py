@@ -45,7 +45,7 @@ class PlainServer:
             or expected is None
         ):
             raise SaslFailure(
-                f"invalid password or unknown user {user!r}",
+                f"Invalid username or password (user {user!r})",
                 "Authentication failed: Invalid username or password",
             )
         self.user, self.complete = user, True

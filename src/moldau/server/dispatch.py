@@ -34,6 +34,8 @@ from moldau.security.session import Session, open_session
 from moldau.server.handlers import HANDLERS, advertised_versions
 
 if TYPE_CHECKING:
+    from moldau.metadata.security import ScramCredential
+    from moldau.security.scram import ScramMechanism
     from moldau.server.network import Connection
     from moldau.server.services import Services
 
@@ -69,18 +71,24 @@ class Dispatcher:
         self.services = services
         self.listeners = dict(listeners or {})
 
+    def connection_opened(self, conn: Connection) -> None:
+        """Give a new connection its session now: a SASL listener bounds even its first
+        frame to ``sasl.server.max.receive.size``."""
+        self._session(conn)
+
     def _session(self, conn: Connection) -> Session:
         if conn.session is None:
-            listener = self.listeners.get(conn.listener) or ListenerSecurity.plaintext(conn.listener)
-            image = lambda: self.services.image.security  # noqa: E731 (read at each login)
-            conn.session = open_session(
-                listener,
-                conn.transport,
-                lambda user, m: image().scram_credential(user, m.type),
-            )
+            listener = self.listeners.get(conn.listener)
+            if listener is None:
+                listener = ListenerSecurity.plaintext(conn.listener)
+            conn.session = open_session(listener, conn.transport, self._scram_credential)
             if not conn.session.authenticated:
                 conn.max_frame = min(conn.max_frame, listener.max_receive)
         return conn.session
+
+    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """Read from the current image at each login: credentials change at run time."""
+        return self.services.image.security.scram_credential(user, mechanism.type)
 
     async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
         session = self._session(conn)

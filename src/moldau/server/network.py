@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Handles one frame; returns the response parts (bytes-likes and sendfile ranges) or None.
 FrameHandler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
+#: Called once a connection is established (its TLS handshake done), before any frame.
+OpenHandler = Callable[["Connection"], None]
 
 _MAX_QUEUED_FRAMES = 64
 #: File ranges go through a TLS transport in reads of at most this much.
@@ -134,8 +136,10 @@ class Connection(asyncio.BufferedProtocol):
         *,
         listener: str = "PLAINTEXT",
         tls: bool = False,
+        on_open: OpenHandler | None = None,
     ) -> None:
         self.handler = handler
+        self.on_open = on_open
         self.limits = limits
         self.pool = limits.pool
         self.on_close = on_close
@@ -178,6 +182,8 @@ class Connection(asyncio.BufferedProtocol):
         # size >= high, plain ones at size > high: 1 and 0 both mean "anything".)
         high = 1 if self.tls else 0
         transport.set_write_buffer_limits(high=high, low=0)  # type: ignore[attr-defined]
+        if self.on_open is not None:
+            self.on_open(self)
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -454,8 +460,10 @@ class Acceptor:
         handler: FrameHandler,
         limits: NetworkLimits,
         ssl_context: ssl.SSLContext | None = None,
+        on_open: OpenHandler | None = None,
     ) -> None:
         self.sockets = [sock]
+        self.on_open = on_open
         self.name = name
         self.handler = handler
         self.limits = limits
@@ -502,7 +510,12 @@ class Acceptor:
 
     async def _start(self, sock: socket.socket, ip: str) -> None:
         conn = Connection(
-            self.handler, self.limits, self._forget, listener=self.name, tls=self.ssl_context is not None
+            self.handler,
+            self.limits,
+            self._forget,
+            listener=self.name,
+            tls=self.ssl_context is not None,
+            on_open=self.on_open,
         )
         self.connections[conn] = ip
         tls: dict[str, Any] = {}
@@ -584,10 +597,11 @@ async def start_listener(
     limits: NetworkLimits,
     name: str = "PLAINTEXT",
     ssl_context: ssl.SSLContext | None = None,
+    on_open: OpenHandler | None = None,
 ) -> Acceptor:
     """Listen on ``host:port`` (all interfaces if empty); ``limits`` is shared by listeners.
-    With ``ssl_context`` every connection is TLS."""
+    With ``ssl_context`` every connection is TLS; ``on_open`` sees each new connection."""
     keep_frame_memory_mapped()
     sock = _bind(host, port)
     sock.setblocking(False)
-    return Acceptor(sock, name, handler, limits, ssl_context)
+    return Acceptor(sock, name, handler, limits, ssl_context, on_open)
