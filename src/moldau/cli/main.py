@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from moldau.cli import acls, groups, perf, spark, topics, users
+from moldau.cli import acls, cluster, groups, perf, spark, storage, topics, users
 from moldau.cli.common import show_client_logs
 from moldau.cli.console import console
 from moldau.cli.consume import consume
@@ -39,5 +39,7 @@ app.add_typer(groups.app, name="groups")
 app.add_typer(spark.app, name="spark")
 app.command("console")(console)
 app.add_typer(perf.app, name="perf")
+app.add_typer(storage.app, name="storage")
+app.add_typer(cluster.app, name="cluster")
 app.add_typer(acls.app, name="acls")
 app.add_typer(users.app, name="users")

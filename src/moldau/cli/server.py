@@ -1,4 +1,4 @@
-"""`moldau server`: run a single-node broker (a controller quorum of one)."""
+"""`moldau server`: run a node (a single-node broker, or a KRaft broker and/or controller)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from moldau.server.config import BrokerConfig, ConfigError, Listener
-
-if TYPE_CHECKING:
-    from moldau.security.listeners import ListenerSecurity
+from moldau.protocol.errors import KafkaError
+from moldau.server.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("moldau.server")
 
@@ -61,68 +59,32 @@ def _run(config: Path | None, override: list[str]) -> None:
         raise typer.Exit(2) from None
     for key in broker_config.unknown:
         log.warning("unknown configuration '%s' was supplied but is not used", key)
-    from moldau.security.listeners import SecurityConfigError, listener_security
+    from moldau.storage.resources import raise_open_files_limit
 
-    try:
-        security = {
-            li.name: listener_security(broker_config, li.name) for li in broker_config.listeners
-        }
-    except SecurityConfigError as e:
-        typer.echo(f"moldau server: invalid configuration: {e}", err=True)
-        raise typer.Exit(2) from None
+    raise_open_files_limit()
     try:
         import uvloop
 
-        uvloop.run(_serve(broker_config, security))
-    except OSError as e:
+        uvloop.run(_serve(broker_config))
+    except ConfigError as e:
+        typer.echo(f"moldau server: invalid configuration: {e}", err=True)
+        raise typer.Exit(2) from None
+    except (OSError, KafkaError) as e:
         typer.echo(f"moldau server: {e}", err=True)
         raise typer.Exit(1) from None
 
 
-async def _serve(config: BrokerConfig, security: dict[str, ListenerSecurity]) -> None:
-    from moldau.server.broker import Broker
-    from moldau.server.dispatch import Dispatcher
-    from moldau.server.network import NetworkLimits, start_listener
+async def _serve(config: BrokerConfig) -> None:
+    from moldau.server.node import Node
 
-    broker = Broker(config)
-    await broker.start()
-    dispatcher = Dispatcher(broker.services, security)
-    limits = NetworkLimits.from_config(config)  # one memory pool and quota set for all listeners
-    servers = []
-    bound: list[Listener] = []
-    for listener in config.listeners:
-        tls = security[listener.name].ssl_context
-        srv = await start_listener(
-            listener.host,
-            listener.port,
-            dispatcher,
-            limits,
-            listener.name,
-            tls,
-            dispatcher.connection_opened,
-        )
-        servers.append(srv)
-        host, port = srv.sockets[0].getsockname()[:2]
-        bound.append(Listener(listener.name, listener.host or host, port))
-    advertised = config.advertised or bound
-    await broker.register(
-        [
-            Listener(a.name, a.host or "127.0.0.1", a.port or b.port)
-            for a, b in zip(advertised, bound, strict=False)
-        ]
-    )
-    broker.start_background()
-    for b in bound:
+    node = Node(config)
+    for b in await node.start():
         print(f"listening on {b.host}:{b.port}", flush=True)
-
-    stop = asyncio.Event()
+    stop = node.failed
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
-    await broker.controlled_shutdown()
-    for srv in servers:
-        srv.close()
-    broker.shutdown()
+    await node.stop()
     print("shut down cleanly: logs flushed, checkpoints written", flush=True)

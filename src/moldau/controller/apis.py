@@ -20,9 +20,11 @@ from moldau.controller.quorum_controller import ControllerResult, QuorumControll
 from moldau.controller.replication_control import PREFERRED, ReplicationControl
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import MetadataRecord
-from moldau.metadata.topics import is_internal, missing_topic, topic_name_error
+from moldau.metadata.topics import METADATA_TOPIC, is_internal, missing_topic, topic_name_error
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from moldau.protocol.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 from moldau.protocol.messages.alter_configs_request import AlterConfigsRequest
 from moldau.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
@@ -44,6 +46,10 @@ from moldau.protocol.messages.delete_topics_response import (
     DeletableTopicResult,
     DeleteTopicsResponse,
 )
+from moldau.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+from moldau.protocol.messages.describe_quorum_response import PartitionData as QuorumPartition
+from moldau.protocol.messages.describe_quorum_response import ReplicaState as QuorumReplicaState
+from moldau.protocol.messages.describe_quorum_response import TopicData as QuorumTopic
 from moldau.protocol.messages.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,
 )
@@ -251,11 +257,40 @@ class ControllerApis:
             )
         return ControllerResult(CreatePartitionsResponse(results=results), records)
 
+    # -- a quorum of one ----------------------------------------------------------------
+    async def describe_quorum(self, version: int, request: Any) -> DescribeQuorumResponse:
+        """DescribeQuorum of a node that is its own quorum: it leads, alone and caught up.
+        (A Raft quorum answers from its Raft state instead.)"""
+        end = self.quorum.committed.offset + 1
+        me = self.decisions.node_id
+        voter = QuorumReplicaState(replica_id=me, log_end_offset=end)
+        partition = QuorumPartition(
+            partition_index=0,
+            leader_id=me,
+            leader_epoch=0,
+            high_watermark=end,
+            current_voters=[voter],
+        )
+        return DescribeQuorumResponse(
+            topics=[QuorumTopic(topic_name=METADATA_TOPIC, partitions=[partition])]
+        )
+
     # -- producer ids ----------------------------------------------------------------
-    async def allocate_producer_ids(self, broker_id: int) -> range:
-        def op(image: MetadataImage) -> ControllerResult[range]:
-            block, outcome = self.decisions.allocate_producer_ids(image)
-            return ControllerResult(block, outcome.records)
+    async def allocate_producer_ids(
+        self, version: int, request: AllocateProducerIdsRequest
+    ) -> AllocateProducerIdsResponse:
+        """A block of producer ids for a broker, recorded so no id is handed out twice."""
+
+        def op(image: MetadataImage) -> ControllerResult[AllocateProducerIdsResponse]:
+            broker = image.brokers.get(request.broker_id)
+            if broker is None or broker.epoch != request.broker_epoch:
+                stale = AllocateProducerIdsResponse(error_code=ErrorCode.STALE_BROKER_EPOCH)
+                return ControllerResult(stale)
+            block, outcome = self.decisions.allocate_producer_ids(image, request.broker_id)
+            response = AllocateProducerIdsResponse(
+                producer_id_start=block.start, producer_id_len=len(block)
+            )
+            return ControllerResult(response, outcome.records)
 
         return await self.quorum.write(op)
 
@@ -359,6 +394,8 @@ ControllerApis.HANDLERS = {
     ApiKey.ELECT_LEADERS: partition_apis.elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: partition_apis.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: partition_apis.list_partition_reassignments,
+    ApiKey.ALLOCATE_PRODUCER_IDS: ControllerApis.allocate_producer_ids,
+    ApiKey.DESCRIBE_QUORUM: ControllerApis.describe_quorum,
     ApiKey.CREATE_TOPICS: ControllerApis.create_topics,
     ApiKey.DELETE_TOPICS: ControllerApis.delete_topics,
     ApiKey.CREATE_PARTITIONS: ControllerApis.create_partitions,

@@ -206,12 +206,18 @@ class Controller:
     def alter_configs_refused(self, resource_type: int) -> Outcome:
         return Outcome(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")
 
-    def allocate_producer_ids(self, image: MetadataImage) -> tuple[range, Outcome]:
+    def allocate_producer_ids(
+        self, image: MetadataImage, broker_id: int | None = None
+    ) -> tuple[range, Outcome]:
         """Reserve a block of producer ids; the record makes the reservation durable."""
         start = image.next_producer_id
         block = range(start, start + PRODUCER_ID_BLOCK)
+        broker = self.node_id if broker_id is None else broker_id
+        epoch = image.brokers[broker].epoch if broker in image.brokers else -1
         return block, Outcome(
-            records=[ProducerIdsRecord(broker_id=self.node_id, next_producer_id=block.stop)]
+            records=[
+                ProducerIdsRecord(broker_id=broker, broker_epoch=epoch, next_producer_id=block.stop)
+            ]
         )
 
 

@@ -63,14 +63,15 @@ class MetadataLog:
                 offset = info.next_offset
 
     def set_commit_callback(self, callback: CommitCallback) -> None:
+        """Who hears of each committed batch (the node fans it out to its controller and
+        its broker's metadata loader)."""
         self._on_commit = callback
 
     def append(self, records: Sequence[MetadataRecord]) -> int:
         """Append one batch holding ``records``, fsync it, announce the commit."""
         batch = bytearray(build_batch([encode_record(r) for r in records]))
-        result = self.log.append(batch, scan_batches(batch, strict=False))
+        result = self.log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
         self.log.flush()
-        self.log.high_watermark = self.log.log_end_offset
         self._on_commit(records, result.last_offset)
         return result.last_offset
 

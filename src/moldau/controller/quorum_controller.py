@@ -36,10 +36,8 @@ class ControllerResult(Generic[T]):
 
 
 class MetadataLogWriter(Protocol):
-    """Where metadata goes (the local log of a quorum of one, or Raft). It hands every
-    committed batch, in log order, to the callback the controller registers."""
-
-    def set_commit_callback(self, callback: CommitListener) -> None: ...
+    """Where metadata goes: the local log of a quorum of one, or Raft. Whoever owns it
+    hands every committed batch, in log order, to :meth:`QuorumController.handle_commit`."""
 
     def append(self, records: Sequence[MetadataRecord]) -> int:
         """Append one batch; returns its last offset. Raises OSError/KafkaError."""
@@ -51,13 +49,15 @@ class MetadataLogWriter(Protocol):
 
 
 class QuorumController:
-    def __init__(self, log_writer: MetadataLogWriter, image: MetadataImage) -> None:
+    def __init__(
+        self, log_writer: MetadataLogWriter, image: MetadataImage, *, active: bool = True
+    ) -> None:
         self.log_writer = log_writer
         self.latest = image  # includes appended, uncommitted records
         self.committed = image
+        self.active = active  # leads the quorum: a quorum of one always does
         self._lock = asyncio.Lock()
         self._listeners: list[CommitListener] = []
-        log_writer.set_commit_callback(self._handle_commit)
 
     def add_commit_listener(self, listener: CommitListener) -> None:
         """Called with every committed batch, in log order (the metadata loader)."""
@@ -66,6 +66,8 @@ class QuorumController:
     async def write(self, op: Callable[[MetadataImage], ControllerResult[T]]) -> T:
         """Run ``op`` against the latest state, append its records, answer on commit."""
         async with self._lock:
+            if not self.active:
+                raise KafkaError("this node is not the active controller", ErrorCode.NOT_CONTROLLER)
             result = op(self.latest)
             if not result.records:
                 return result.response
@@ -80,9 +82,25 @@ class QuorumController:
         await self.log_writer.wait_committed(offset)
         return result.response
 
-    def _handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
+    def handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
+        """A batch the quorum committed, in log order."""
         if offset <= self.committed.offset:
             return
         self.committed = self.committed.apply(records, offset)
+        if not self.active:
+            self.latest = self.committed
         for listener in self._listeners:
             listener(records, offset)
+
+    def load_snapshot(self, image: MetadataImage) -> None:
+        self.committed = self.latest = image
+
+    def activate(self) -> None:
+        """This node leads the quorum now (its committed state is the whole log)."""
+        self.latest = self.committed
+        self.active = True
+
+    def deactivate(self) -> None:
+        """Another node leads: what was appended but not committed is not ours to decide."""
+        self.active = False
+        self.latest = self.committed

@@ -191,6 +191,8 @@ class MetadataDelta:
                     rec.leader,
                     rec.leader_epoch,
                     rec.partition_epoch,
+                    tuple(rec.removing_replicas),
+                    tuple(rec.adding_replicas),
                 )
         elif isinstance(rec, PartitionChangeRecord):
             name = self.topic_name(rec.topic_id)

@@ -33,3 +33,7 @@ class MetadataLoader:
         image = self.publisher.image
         if offset > image.offset:
             self.publisher.publish(image.apply(records, offset))
+
+    def load_snapshot(self, image: MetadataImage) -> None:
+        """A snapshot replaces everything this node knew (it was far behind, or new)."""
+        self.publisher.publish(image)

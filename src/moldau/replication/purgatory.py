@@ -38,6 +38,7 @@ class Purgatory:
         keys = list(keys)
         for key in keys:
             self._watchers.setdefault(key, set()).add(fut)
+
         def expire() -> None:
             if not fut.done():
                 fut.set_result(False)

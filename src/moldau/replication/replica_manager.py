@@ -28,7 +28,7 @@ from moldau.metadata.topics import is_internal
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
-from moldau.replication.partition import Partition
+from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log, LogReadResult
@@ -89,6 +89,7 @@ class FetchRequestPartition:
     max_bytes: int
     current_leader_epoch: int = -1
     log_start_offset: int = -1  # a follower's
+    last_fetched_epoch: int = -1  # a follower's: the epoch of its last batch (KIP-320)
 
 
 @dataclass(slots=True)
@@ -98,10 +99,20 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: LogReadResult | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate there
 
     @property
     def size(self) -> int:
         return self.records.size if self.records is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerPosition:
+    leader: int
+    leader_epoch: int
+    fetch_offset: int  # the follower's log end offset
+    last_fetched_epoch: int
+    log_start_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +141,11 @@ class ReplicaManager:
         self.purgatory = Purgatory(scheduler)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
+        # Where ISR changes go (the AlterPartition manager); a single broker has none.
+        self.propose_isr_change: Callable[[TopicPartition, IsrProposal], None] = _no_isr_changes
+        # Where each partition's HW was at the last checkpoint: a restarted replica starts
+        # from it (capped by its log), never from its log end.
+        self._checkpointed_hw = log_manager.read_replication_checkpoint()
 
     # -- metadata ------------------------------------------------------------------
     def on_metadata_update(
@@ -144,13 +160,13 @@ class ReplicaManager:
             if hosted is not None:
                 partition, replica_log = hosted
                 partition.make_leader(part, replica_log.log_end_offset, now)
-                self._high_watermark_changed(tp, partition, replica_log)
+                self._high_watermark_changed(tp)
         for tp, part in changes.followers.items():
             hosted = self._host(tp)
             if hosted is not None:
                 partition, replica_log = hosted
                 partition.make_follower(part, replica_log.log_end_offset)
-                self._high_watermark_changed(tp, partition, replica_log)
+                self._high_watermark_changed(tp)
         for topic in changes.config_changed:
             self.log_manager.update_config(topic, self._config_for(topic))
 
@@ -164,12 +180,13 @@ class ReplicaManager:
         self._offline.discard(tp)
         partition = self._partitions.get(tp)
         if partition is None:
+            hw = min(self._checkpointed_hw.get(tp, 0), replica_log.log_end_offset)
             partition = self._partitions[tp] = Partition(
                 tp[0],
                 tp[1],
                 self.node_id,
                 self.config.replica_lag_time_max_ms,
-                high_watermark=replica_log.high_watermark,
+                high_watermark=max(hw, replica_log.log_start_offset),
             )
         return partition, replica_log
 
@@ -257,7 +274,9 @@ class ReplicaManager:
                 raise KafkaError(
                     "zstd needs produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
                 )
-            appended = replica_log.append(records, infos, leader_epoch=partition.leader_epoch)
+            appended = replica_log.append_as_leader(
+                records, infos, leader_epoch=partition.leader_epoch
+            )
         except KafkaError as e:
             return AppendResult(e.code, str(e))
         except OSError as e:
@@ -267,7 +286,7 @@ class ReplicaManager:
         if partition.maybe_increment_high_watermark(
             replica_log.log_end_offset, self.clock.now_ms()
         ):
-            self._high_watermark_changed(tp, partition, replica_log)
+            self._high_watermark_changed(tp)
         return AppendResult(
             base_offset=appended.base_offset,
             last_offset=appended.last_offset,
@@ -384,6 +403,16 @@ class ReplicaManager:
         if params.from_follower:
             if not partition.is_known_replica(params.replica_id):
                 return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            diverging = _divergence(replica_log, p, partition.high_watermark)
+            if diverging is not None:
+                # The follower's log went its own way after this point (it led an older
+                # epoch): it truncates there before fetching (KIP-320, WE-11).
+                return FetchResult(
+                    high_watermark=partition.high_watermark,
+                    last_stable_offset=partition.high_watermark,
+                    log_start_offset=replica_log.log_start_offset,
+                    diverging_epoch=diverging,
+                )
             # A follower's fetch offset is its log end offset: it may move the HW.
             if partition.update_follower_fetch(
                 params.replica_id,
@@ -392,7 +421,10 @@ class ReplicaManager:
                 replica_log.log_end_offset,
                 self.clock.now_ms(),
             ):
-                self._high_watermark_changed(tp, partition, replica_log)
+                self._high_watermark_changed(tp)
+            proposal = partition.isr_expansion(params.replica_id)
+            if proposal is not None:
+                self.propose_isr_change(tp, proposal)
         limit = replica_log.log_end_offset if params.from_follower else partition.high_watermark
         out = FetchResult(
             high_watermark=partition.high_watermark,
@@ -411,6 +443,79 @@ class ReplicaManager:
         except KafkaError as e:
             out.error = e.code
         return out
+
+    # -- ISR -------------------------------------------------------------------------
+    def maybe_shrink_isr(self) -> None:
+        """Propose dropping followers that have not caught up for replica.lag.time.max.ms
+        (run every half of it)."""
+        now = self.clock.now_ms()
+        for tp, partition in self._partitions.items():
+            replica_log = self.log_manager.get_log(*tp)
+            if not partition.is_leader or replica_log is None:
+                continue
+            proposal = partition.isr_shrink(replica_log.log_end_offset, now)
+            if proposal is not None:
+                self.propose_isr_change(tp, proposal)
+
+    def isr_change_failed(self, tp: TopicPartition) -> None:
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            partition.isr_change_failed()
+
+    # -- follower side -------------------------------------------------------------
+    def follower_position(self, tp: TopicPartition) -> FollowerPosition | None:
+        """Where this follower fetches ``tp`` from (None: it does not follow it now)."""
+        partition = self._partitions.get(tp)
+        replica_log = self.log_manager.get_log(*tp)
+        if partition is None or replica_log is None or partition.role is not Role.FOLLOWER:
+            return None
+        latest = replica_log.epoch_cache.latest_epoch
+        return FollowerPosition(
+            leader=partition.leader,
+            leader_epoch=partition.leader_epoch,
+            fetch_offset=replica_log.log_end_offset,
+            last_fetched_epoch=-1 if latest is None else latest,
+            log_start_offset=replica_log.log_start_offset,
+        )
+
+    def append_as_follower(
+        self, tp: TopicPartition, records: Writable | bytes, high_watermark: int
+    ) -> int:
+        """Write batches fetched from the leader verbatim (its offsets and epochs) and take
+        its HW; returns this replica's new log end offset. Raises KafkaError."""
+        partition = self._partitions.get(tp)
+        replica_log = self.log_manager.get_log(*tp)
+        if partition is None or replica_log is None or partition.role is not Role.FOLLOWER:
+            raise KafkaError(
+                f"{tp[0]}-{tp[1]} is not followed here", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        if records:
+            view = memoryview(records)
+            try:
+                replica_log.append_as_follower(view, scan_batches(view, strict=False))
+            except OSError as e:
+                raise KafkaError(
+                    f"follower append failed: {e.strerror}", ErrorCode.KAFKA_STORAGE_ERROR
+                ) from e
+        leo = replica_log.log_end_offset
+        if partition.follower_update_high_watermark(high_watermark, leo):
+            self._high_watermark_changed(tp)
+        return leo
+
+    def truncate(self, tp: TopicPartition, offset: int, *, fully: bool = False) -> None:
+        """A follower cuts its log at ``offset`` (diverged), or restarts it there
+        (``fully``: it fell below the leader's log start)."""
+        replica_log = self.log_manager.get_log(*tp)
+        partition = self._partitions.get(tp)
+        if replica_log is None or partition is None:
+            return
+        if fully:
+            replica_log.truncate_fully_and_start_at(offset)
+            partition.high_watermark = offset
+        else:
+            replica_log.truncate_to(offset)
+            partition.high_watermark = min(partition.high_watermark, replica_log.log_end_offset)
+        log.info("%s-%d: truncated to %d", *tp, offset)
 
     # -- offsets -------------------------------------------------------------------
     def offset_for_timestamp(
@@ -450,26 +555,57 @@ class ReplicaManager:
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords on the leader: (error, new low watermark)."""
         try:
-            _, replica_log = self._leader(tp)
+            partition, replica_log = self._leader(tp)
             if is_internal(tp[0]):
                 raise KafkaError(
                     f"Cannot delete records of internal topic {tp[0]}",
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
                 )
-            return ErrorCode.NONE, replica_log.delete_records_before(offset)
+            low = replica_log.delete_records_before(offset, partition.high_watermark)
+            return ErrorCode.NONE, low
         except KafkaError as e:
             return e.code, -1
 
     # -- internals -----------------------------------------------------------------
-    def _high_watermark_changed(
-        self, tp: TopicPartition, partition: Partition, replica_log: Log
-    ) -> None:
-        replica_log.high_watermark = partition.high_watermark
+    def _high_watermark_changed(self, tp: TopicPartition) -> None:
         self.purgatory.notify(("hw", tp))
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        """Every hosted partition's HW (a copy: retention and the cleaner read it in a
+        worker thread)."""
+        return {tp: p.high_watermark for tp, p in self._partitions.items()}
+
+    def checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: where each HW restarts from."""
+        hws = self.high_watermarks()
+        self.log_manager.write_replication_checkpoint(hws)
+        self._checkpointed_hw = hws
 
     def _wake(self, tp: TopicPartition) -> None:
         self.purgatory.notify(("hw", tp))
         self.purgatory.notify(("leo", tp))
+
+
+def _no_isr_changes(tp: TopicPartition, proposal: IsrProposal) -> None:
+    """A single-replica world never changes an ISR; a cluster's broker replaces this."""
+
+
+def _divergence(
+    replica_log: Log, p: FetchRequestPartition, high_watermark: int
+) -> tuple[int, int] | None:
+    """Where a follower's log diverges from this leader's, if it does: the leader's end
+    of the follower's last epoch is before the follower's fetch offset. An epoch this
+    leader cannot place sends the follower back to the HW (Kafka's fallback)."""
+    if p.last_fetched_epoch < 0:
+        return None
+    epoch, end = replica_log.epoch_cache.end_offset_for(
+        p.last_fetched_epoch, replica_log.log_end_offset
+    )
+    if end < 0:
+        return -1, high_watermark
+    if epoch < p.last_fetched_epoch or end < p.fetch_offset:
+        return epoch, end
+    return None
 
 
 def _has_error(results: Sequence[FetchResult]) -> bool:

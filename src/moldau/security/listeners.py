@@ -18,7 +18,7 @@ from enum import StrEnum
 from moldau.security.jaas import JaasConfig, JaasError, parse_jaas
 from moldau.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from moldau.security.tls import PrincipalMapper, TlsConfigError, server_context
-from moldau.server.config import BROKER_KEYS, BrokerConfig
+from moldau.server.config import BROKER_KEYS, BrokerConfig, ConfigError
 
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = frozenset({PLAIN, *SCRAM_MECHANISMS})
@@ -39,7 +39,7 @@ class SecurityProtocol(StrEnum):
         return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
 
 
-class SecurityConfigError(ValueError):
+class SecurityConfigError(ConfigError):
     """A listener's security settings are missing or wrong; the message says which."""
 
 

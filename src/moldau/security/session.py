@@ -18,6 +18,7 @@ the SaslHandshake / SaslAuthenticate handlers:
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,11 @@ from moldau.security.scram import MECHANISMS, SaslFailure, ScramMechanism, Scram
 from moldau.security.tls import TlsConfigError, peer_principal
 
 CredentialLookup = Callable[[str, ScramMechanism], ScramCredential | None]
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class State(enum.Enum):
@@ -55,9 +61,11 @@ class Session:
         listener: ListenerSecurity,
         credentials: CredentialLookup,
         principal: KafkaPrincipal = ANONYMOUS,
+        clock: Clock = wall_clock_ms,
     ) -> None:
         self.listener = listener
         self.credentials = credentials
+        self.clock = clock
         self.principal = principal  # a TLS client certificate's, until SASL says otherwise
         self.state = State.HANDSHAKE if listener.protocol.sasl else State.COMPLETE
         self.mechanism: str | None = None
@@ -77,7 +85,7 @@ class Session:
         """The next frame is a bare SASL token (after a v0 handshake)."""
         return self.state == State.AUTHENTICATE and not self.kafka_framing
 
-    def refusal(self, api_key: int, now_ms: int) -> str | None:
+    def refusal(self, api_key: int, now_ms: int | None = None) -> str | None:
         """Why a request with ``api_key`` must close the connection, or None."""
         if self.state == State.FAILED:
             return f"request after failed authentication: {self.failure}"
@@ -89,7 +97,7 @@ class Session:
             if api_key == ApiKey.SASL_AUTHENTICATE:
                 return None
             return f"Unexpected Kafka request of type {_name(api_key)} during SASL authentication."
-        if self.expired(now_ms) and not (
+        if self.expired(self.clock() if now_ms is None else now_ms) and not (
             api_key == ApiKey.SASL_HANDSHAKE and self.reauth_supported
         ):
             return "session expired (connections.max.reauth.ms) without re-authentication"
@@ -126,18 +134,18 @@ class Session:
         return ErrorCode.NONE
 
     # -- SaslAuthenticate (or a bare token) ---------------------------------------------
-    def authenticate(self, token: bytes, version: int, now_ms: int) -> SaslOutcome:
+    def authenticate(self, token: bytes, version: int, now_ms: int | None = None) -> SaslOutcome:
         if self.state != State.AUTHENTICATE or not self.kafka_framing:
             what = "after successful authentication" if self.state == State.COMPLETE else "now"
             return SaslOutcome(
                 ErrorCode.ILLEGAL_SASL_STATE, f"SaslAuthenticate request received {what}"
             )
         self.reauth_supported |= version > 0
-        return self._evaluate(token, now_ms)
+        return self._evaluate(token, self.clock() if now_ms is None else now_ms)
 
-    def raw_token(self, token: bytes, now_ms: int) -> bytes | None:
+    def raw_token(self, token: bytes, now_ms: int | None = None) -> bytes | None:
         """A token of the legacy (v0 handshake) exchange; None: it failed, close."""
-        outcome = self._evaluate(token, now_ms)
+        outcome = self._evaluate(token, self.clock() if now_ms is None else now_ms)
         return None if outcome.error else outcome.token
 
     def _evaluate(self, token: bytes, now_ms: int) -> SaslOutcome:

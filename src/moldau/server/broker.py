@@ -1,59 +1,77 @@
-"""A broker node: wires storage, replication, metadata, the controller and coordinators.
+"""The broker part of a node: storage, replication, coordinators, and their lifecycle.
 
-It owns the parts and their lifecycle and nothing else: request handlers get a narrow
+It owns the parts and nothing else: request handlers get a narrow
 :class:`~moldau.server.services.Services` view, metadata changes reach the parts through
-the publisher, and every timer runs on the node's scheduler. A node with no quorum
-configured is a controller quorum of one: its metadata log commits locally.
+the publisher, the controller is reached through a channel, and every timer runs on the
+node's scheduler. ``server/node.py`` assembles brokers and controllers into a node.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
 
 from moldau.clock import AsyncioScheduler
-from moldau.controller.apis import ControllerApis
-from moldau.controller.cluster_control import ClusterControl
-from moldau.controller.controller import Controller
-from moldau.controller.metadata_log import MetadataLog
-from moldau.controller.quorum_controller import QuorumController
-from moldau.controller.replication_control import ReplicationControl
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.loader import MetadataLoader, replay
+from moldau.metadata.loader import MetadataLoader
 from moldau.metadata.publisher import MetadataPublisher
 from moldau.metadata.topics import OFFSETS_TOPIC
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.replication.alter_partition import AlterPartitionManager
+from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
 from moldau.security.access import Access
+from moldau.security.client import ClientSecurity
 from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.config import BrokerConfig, Listener
-from moldau.server.controller_channel import LocalControllerChannel
+from moldau.server.controller_channel import ControllerChannel
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import LogManager
-from moldau.storage.meta_properties import ensure_formatted
+from moldau.storage.resources import DescriptorBudget, open_files_limit
 
 log = logging.getLogger(__name__)
 
 UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
-SESSION_CHECK_INTERVAL_MS = 1_000
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, scheduler: AsyncioScheduler | None = None) -> None:
+    """The broker part of a node. Metadata reaches it through ``loader`` (committed batches
+    from the local log or from Raft); the controller through ``channel``."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        scheduler: AsyncioScheduler,
+        channel: ControllerChannel,
+        cluster_id: str,
+    ) -> None:
         self.config = config
         self.node_id = config.node_id
-        self.scheduler = scheduler or AsyncioScheduler()
+        self.scheduler = scheduler
         self.clock = self.scheduler.clock
+        self.channel = channel
+        self.cluster_id = cluster_id
         self.dynamic_config = DynamicBrokerConfig(config)
+        self.budget = DescriptorBudget.derive(
+            open_files_limit(),
+            config.int("log.segment.open.files.max"),
+            config.int("max.broker.partitions"),
+        )
         self.log_manager = LogManager(
-            config.log_dirs, self.dynamic_config.log_defaults, clock=self.clock.time
+            config.log_dirs,
+            self.dynamic_config.log_defaults,
+            clock=self.clock.time,
+            budget=self.budget,
+            recovery_threads=config.int("num.recovery.threads.per.data.dir"),
         )
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(
@@ -79,8 +97,33 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
+        inter_broker = config.get("inter.broker.listener.name")
+
+        def endpoint(image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
+            broker = image.brokers.get(broker_id)
+            e = broker.endpoint(inter_broker) or broker.endpoint() if broker else None
+            return (e.host, e.port) if e is not None else None
+
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id,
+            self.replica_manager,
+            endpoint,
+            FetcherConfig(
+                num_fetchers=config.int("num.replica.fetchers"),
+                fetch_max_bytes=config.int("replica.fetch.max.bytes"),
+                response_max_bytes=config.int("replica.fetch.response.max.bytes"),
+                wait_max_ms=config.int("replica.fetch.wait.max.ms"),
+                min_bytes=config.int("replica.fetch.min.bytes"),
+                backoff_ms=config.int("replica.fetch.backoff.ms"),
+                # Only a cluster has other brokers to fetch from (Kafka checks it always).
+                security=ClientSecurity.inter_broker(config)
+                if config.get("controller.quorum.voters")
+                else None,
+            ),
+        )
         self.publisher.add_listener(self.dynamic_config)
         self.publisher.add_listener(self.replica_manager)
+        self.publisher.add_listener(self.fetchers)
         self.publisher.add_listener(self.groups.runtime)
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
@@ -90,65 +133,37 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots")
         )
-        self.metadata_log: MetadataLog | None = None
-        self.controller: QuorumController | None = None
-        self.channel: LocalControllerChannel | None = None
-        self.controller_apis: ControllerApis | None = None
-        self.producer_ids: ProducerIdManager | None = None
-        self.lifecycle: BrokerLifecycle | None = None
-
-    # -- lifecycle ------------------------------------------------------------------
-    async def start(self) -> None:
-        """Replay metadata, open (recovering if needed) the logs, publish the image (which
-        makes this node leader of its partitions) and load the coordinators."""
-        for d in self.config.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        cluster_id = ensure_formatted(
-            self.config.log_dirs, self.node_id, self.config.get("cluster.id") or None
-        )
-        self.metadata_log = MetadataLog.open(self.config.log_dirs[0])
-        image = replay(self.metadata_log.batches()).with_cluster_id(cluster_id)
-        self.log_manager.load_logs(lambda topic: _topic_configs(image, topic))
-        self.controller = QuorumController(self.metadata_log, image)
-        self.controller.add_commit_listener(MetadataLoader(self.publisher).handle_commit)
-        c = self.config
-        decisions = Controller(
-            self.node_id,
-            c.log_defaults,
-            c.int("num.partitions"),
-            self.dynamic_config.check,
-            c.int("default.replication.factor"),
-            c.int("max.broker.partitions"),
-        )
-        cluster = ClusterControl(
-            cluster_id,
-            ReplicationControl(c.bool("unclean.leader.election.enable")),
-            c.int("broker.session.timeout.ms"),
-        )
-        cluster.activate(image, self.clock.now_ms())
-        self.controller_apis = ControllerApis(
-            self.controller,
-            decisions,
-            cluster=cluster,
-            clock=self.clock,
-            delete_topic_enable=c.bool("delete.topic.enable"),
-        )
-        self.channel = LocalControllerChannel(self.controller_apis)
-        self.producer_ids = ProducerIdManager(self.node_id, self.channel)
+        self.loader = MetadataLoader(self.publisher)
+        c = config
         self.lifecycle = BrokerLifecycle(
             self.node_id,
             cluster_id,
-            self.channel,
+            channel,
             lambda: self.publisher.image.offset,
             rack=c.get("broker.rack") or None,
             heartbeat_interval_ms=c.int("broker.heartbeat.interval.ms"),
         )
+        lifecycle = self.lifecycle
+        self.producer_ids = ProducerIdManager(self.node_id, channel, lambda: lifecycle.epoch)
+        self.isr_changes = AlterPartitionManager(
+            self.node_id,
+            lambda: lifecycle.epoch,
+            channel.call,
+            self.replica_manager,
+            lambda: self.publisher.image,
+        )
+        self.replica_manager.propose_isr_change = self.isr_changes.submit
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self, image: MetadataImage) -> None:
+        """Open (recovering if needed) the logs and publish the image this node starts
+        from (the local log replayed, or empty until Raft delivers)."""
+        self.log_manager.load_logs(lambda topic: _topic_configs(image, topic))
         self.publisher.publish(image)
 
     async def register(self, listeners: list[Listener]) -> None:
         """Register where clients reach this broker (advertised listeners) and wait until
         the controller unfences it and its coordinators have loaded."""
-        assert self.lifecycle is not None
         self.lifecycle.start([(li.name, li.host, li.port) for li in listeners])
         if not await self.lifecycle.wait_unfenced(UNFENCE_TIMEOUT_S):
             raise KafkaError(
@@ -160,53 +175,56 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Move this broker's leaderships away before it stops (Kafka's controlled
         shutdown); gives up after ``controlled.shutdown.timeout`` and stops anyway."""
-        if (
-            self.lifecycle is not None
-            and self.config.bool("controlled.shutdown.enable")
-            and not await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
-        ):
+        if self.config.bool(
+            "controlled.shutdown.enable"
+        ) and not await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
             log.warning("controlled shutdown timed out; stopping anyway")
 
     def start_background(self) -> None:
+        """Retention, flushes, checkpoints and cleaning run in worker threads (an fsync or
+        a large compaction must not stall requests); a busy worker hands the GIL back to
+        request handling within 0.5 ms instead of the interpreter's default 5 ms."""
+        sys.setswitchinterval(0.0005)
         c, every = self.config, self.scheduler.every
         every(c.int("log.retention.check.interval.ms"), self._retention)
         every(c.int("log.flush.scheduler.interval.ms"), self._flush, in_thread=True)
-        every(c.int("log.flush.offset.checkpoint.interval.ms"), self.log_manager.checkpoint)
+        every(
+            c.int("log.flush.offset.checkpoint.interval.ms"),
+            self.log_manager.checkpoint,
+            in_thread=True,
+        )
+        every(
+            c.int("replica.high.watermark.checkpoint.interval.ms"),
+            self.replica_manager.checkpoint_high_watermarks,
+        )
+        every(c.int("replica.lag.time.max.ms") // 2, self.replica_manager.maybe_shrink_isr)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
-        apis = self.controller_apis
-        if apis is not None:
-            every(SESSION_CHECK_INTERVAL_MS, apis.expire_broker_sessions)
-            if c.bool("auto.leader.rebalance.enable"):
-                every(
-                    1000 * c.int("leader.imbalance.check.interval.seconds"),
-                    lambda: apis.balance_leaders(c.int("leader.imbalance.per.broker.percentage")),
-                )
 
-    def _retention(self) -> None:
+    async def _retention(self) -> None:
         now = self.clock.now_ms()
-        self.log_manager.run_retention(now)
+        hws = self.replica_manager.high_watermarks()
+        await asyncio.to_thread(self.log_manager.run_retention, hws, now)
         self.log_manager.expire_producers(now, self.config.int("producer.id.expiration.ms"))
 
-    def _clean(self) -> None:
-        self.log_manager.run_cleaner(self.clock.now_ms())
+    async def _clean(self) -> None:
+        hws = self.replica_manager.high_watermarks()
+        await asyncio.to_thread(self.log_manager.run_cleaner, hws, self.clock.now_ms())
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.clock.now_ms())
 
     def shutdown(self) -> None:
         """Flush everything and write checkpoints, so the next start needs no recovery."""
-        if self.lifecycle is not None:
-            self.lifecycle.close()
-        self.scheduler.close()
+        self.lifecycle.close()
+        self.fetchers.close()
+        self.isr_changes.close()
+        self.replica_manager.checkpoint_high_watermarks()
         self.log_manager.shutdown()
-        if self.metadata_log is not None:
-            self.metadata_log.close()
 
     # -- what the parts need -------------------------------------------------------
     @property
     def services(self) -> Services:
-        assert self.channel is not None and self.producer_ids is not None
         return Services(
             config=self.config,
             node_id=self.node_id,
@@ -233,10 +251,12 @@ class Broker:
             self.log_manager.update_config(topic, self.topic_log_config(topic))
 
     async def _ensure_offsets_topic(self) -> None:
-        assert self.channel is not None
+        if OFFSETS_TOPIC in self.publisher.image.topics:
+            return
         await self.channel.create_internal_topic(
             OFFSETS_TOPIC,
             self.config.int("offsets.topic.num.partitions"),
+            self.config.int("offsets.topic.replication.factor"),
             {
                 "cleanup.policy": "compact",
                 "segment.bytes": self.config.get("offsets.topic.segment.bytes"),

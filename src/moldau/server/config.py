@@ -113,10 +113,16 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "replica.lag.time.max.ms", int, "30000", "A follower this far behind leaves the ISR."
         ),
         BrokerKey(
-            "max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."
+            "replica.high.watermark.checkpoint.interval.ms", int, "5000", "HW checkpoint period."
         ),
+        BrokerKey("num.replica.fetchers", int, "1", "Fetcher connections per leader."),
+        BrokerKey("replica.fetch.max.bytes", int, "1048576", "Bytes per partition per fetch."),
+        BrokerKey("replica.fetch.response.max.bytes", int, "10485760", "Bytes per fetch."),
+        BrokerKey("replica.fetch.wait.max.ms", int, "500", "Follower fetch long poll."),
+        BrokerKey("replica.fetch.min.bytes", int, "1", "Bytes a follower fetch waits for."),
+        BrokerKey("replica.fetch.backoff.ms", int, "1000", "Follower backoff after errors."),
+        BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
-        BrokerKey("max.broker.partitions", int, "200000", "Partition replicas per broker."),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
         BrokerKey("broker.session.timeout.ms", int, "9000", "Fenced without heartbeats."),
         BrokerKey("controlled.shutdown.enable", bool, "true", "Move leaders before stopping."),
@@ -124,6 +130,11 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("auto.leader.rebalance.enable", bool, "true", "Move leaders back home."),
         BrokerKey("leader.imbalance.per.broker.percentage", int, "10", "Tolerated imbalance."),
         BrokerKey("leader.imbalance.check.interval.seconds", int, "300", "Balance check period."),
+        BrokerKey(
+            "log.segment.open.files.max", int, "-1", "Segment files kept open (-1: derived)."
+        ),
+        BrokerKey("max.broker.partitions", int, "-1", "Partitions accepted (-1: derived)."),
+        BrokerKey("num.recovery.threads.per.data.dir", int, "2", "Log loading threads."),
         BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
         BrokerKey("offsets.topic.replication.factor", int, "1", "Replication of offsets topic."),
         BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),
@@ -139,6 +150,18 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("process.roles", str, "broker,controller", "KRaft roles of this node."),
         BrokerKey("controller.quorum.voters", str, "", "KRaft voters (single node: self)."),
         BrokerKey("controller.listener.names", str, "CONTROLLER", "Controller listener names."),
+        BrokerKey("controller.quorum.election.timeout.ms", int, "1000", "Raft election timeout."),
+        BrokerKey("controller.quorum.fetch.timeout.ms", int, "2000", "Raft follower timeout."),
+        BrokerKey("controller.quorum.election.backoff.max.ms", int, "1000", "Raft backoff."),
+        BrokerKey("controller.quorum.request.timeout.ms", int, "2000", "Raft request timeout."),
+        BrokerKey("controller.quorum.retry.backoff.ms", int, "20", "Raft retry backoff."),
+        BrokerKey("metadata.log.segment.bytes", int, "1073741824", "Metadata log segment size."),
+        BrokerKey(
+            "metadata.log.max.record.bytes.between.snapshots",
+            int,
+            "20971520",
+            "Metadata snapshot period.",
+        ),
         BrokerKey("inter.broker.listener.name", str, "PLAINTEXT", "Listener for brokers."),
         *SECURITY_KEYS,
     ]

@@ -1,66 +1,65 @@
-"""How a broker reaches the controller.
+"""How a broker reaches the active controller.
 
 Admin requests a broker cannot decide alone (create/delete topics, partitions, configs,
-producer-id blocks, broker registration) go to the active controller. A node that is its
-own quorum calls the controller in-process; in a cluster the same calls become RPCs to
-the active controller (Kafka's forwarding). Handlers only see this interface.
+elections, reassignments), its own lifecycle (registration, heartbeats), ISR changes and
+producer-id blocks go to the active controller. A node that is its own quorum calls the
+controller in-process; in a cluster the same requests are RPCs to whichever controller
+leads the quorum, retried on NOT_CONTROLLER or a lost connection until it answers
+(Kafka's forwarding and controller channel). Handlers only see this interface.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from moldau.controller.apis import ControllerApis
-from moldau.controller.quorum_controller import ControllerResult
-from moldau.metadata.records import MetadataRecord
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.client import Address, NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from moldau.protocol.messages.create_topics_request import (
     CreatableTopic,
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
 
+log = logging.getLogger(__name__)
+
 CREATE_TOPICS_VERSION = 7
+ALLOCATE_PRODUCER_IDS_VERSION = 0
+RETRY_BACKOFF_S = 0.05
 
 
-class ControllerChannel(Protocol):
+class ControllerChannel:
+    """What every channel offers on top of ``call``."""
+
     async def call(self, api_key: int, version: int, request: Any) -> Any:
         """Send ``request`` to the active controller; its response."""
-        ...
+        raise NotImplementedError
 
-    async def allocate_producer_ids(self, broker_id: int) -> range: ...
-
-    async def create_internal_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str]
-    ) -> None: ...
-
-
-class LocalControllerChannel:
-    """The controller of a quorum of one, called in-process."""
-
-    def __init__(self, apis: ControllerApis) -> None:
-        self.apis = apis
-
-    async def call(self, api_key: int, version: int, request: Any) -> Any:
-        return await self.apis.handle(api_key, version, request)
-
-    async def allocate_producer_ids(self, broker_id: int) -> range:
-        return await self.apis.allocate_producer_ids(broker_id)
+    async def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> range:
+        request = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+        response = await self.call(
+            ApiKey.ALLOCATE_PRODUCER_IDS, ALLOCATE_PRODUCER_IDS_VERSION, request
+        )
+        if response.error_code != ErrorCode.NONE:
+            raise KafkaError("no producer ids from the controller", ErrorCode(response.error_code))
+        start = response.producer_id_start
+        return range(start, start + response.producer_id_len)
 
     async def create_internal_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str]
+        self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> None:
-        """Create a topic the broker itself needs (``__consumer_offsets``), if missing."""
-        if name in self.apis.quorum.latest.topics:
-            return
+        """Create a topic the broker itself needs (``__consumer_offsets``)."""
         request = CreateTopicsRequest(
             topics=[
                 CreatableTopic(
                     name=name,
                     num_partitions=partitions,
-                    replication_factor=-1,
+                    replication_factor=replication_factor,
                     configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
                 )
             ]
@@ -72,6 +71,47 @@ class LocalControllerChannel:
                 f"cannot create {name}: {result.error_message}", ErrorCode(result.error_code)
             )
 
-    async def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Node-level records a quorum of one writes itself (cluster id, registration)."""
-        await self.apis.quorum.write(lambda image: ControllerResult(None, list(records)))
+
+class LocalControllerChannel(ControllerChannel):
+    """The controller of a quorum of one, called in-process."""
+
+    def __init__(self, apis: ControllerApis) -> None:
+        self.apis = apis
+
+    async def call(self, api_key: int, version: int, request: Any) -> Any:
+        return await self.apis.handle(api_key, version, request)
+
+
+class RemoteControllerChannel(ControllerChannel):
+    """RPCs to the active controller of a KRaft quorum."""
+
+    def __init__(
+        self,
+        network: NetworkClient,
+        voters: Mapping[int, Address],
+        active_controller: Callable[[], int | None],
+        *,
+        timeout_ms: int = 30_000,
+    ) -> None:
+        self.network = network
+        self.voters = dict(voters)
+        self.active_controller = active_controller
+        self.timeout_ms = timeout_ms
+
+    async def call(self, api_key: int, version: int, request: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_ms / 1000
+        while True:
+            leader = self.active_controller()
+            if leader is not None and leader in self.voters:
+                try:
+                    response = await self.network.send(
+                        self.voters[leader], request, version, timeout_ms=self.timeout_ms
+                    )
+                    if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
+                        return response
+                except (ConnectionError, TimeoutError) as e:
+                    log.debug("controller %d unreachable: %s", leader, e)
+            if loop.time() >= deadline:
+                raise KafkaError("no active controller answered", ErrorCode.NOT_CONTROLLER)
+            await asyncio.sleep(RETRY_BACKOFF_S)

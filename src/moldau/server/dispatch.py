@@ -15,27 +15,26 @@ import asyncio
 import logging
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import is_flexible
 from moldau.protocol.messages import REQUESTS, RESPONSES
-from moldau.protocol.messages.api_versions_response import ApiVersionsResponse
+from moldau.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from moldau.protocol.messages.request_header import RequestHeader
 from moldau.protocol.primitives import INT32, ProtocolDecodeError, encoded_size
 from moldau.security.acl import ANONYMOUS, KafkaPrincipal
 from moldau.security.listeners import ListenerSecurity
-from moldau.security.quotas import REQUEST
-from moldau.security.session import Session, open_session
+from moldau.security.quotas import REQUEST, ClientQuotas
+from moldau.security.session import CredentialLookup, Session, open_session
+from moldau.server.error_responses import error_response
 from moldau.server.handlers import HANDLERS, advertised_versions
 
 if TYPE_CHECKING:
-    from moldau.metadata.security import ScramCredential
-    from moldau.security.scram import ScramMechanism
     from moldau.server.network import Connection
     from moldau.server.services import Services
 
@@ -65,11 +64,28 @@ class RequestContext:
 
 
 class Dispatcher:
+    """Dispatches a listener's requests to a handler table (the broker's API modules, or a
+    controller listener's) with the context object those handlers take.
+
+    ``listeners`` are the security of each listener (PLAINTEXT when missing),
+    ``credentials`` finds SCRAM credentials (read at each login), ``quotas`` throttles."""
+
     def __init__(
-        self, services: Services, listeners: Mapping[str, ListenerSecurity] | None = None
+        self,
+        services: Services | Any,
+        handlers: Mapping[int, Any] = HANDLERS,
+        advertised: Callable[[], list[ApiVersion]] = advertised_versions,
+        *,
+        listeners: Mapping[str, ListenerSecurity] | None = None,
+        credentials: CredentialLookup | None = None,
+        quotas: ClientQuotas | None = None,
     ) -> None:
         self.services = services
+        self.handlers = handlers
+        self.advertised = advertised
         self.listeners = dict(listeners or {})
+        self.credentials: CredentialLookup = credentials or (lambda user, mechanism: None)
+        self.quotas = quotas or ClientQuotas()
 
     def connection_opened(self, conn: Connection) -> None:
         """Give a new connection its session now: a SASL listener bounds even its first
@@ -81,14 +97,10 @@ class Dispatcher:
             listener = self.listeners.get(conn.listener)
             if listener is None:
                 listener = ListenerSecurity.plaintext(conn.listener)
-            conn.session = open_session(listener, conn.transport, self._scram_credential)
+            conn.session = open_session(listener, conn.transport, self.credentials)
             if not conn.session.authenticated:
                 conn.max_frame = min(conn.max_frame, listener.max_receive)
         return conn.session
-
-    def _scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
-        """Read from the current image at each login: credentials change at run time."""
-        return self.services.image.security.scram_credential(user, mechanism.type)
 
     async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
         session = self._session(conn)
@@ -101,12 +113,12 @@ class Dispatcher:
             log.warning("closing %s:%s: frame too short for a request header", *conn.peer)
             conn.close()
             return None
-        refusal = session.refusal(api_key, self.services.clock.now_ms())
+        refusal = session.refusal(api_key)
         if refusal is not None:
             log.info("Failed authentication with %s (%s)", conn.peer[0], refusal)
             conn.close()
             return None
-        handler = HANDLERS.get(api_key)
+        handler = self.handlers.get(api_key)
         if handler is None:
             log.warning("closing %s:%s: unknown API key %d", *conn.peer, api_key)
             conn.close()
@@ -140,9 +152,13 @@ class Dispatcher:
             session.principal,
             len(frame),
         )
-        quotas = self.services.quotas
-        started = time.thread_time_ns() if quotas.enabled(REQUEST) else 0
-        response = await handler.handle(self.services, ctx, request)
+        started = time.thread_time_ns() if self.quotas.enabled(REQUEST) else 0
+        try:
+            response = await handler.handle(self.services, ctx, request)
+        except KafkaError as e:
+            # The handler could not answer (e.g. no active controller): say so, in shape.
+            log.info("%s v%d failed: %s", ApiKey(api_key).name, version, e)
+            response = error_response(api_key, request, e.code, str(e))
         if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             self._after_sasl(session, conn)
         if started:
@@ -157,13 +173,7 @@ class Dispatcher:
     def _request_throttle(self, ctx: RequestContext, started_ns: int) -> int:
         """Request time quota: CPU time of this request, in percent of one thread."""
         percent_seconds = (time.thread_time_ns() - started_ns) * 100 / 1e9
-        return self.services.quotas.record(
-            REQUEST,
-            ctx.principal.name,
-            ctx.client_id or "",
-            percent_seconds,
-            self.services.clock.now_ms(),
-        )
+        return self.quotas.record_request(REQUEST, ctx, percent_seconds, int(time.time() * 1000))
 
     @staticmethod
     async def _throttle(ctx: RequestContext, response: Any) -> None:
@@ -183,7 +193,7 @@ class Dispatcher:
 
     def _raw_token(self, session: Session, frame: bytearray, conn: Connection) -> list[Any] | None:
         """A token of the legacy SASL exchange (after SaslHandshake v0): answered bare."""
-        reply = session.raw_token(bytes(frame), self.services.clock.now_ms())
+        reply = session.raw_token(bytes(frame))
         if reply is None:
             log.info("Failed authentication with %s (%s)", conn.peer[0], session.failure)
             conn.close()
@@ -197,7 +207,7 @@ class Dispatcher:
         if api_key == ApiKey.API_VERSIONS:
             # A client newer than us: answer in v0, which every client can read (KIP-511).
             response = ApiVersionsResponse(
-                error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=advertised_versions()
+                error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.advertised()
             )
             return frame_response(api_key, 0, correlation_id, response)
         log.warning(

@@ -16,21 +16,30 @@ from moldau.protocol.errors import StorageError
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"  # high watermarks
 META_PROPERTIES = "meta.properties"
 CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write via temp file + fsync + rename + directory fsync."""
+def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
+    """Write via temp file + fsync + rename + directory fsync. ``sync=False`` skips both
+    fsyncs, for callers that make many files durable at once (one ``os.sync``)."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
     os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a directory's entries (new, renamed, removed files) durable."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:

@@ -9,20 +9,31 @@ timestamps never change: a rewritten batch keeps its base offset, offset range, 
 producer fields and leader epoch; batches that lose nothing are copied byte for byte.
 
 This is the one storage component that decodes records; it is not on the produce/fetch
-path. The offset map is a plain dict of the dirty part's keys (bounded by the number of
-distinct keys, unlike Kafka's fixed-size ``log.cleaner.dedupe.buffer.size`` map).
+path and may run in a worker thread: it only reads sealed segments, writes a new one and
+takes the log's lock for the swap (``Log.replace_segments``), which is dropped if the log
+was truncated meanwhile. It gives up the GIL after every batch, so requests wait for at
+most one batch's decoding instead of the interpreter's 5 ms switch interval. The offset map is a plain dict of the dirty part's keys (bounded
+by the number of distinct keys, unlike Kafka's fixed-size
+``log.cleaner.dedupe.buffer.size`` map).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from moldau.records.batch import INT32_MAX, BatchInfo, scan_batches, set_log_append_time
+from moldau.protocol.errors import KafkaError
+from moldau.records.batch import (
+    INT32_MAX,
+    BatchInfo,
+    read_batch_header,
+    scan_batches,
+    set_log_append_time,
+)
 from moldau.records.record import Record, build_batch, iter_batches
-from moldau.storage.log import CLEANED_SUFFIX, Log
-from moldau.storage.segment import LOG_SUFFIX, Segment, file_stem, write_all
+from moldau.storage.log import CleaningAbortedError, Log
+from moldau.storage.segment import Segment, SegmentDeletedError
 
 READ_CHUNK = 8 * 1024 * 1024  # bytes of whole batches decoded per pread
 
@@ -42,10 +53,10 @@ class CleanableRange:
         return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def first_uncleanable_offset(log: Log, now_ms: int) -> int:
+def first_uncleanable_offset(log: Log, now_ms: int, high_watermark: int) -> int:
     """The active segment's base, bounded by the high watermark and by the first segment
     holding a batch younger than ``min.compaction.lag.ms``."""
-    end = min(log.active.base_offset, log.high_watermark)
+    end = min(log.active.base_offset, high_watermark)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
         young = next((s for s in log.segments if s.max_timestamp > now_ms - lag), None)
@@ -54,13 +65,18 @@ def first_uncleanable_offset(log: Log, now_ms: int) -> int:
     return end
 
 
-def cleanable_range(log: Log, checkpoint: int, now_ms: int) -> CleanableRange:
+def cleanable_range(log: Log, checkpoint: int, now_ms: int, high_watermark: int) -> CleanableRange:
     """The sealed segments below the first uncleanable offset and how dirty they are.
 
     A checkpoint outside the log (truncation, deleted segments) restarts from its start.
     """
-    end = first_uncleanable_offset(log, now_ms)
-    segments = tuple(s for s in log.segments[:-1] if s.next_offset <= end)
+    end = first_uncleanable_offset(log, now_ms, high_watermark)
+    everything = log.segments
+    segments = tuple(
+        s
+        for s, following in zip(everything, everything[1:], strict=False)
+        if following.base_offset <= end
+    )
     start = log.segments[0].base_offset
     outside = checkpoint < start or checkpoint > log.log_end_offset
     first_dirty = start if outside else min(checkpoint, end)
@@ -81,82 +97,111 @@ def needs_cleaning(rng: CleanableRange, log: Log, now_ms: int) -> bool:
     )
 
 
-def clean_log(log: Log, checkpoint: int, now_ms: int, *, force: bool = False) -> int | None:
+def clean_log(
+    log: Log,
+    checkpoint: int,
+    now_ms: int,
+    *,
+    high_watermark: int,
+    force: bool = False,
+    aborted: Callable[[], bool] = lambda: False,
+) -> int | None:
     """Compact ``log`` if it is dirty enough (or ``force``); returns the new cleaner
-    checkpoint (the first uncleanable offset), None if nothing was cleaned."""
-    rng = cleanable_range(log, checkpoint, now_ms)
+    checkpoint (the first uncleanable offset), None if nothing was cleaned. Raises
+    CleaningAbortedError if the log changed under the pass or ``aborted()`` turned true."""
+    truncations = log.truncations
+    rng = cleanable_range(log, checkpoint, now_ms, high_watermark)
     if not rng.segments or not (force or needs_cleaning(rng, log, now_ms)):
         return None
-    offset_map = build_offset_map(rng.segments, rng.first_dirty)
     deadline = now_ms - log.config.delete_retention_ms
     max_bytes = log.config.segment_bytes
     group: list[Segment] = []
-    out: _CleanedFile | None = None
+    out: _CleanedSegment | None = None
     try:
+        offset_map = build_offset_map(rng.segments, rng.first_dirty, aborted)
         for segment in rng.segments:
+            if aborted():
+                raise CleaningAbortedError(f"{log.dir.name}: cleaning stopped")
             if out and segment.next_offset - 1 - group[0].base_offset > INT32_MAX:
-                out.swap(group)
+                out.swap(group, truncations)
                 group, out = [], None
-            out = out or _CleanedFile(log, segment.base_offset)
-            mark = out.size
+            out = out or _CleanedSegment(log, segment.base_offset, aborted)
+            mark = out.mark()
             out.write_segment(segment, offset_map, deadline)
-            if group and out.size > max_bytes:
+            if group and out.segment.size > max_bytes:
                 # The group is full: cut this segment off and start the next group with it.
-                out.truncate(mark)
-                out.swap(group)
-                group, out = [], _CleanedFile(log, segment.base_offset)
+                out.rewind(mark)
+                out.swap(group, truncations)
+                group, out = [], _CleanedSegment(log, segment.base_offset, aborted)
                 out.write_segment(segment, offset_map, deadline)
             group.append(segment)
         if out:
-            out.swap(group)
+            out.swap(group, truncations)
+    except (KafkaError, OSError) as e:
+        if isinstance(e, CleaningAbortedError) or not (
+            log.closed or log.truncations != truncations or isinstance(e, SegmentDeletedError)
+        ):
+            raise
+        # The loop thread truncated, deleted or closed the log under the pass.
+        raise CleaningAbortedError(f"{log.dir.name} changed during cleaning: {e}") from e
     finally:
         if out:
             out.abort()
     return rng.end
 
 
-class _CleanedFile:
-    """``<base>.log.cleaned``: the rewritten batches of one group of segments."""
+class _CleanedSegment:
+    """``<base>.log.cleaned`` and its indexes: the rewritten batches of one group."""
 
-    def __init__(self, log: Log, base_offset: int) -> None:
+    def __init__(self, log: Log, base_offset: int, aborted: Callable[[], bool]) -> None:
         self.log = log
-        self.path = log.dir / (file_stem(base_offset) + LOG_SUFFIX + CLEANED_SUFFIX)
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.size = 0
+        self.segment = log.new_cleaned_segment(base_offset)
+        self.swapped = False
+        self.aborted = aborted
 
     def write_segment(self, segment: Segment, offset_map: dict[bytes, int], deadline: int) -> None:
-        for info, records, raw in _decoded_batches(segment):
+        for info, records, raw in _decoded_batches(segment, self.aborted):
             data = _clean_batch(info, records, raw, offset_map, deadline)
-            write_all(self.fd, data)
-            self.size += len(data)
+            if data:
+                header = read_batch_header(data)
+                header.position = 0
+                self.segment.append(data, [header])
 
-    def truncate(self, size: int) -> None:
-        os.ftruncate(self.fd, size)
-        os.lseek(self.fd, size, os.SEEK_SET)
-        self.size = size
+    def mark(self) -> int:
+        """Where the output ends now, to ``rewind`` to."""
+        return self.segment.next_offset
 
-    def swap(self, group: Sequence[Segment]) -> None:
-        """Make the file durable and swap it in for ``group``."""
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        self.log.replace_segments(group, self.path)
+    def rewind(self, mark: int) -> None:
+        """Drop the batches written since ``mark`` (and their index entries)."""
+        self.segment.truncate_to(mark)
+
+    def swap(self, group: Sequence[Segment], truncations: int) -> None:
+        """Seal, make durable and swap in for ``group``."""
+        self.segment.seal()
+        self.segment.flush()
+        self.swapped = True  # from here the files belong to the log (or to Log.open)
+        try:
+            self.log.replace_segments(group, self.segment, truncations=truncations)
+        except CleaningAbortedError:
+            self.swapped = False  # refused before anything was renamed: still ours
+            raise
 
     def abort(self) -> None:
-        """Drop the file unless it was swapped in (an error cut the pass short)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-            self.path.unlink(missing_ok=True)
+        """Drop the files unless they were handed to the log (an error cut the pass
+        short)."""
+        if not self.swapped:
+            self.segment.discard()
 
 
-def build_offset_map(segments: Sequence[Segment], first_dirty: int) -> dict[bytes, int]:
+def build_offset_map(
+    segments: Sequence[Segment], first_dirty: int, aborted: Callable[[], bool] = lambda: False
+) -> dict[bytes, int]:
     """Key -> offset of its latest record at or after ``first_dirty``."""
     offset_map: dict[bytes, int] = {}
     for segment in segments:
         if segment.next_offset <= first_dirty:
             continue
-        for info, records, _ in _decoded_batches(segment):
+        for info, records, _ in _decoded_batches(segment, aborted):
             if info.is_control or info.last_offset < first_dirty:
                 continue
             for record in records:
@@ -171,7 +216,7 @@ def _clean_batch(
     raw: memoryview,
     offset_map: dict[bytes, int],
     tombstone_deadline: int,
-) -> bytes | memoryview:
+) -> bytes | bytearray | memoryview:
     """The batch without superseded records, null keys and expired tombstones: the
     original bytes if nothing goes, empty if everything does."""
     if info.is_control:
@@ -206,16 +251,22 @@ def _clean_batch(
     return data
 
 
-def _decoded_batches(segment: Segment) -> Iterator[tuple[BatchInfo, list[Record], memoryview]]:
+def _decoded_batches(
+    segment: Segment, aborted: Callable[[], bool]
+) -> Iterator[tuple[BatchInfo, list[Record], memoryview]]:
     """Every batch of a segment decoded, with its raw bytes; reads chunks of whole
-    batches so memory stays bounded by READ_CHUNK (or one larger batch)."""
+    batches so memory stays bounded by READ_CHUNK (or one larger batch). Checks
+    ``aborted`` per chunk, so stopping the broker does not wait for a whole segment."""
     infos = list(segment.batches_from(0))
     i = 0
     while i < len(infos):
+        if aborted():
+            raise CleaningAbortedError(f"cleaning {segment.path.name} stopped")
         j, start = i + 1, infos[i].position
         while j < len(infos) and infos[j].end_position - start <= READ_CHUNK:
             j += 1
         buf = memoryview(segment.read(start, infos[j - 1].end_position - start))
         for info, records in iter_batches(buf):
             yield info, records, buf[info.position : info.end_position]
+            time.sleep(0)  # hand the GIL to the event loop between batches
         i = j

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
+from typing import Any
 
 from moldau.protocol.errors import InvalidConfigError
 
@@ -325,8 +326,9 @@ def resolve_configs(
         for broker_key, factor in d.synonyms:
             if broker_key in defaults:
                 value = d.parse(defaults[broker_key], broker_key)
-                if factor != 1 and int(value) >= 0:  # -1 stays "unlimited" in any unit
-                    value = d.parse(str(int(value) * factor), broker_key)
+                if factor != 1 and isinstance(value, int) and value >= 0:
+                    # -1 stays "unlimited" in any unit
+                    value = d.parse(str(value * factor), broker_key)
                 resolved[d.name] = ResolvedConfig(
                     d.name, _to_str(value), ConfigSource.STATIC_BROKER_CONFIG, broker_key
                 )
@@ -371,9 +373,10 @@ class LogConfig:
         types and out-of-range values.
         """
         resolved = resolve_configs(topic_overrides, defaults or {})
-        return cls(
-            **{d.field: d.parse(resolved[d.name].value, d.name) for d in TOPIC_CONFIGS.values()}
-        )
+        values: dict[str, Any] = {
+            d.field: d.parse(resolved[d.name].value, d.name) for d in TOPIC_CONFIGS.values()
+        }
+        return cls(**values)
 
     def to_props(self) -> dict[str, str]:
         """Topic-key string form, e.g. for DescribeConfigs or persisting overrides."""

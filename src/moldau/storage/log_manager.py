@@ -1,40 +1,73 @@
 """All partition logs of a broker across its ``log.dirs``.
 
-Synchronous and pure of timers: the broker's asyncio code calls ``run_retention``,
-``run_cleaner``, ``flush_due`` and ``checkpoint`` periodically. Per log dir it keeps
-Kafka's recovery-point, log-start-offset and cleaner-offset checkpoints and a
-clean-shutdown marker, so a clean restart skips recovery, a crash recovers only what was
-not flushed and compaction does not redo work.
+Synchronous and pure of timers: the broker calls ``run_retention``, ``run_cleaner``,
+``flush_due`` and ``checkpoint`` periodically; the cleaner, flushes and checkpoints may
+run in worker threads while the event loop appends and reads (each takes its own lock,
+and a log only locks to swap segments). Per log dir it keeps Kafka's recovery-point,
+log-start-offset, cleaner-offset and replication-offset (high watermark) checkpoints and
+a clean-shutdown marker, so a clean restart reads only each log's active segment tail,
+a crash recovers only what was not flushed (``num.recovery.threads.per.data.dir``
+threads per dir) and compaction does not redo work.
+
+Capacity: descriptors are a budget (``resources.DescriptorBudget``), not a per-partition
+cost. ``create_logs`` checks the partition limit, descriptors, memory maps and disk before
+making anything and removes what it made if any partition fails, so the broker can
+create a topic's logs before committing its metadata and the two always agree.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from moldau.protocol.errors import KafkaError, StorageError
+from moldau.protocol.errors import ErrorCode, KafkaError, StorageError
 from moldau.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     TopicPartition,
+    fsync_dir,
     read_checkpoint,
     write_checkpoint,
 )
 from moldau.storage.cleaner import clean_log
 from moldau.storage.config import LogConfig
-from moldau.storage.log import Log
+from moldau.storage.files import StorageCaches
+from moldau.storage.log import CleaningAbortedError, Log
+from moldau.storage.resources import (
+    DESCRIPTOR_RESERVE,
+    MAP_RESERVE,
+    DescriptorBudget,
+    DiskSpace,
+    max_memory_maps,
+    memory_maps,
+    open_descriptors,
+    open_files_limit,
+    storage_error,
+)
 
 logger = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+DEFAULT_RECOVERY_THREADS = 2  # num.recovery.threads.per.data.dir (Kafka 4's default)
 # Partition dirs owned by someone else (the KRaft metadata log), never loaded as topics.
 RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
+# What a new, empty partition takes on disk: its directory and files, with room to spare.
+BYTES_PER_PARTITION = 64 << 10
+INODES_PER_PARTITION = 8
+DISK_RESERVE_BYTES = 64 << 20
+# Descriptors, maps and disk are looked at again after this long (a creation that still
+# runs short meanwhile fails on its own OSError, cleanly).
+RESOURCE_CHECK_INTERVAL_S = 1.0
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -56,16 +89,31 @@ class LogManager:
         default_config_props: Mapping[str, str],
         *,
         clock: Callable[[], float] = time.time,
+        budget: DescriptorBudget | None = None,
+        recovery_threads: int = DEFAULT_RECOVERY_THREADS,
+        caches: StorageCaches | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.default_props = dict(default_config_props)
         self.default_config = LogConfig.from_props({}, self.default_props)
         self.clock = clock
+        self.budget = budget or DescriptorBudget.derive(open_files_limit())
+        self.recovery_threads = max(1, recovery_threads)
+        self.caches = caches or StorageCaches(self.budget.open_files_max)
+        # Mutated by the event loop only; worker threads iterate list() snapshots, which
+        # the GIL makes atomic.
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._hosted = {d: 0 for d in self.log_dirs}  # partitions per log dir
+        self._offline: dict[TopicPartition, str] = {}  # failed to load: why
         self._pending_deletes: list[tuple[int, Log]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
+        self._cleaner_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._checkpoint_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._resources_checked = -RESOURCE_CHECK_INTERVAL_S  # monotonic time of a pass
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -75,40 +123,84 @@ class LogManager:
 
     # -- loading -------------------------------------------------------------------
     def load_logs(
-        self, topic_configs: Callable[[str], Mapping[str, str]] = lambda topic: {}
+        self,
+        topic_configs: Callable[[str], Mapping[str, str]] = lambda topic: {},
+        *,
+        keep: Callable[[TopicPartition], bool] | None = None,
     ) -> None:
         """Open every ``<topic>-<partition>`` dir, recovering from the checkpoints.
 
         ``topic_configs(topic)`` returns the topic's config overrides (topic keys).
+        Partition dirs for which ``keep`` is false are strays (their topic was deleted, or
+        never committed) and are deleted. A log that cannot be opened is logged and left
+        offline instead of stopping the broker.
         """
         for log_dir in self.log_dirs:
-            marker = log_dir / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
-            start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
-            cleaner_offsets = read_checkpoint(log_dir / CLEANER_OFFSET_CHECKPOINT)
-            for path in sorted(p for p in log_dir.iterdir() if p.is_dir()):
-                if path.name.endswith(DELETE_DIR_SUFFIX):
-                    shutil.rmtree(path, ignore_errors=True)  # deletion cut short by a restart
+            self._load_dir(log_dir, topic_configs, keep)
+
+    def _load_dir(
+        self,
+        log_dir: Path,
+        topic_configs: Callable[[str], Mapping[str, str]],
+        keep: Callable[[TopicPartition], bool] | None,
+    ) -> None:
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = _read_checkpoint_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
+        found: dict[TopicPartition, Path] = {}
+        for name in sorted(os.listdir(log_dir)):
+            path = log_dir / name
+            if not path.is_dir():
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)  # deletion cut short by a restart
+                continue
+            tp = parse_log_dir_name(name)
+            if tp is None or name in RESERVED_DIRS:
+                continue
+            if tp in self._logs or tp in found:
+                raise StorageError(f"{name} exists in more than one log dir ({log_dir})")
+            if keep is not None and not keep(tp):
+                logger.warning("%s: no such partition in the metadata; deleting it", name)
+                _remove_dir(path)
+                continue
+            found[tp] = path
+
+        def open_log(tp: TopicPartition, path: Path) -> Log:
+            return Log.open(
+                path,
+                self.config_for(topic_configs(tp[0])),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp),
+                clean_shutdown=clean and tp in recovery_points,
+                clock=self.clock,
+                caches=self.caches,
+            )
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(self.recovery_threads, "log-recovery") as pool:
+            futures = [(tp, pool.submit(open_log, tp, path)) for tp, path in found.items()]
+            for tp, future in futures:
+                try:
+                    self._add(tp, future.result(), log_dir)
+                except (OSError, KafkaError) as e:
+                    reason = str(e) if isinstance(e, KafkaError) else e.strerror or str(e)
+                    logger.error("%s-%d cannot be opened and stays offline: %s", *tp, reason)
+                    self._offline[tp] = reason
                     continue
-                tp = parse_log_dir_name(path.name)
-                if tp is None or path.name in RESERVED_DIRS:
-                    continue
-                if tp in self._logs:
-                    raise StorageError(f"{path.name} exists in {self._dir_of[tp]} and {log_dir}")
-                self._logs[tp] = Log.open(
-                    path,
-                    self.config_for(topic_configs(tp[0])),
-                    recovery_point=recovery_points.get(tp, 0),
-                    log_start_offset=start_offsets.get(tp),
-                    clean_shutdown=clean and tp in recovery_points,
-                    clock=self.clock,
-                )
-                self._dir_of[tp] = log_dir
                 if tp in cleaner_offsets:
                     self._cleaner_offsets[tp] = cleaner_offsets[tp]
-            # From now on a crash must trigger recovery.
-            marker.unlink(missing_ok=True)
+        logger.info(
+            "loaded %d logs from %s in %.2f s (%s shutdown)",
+            len(found),
+            log_dir,
+            time.monotonic() - started,
+            "clean" if clean else "unclean",
+        )
+        # From now on a crash must trigger recovery.
+        marker.unlink(missing_ok=True)
 
     # -- access --------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -118,22 +210,112 @@ class LogManager:
     def logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
 
+    @property
+    def offline(self) -> dict[TopicPartition, str]:
+        """Partitions whose log failed to load, and why."""
+        return dict(self._offline)
+
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig) -> Log:
-        """The partition's log, created in the log dir holding the fewest partitions."""
-        tp = (topic, partition)
-        log = self._logs.get(tp)
+        """The partition's log, created (without the capacity check: its metadata is
+        committed already) in the log dir holding the fewest partitions."""
+        log = self._logs.get((topic, partition))
         if log is not None:
             return log
-        counts = {d: 0 for d in self.log_dirs}
-        for log_dir in self._dir_of.values():
-            counts[log_dir] += 1
-        log_dir = min(self.log_dirs, key=counts.__getitem__)
-        log = Log.open(log_dir / log_dir_name(topic, partition), config, clock=self.clock)
+        return self._create([(topic, partition, config)])[0]
+
+    def create_logs(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[Log]:
+        """Create the logs of new partitions, all or none: check capacity, create each
+        and, if one fails, remove the others. Raises KafkaError (POLICY_VIOLATION or
+        KAFKA_STORAGE_ERROR) with a message for the request."""
+        missing = [(t, p, c) for t, p, c in partitions if (t, p) not in self._logs]
+        self.check_capacity(len(missing))
+        self._create(missing)
+        return [self._logs[(t, p)] for t, p, _ in partitions]
+
+    def _create(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[Log]:
+        created: list[tuple[TopicPartition, Log]] = []
+        try:
+            for topic, partition, config in partitions:
+                tp = (topic, partition)
+                if tp in self._offline:
+                    raise StorageError(f"{topic}-{partition} is offline: {self._offline[tp]}")
+                log_dir = min(self.log_dirs, key=self._hosted.__getitem__)
+                path = log_dir / log_dir_name(topic, partition)
+                if path.exists():
+                    logger.warning("%s: leftover directory of a new partition; removing it", path)
+                    shutil.rmtree(path)
+                try:
+                    log = Log.open(path, config, clock=self.clock, caches=self.caches)
+                except BaseException:
+                    shutil.rmtree(path, ignore_errors=True)
+                    raise
+                created.append((tp, log))
+                self._add(tp, log, log_dir)
+        except (OSError, KafkaError) as e:
+            for tp, log in created:
+                self._remove(tp)
+                log.delete()
+            if isinstance(e, OSError):
+                raise storage_error(e, "cannot create the partition's log") from e
+            raise
+        return [log for _, log in created]
+
+    def check_capacity(self, new_partitions: int) -> None:
+        """Raise a KafkaError for the request if ``new_partitions`` more partitions do not
+        fit: POLICY_VIOLATION beyond ``max.broker.partitions`` (derived from the
+        descriptor budget unless set), KAFKA_STORAGE_ERROR when descriptors, memory maps,
+        disk space or inodes are short right now."""
+        if new_partitions <= 0:
+            return
+        budget = self.budget
+        hosted = len(self._logs)
+        if hosted + new_partitions > budget.max_partitions:
+            raise KafkaError(
+                f"this broker hosts {hosted} partitions and accepts at most "
+                f"{budget.max_partitions} (max.broker.partitions, derived from "
+                f"{budget.open_files_max} cached segment files of an open-files limit of "
+                f"{budget.limit} unless set); {new_partitions} more do not fit",
+                ErrorCode.POLICY_VIOLATION,
+            )
+        now = time.monotonic()
+        if now - self._resources_checked < RESOURCE_CHECK_INTERVAL_S:
+            return  # looked a moment ago: creating topic after topic costs no /proc scans
+        in_use = open_descriptors()
+        if in_use + DESCRIPTOR_RESERVE > open_files_limit():
+            raise StorageError(
+                f"out of file descriptors: {in_use} of {open_files_limit()} are open; "
+                "new partitions need some to spare (raise ulimit -n)"
+            )
+        max_maps = max_memory_maps()
+        if max_maps is not None and memory_maps() + MAP_RESERVE > max_maps:
+            raise StorageError(
+                f"out of memory maps: {memory_maps()} of vm.max_map_count {max_maps} in use"
+            )
+        need_bytes = new_partitions * BYTES_PER_PARTITION + DISK_RESERVE_BYTES
+        need_inodes = new_partitions * INODES_PER_PARTITION
+        spaces = {d: DiskSpace.of(d) for d in self.log_dirs}
+        if sum(s.free_bytes for s in spaces.values()) < need_bytes:
+            raise StorageError(
+                f"not enough disk space in {', '.join(map(str, spaces))} for "
+                f"{new_partitions} new partition(s)"
+            )
+        if sum(s.free_inodes for s in spaces.values()) < need_inodes:
+            raise StorageError(
+                f"not enough free inodes in {', '.join(map(str, spaces))} for "
+                f"{new_partitions} new partition(s)"
+            )
+        self._resources_checked = now
+
+    def _add(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
         self._logs[tp], self._dir_of[tp] = log, log_dir
-        return log
+        self._hosted[log_dir] += 1
+
+    def _remove(self, tp: TopicPartition) -> None:
+        del self._logs[tp]
+        self._hosted[self._dir_of.pop(tp)] -= 1
 
     def update_config(self, topic: str, config: LogConfig) -> None:
-        for (log_topic, _), log in self._logs.items():
+        for (log_topic, _), log in list(self._logs.items()):
             if log_topic == topic:
                 log.update_config(config)
 
@@ -141,10 +323,11 @@ class LogManager:
         """Rename the dir to ``<name>.<id>-delete`` now (it disappears from the next load)
         and remove it after file.delete.delay.ms, so in-flight sendfiles finish."""
         tp = (topic, partition)
-        log = self._logs.pop(tp, None)
+        self._offline.pop(tp, None)
+        log = self._logs.get(tp)
         if log is None:
             return
-        del self._dir_of[tp]
+        self._remove(tp)
         self._cleaner_offsets.pop(tp, None)
         suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         # As Kafka: the topic part is cut so that a 249-character topic still names a file.
@@ -155,10 +338,19 @@ class LogManager:
         self._purge_deleted_logs(self._now_ms())
 
     # -- periodic work -------------------------------------------------------------
-    def run_retention(self, now_ms: int | None = None) -> int:
-        """Retention for every log; returns segments deleted (checkpoints if any)."""
+    def run_retention(
+        self, high_watermarks: Mapping[TopicPartition, int], now_ms: int | None = None
+    ) -> int:
+        """Retention for every log below its high watermark (logs without one only drop
+        files already deleted); returns segments deleted (checkpoints if any)."""
         now = self._now_ms() if now_ms is None else now_ms
-        deleted = sum(log.enforce_retention(now) for log in list(self._logs.values()))
+        deleted = 0
+        for tp, log in list(self._logs.items()):
+            hw = high_watermarks.get(tp)
+            if hw is None:
+                log.purge_deleted(now)
+            else:
+                deleted += log.enforce_retention(hw, now)
         self._purge_deleted_logs(now)
         if deleted:
             self.checkpoint()
@@ -169,72 +361,100 @@ class LogManager:
         for log in list(self._logs.values()):
             log.producer_state.remove_expired(now_ms, expiration_ms)
 
-    def run_cleaner(self, now_ms: int | None = None) -> int:
-        """Compact every ``compact`` log that is dirty enough; returns how many were
-        cleaned and, if any, rewrites the cleaner-offset checkpoints. A log whose cleaning
-        fails is left as it is and skipped until the next restart."""
+    def run_cleaner(
+        self, high_watermarks: Mapping[TopicPartition, int], now_ms: int | None = None
+    ) -> int:
+        """Compact every ``compact`` log that is dirty enough below its high watermark;
+        returns how many were cleaned and, if any, rewrites the cleaner-offset
+        checkpoints. A log whose cleaning fails is left as it is and skipped until the
+        next restart. Safe in a worker thread; one pass at a time."""
         now = self._now_ms() if now_ms is None else now_ms
         cleaned = 0
-        for tp, log in list(self._logs.items()):
-            if not log.config.compact_enabled or tp in self._uncleanable:
-                continue
-            try:
-                checkpoint = clean_log(log, self._cleaner_offsets.get(tp, 0), now)
-            except (KafkaError, OSError):
-                # Like Kafka: a corrupt batch or an IO error makes the partition
-                # uncleanable instead of stopping the cleaner for every other log.
-                logger.exception("%s-%d: log cleaning failed; marked uncleanable", *tp)
-                self._uncleanable.add(tp)
-                continue
-            if checkpoint is not None:
-                self._cleaner_offsets[tp] = checkpoint
-                cleaned += 1
+        with self._cleaner_lock:
+            for tp, log in list(self._logs.items()):
+                hw = high_watermarks.get(tp)
+                if self._stopping.is_set():
+                    break
+                if hw is None or not log.config.compact_enabled or tp in self._uncleanable:
+                    continue
+                try:
+                    checkpoint = clean_log(
+                        log,
+                        self._cleaner_offsets.get(tp, 0),
+                        now,
+                        high_watermark=hw,
+                        aborted=self._stopping.is_set,
+                    )
+                except CleaningAbortedError:
+                    continue  # truncated, deleted or stopping: cleaned again next time
+                except (KafkaError, OSError):
+                    # Like Kafka: a corrupt batch or an IO error makes the partition
+                    # uncleanable instead of stopping the cleaner for every other log.
+                    logger.exception("%s-%d: log cleaning failed; marked uncleanable", *tp)
+                    self._uncleanable.add(tp)
+                    continue
+                if checkpoint is not None:
+                    self._cleaner_offsets[tp] = checkpoint
+                    cleaned += 1
         if cleaned:
-            self._write_cleaner_checkpoints()
+            self._write_per_dir(CLEANER_OFFSET_CHECKPOINT, dict(self._cleaner_offsets))
         return cleaned
 
-    def _write_cleaner_checkpoints(self) -> None:
-        for log_dir in self.log_dirs:
-            write_checkpoint(
-                log_dir / CLEANER_OFFSET_CHECKPOINT,
-                {
-                    tp: offset
-                    for tp, offset in self._cleaner_offsets.items()
-                    if self._dir_of.get(tp) == log_dir
-                },
-            )
-
     def flush_due(self, now_ms: int | None = None) -> None:
-        """flush.ms and post-roll flushes for every log."""
+        """flush.ms and post-roll flushes for every log; safe in a worker thread."""
         now = self._now_ms() if now_ms is None else now_ms
-        for log in list(self._logs.values()):
-            log.maybe_flush(now)
+        with self._flush_lock:
+            for log in list(self._logs.values()):
+                if self._stopping.is_set():
+                    return
+                log.maybe_flush(now)
 
     def checkpoint(self) -> None:
         """Write each log dir's recovery-point and log-start-offset checkpoints."""
+        logs = list(self._logs.items())
+        self._write_per_dir(RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs})
+        self._write_per_dir(
+            LOG_START_OFFSET_CHECKPOINT, {tp: log.log_start_offset for tp, log in logs}
+        )
+
+    def read_replication_checkpoint(self) -> dict[TopicPartition, int]:
+        """High watermarks from every log dir's ``replication-offset-checkpoint``."""
+        hws: dict[TopicPartition, int] = {}
         for log_dir in self.log_dirs:
-            mine = {tp: log for tp, log in self._logs.items() if self._dir_of[tp] == log_dir}
-            write_checkpoint(
-                log_dir / RECOVERY_POINT_CHECKPOINT,
-                {tp: log.recovery_point for tp, log in mine.items()},
-            )
-            write_checkpoint(
-                log_dir / LOG_START_OFFSET_CHECKPOINT,
-                {tp: log.log_start_offset for tp, log in mine.items()},
-            )
+            hws.update(_read_checkpoint_or_empty(log_dir / REPLICATION_OFFSET_CHECKPOINT))
+        return hws
+
+    def write_replication_checkpoint(self, hws: Mapping[TopicPartition, int]) -> None:
+        """Write each log dir's ``replication-offset-checkpoint`` for its partitions."""
+        self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT, hws)
+
+    def _write_per_dir(self, name: str, offsets: Mapping[TopicPartition, int]) -> None:
+        dir_of = dict(self._dir_of)
+        with self._checkpoint_lock:
+            for log_dir in self.log_dirs:
+                write_checkpoint(
+                    log_dir / name,
+                    {tp: o for tp, o in offsets.items() if dir_of.get(tp) == log_dir},
+                )
 
     def shutdown(self) -> None:
-        """Close every log, checkpoint, then mark each dir clean (no recovery next time)."""
-        for log in self._logs.values():
-            log.close()
-        for _, log in self._pending_deletes:
-            log.delete()
-        self._pending_deletes = []
-        self.checkpoint()
-        for log_dir in self.log_dirs:
-            (log_dir / CLEAN_SHUTDOWN_FILE).touch()
-        self._logs.clear()
-        self._dir_of.clear()
+        """Stop background passes, close every log, make it all durable with one sync,
+        checkpoint, then mark each dir clean (no recovery next time)."""
+        self._stopping.set()
+        with self._cleaner_lock, self._flush_lock:
+            for log in list(self._logs.values()):
+                log.close(sync=False)
+            for _, log in self._pending_deletes:
+                log.delete()
+            self._pending_deletes = []
+            os.sync()
+            self.checkpoint()
+            for log_dir in self.log_dirs:
+                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                fsync_dir(log_dir)
+            self._logs.clear()
+            self._dir_of.clear()
+            self._hosted = {d: 0 for d in self.log_dirs}
 
     def _purge_deleted_logs(self, now_ms: int) -> None:
         due = [log for t, log in self._pending_deletes if t <= now_ms]
@@ -244,3 +464,19 @@ class LogManager:
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+
+def _read_checkpoint_or_empty(path: Path) -> dict[TopicPartition, int]:
+    """A checkpoint, or nothing if it is unreadable: a broker must start, and without a
+    checkpoint it only does more work (recovers from the start, keeps every record)."""
+    try:
+        return read_checkpoint(path)
+    except StorageError as e:
+        logger.warning("%s; ignoring it", e)
+        return {}
+
+
+def _remove_dir(path: Path) -> None:
+    target = path.with_name(f"{path.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+    path.rename(target)
+    shutil.rmtree(target, ignore_errors=True)

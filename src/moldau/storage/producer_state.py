@@ -23,6 +23,7 @@ from moldau.protocol.errors import (
     StorageError,
 )
 from moldau.records.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchInfo
+from moldau.storage.checkpoint import fsync_dir
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -88,13 +89,14 @@ def snapshot_path(log_dir: Path, end_offset: int) -> Path:
     return log_dir / f"{end_offset:020d}{SNAPSHOT_SUFFIX}"
 
 
-def list_snapshots(log_dir: Path) -> list[tuple[int, Path]]:
-    """(end offset, path) of the snapshot files in ``log_dir``, oldest first."""
+def list_snapshots(log_dir: Path, names: Iterable[str] | None = None) -> list[tuple[int, Path]]:
+    """(end offset, path) of the snapshot files in ``log_dir`` (or among ``names``, a
+    listing of it already made), oldest first."""
     found = []
-    for path in log_dir.glob(f"*{SNAPSHOT_SUFFIX}"):
-        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-        if stem.isdigit():
-            found.append((int(stem), path))
+    for name in os.listdir(log_dir) if names is None else names:
+        stem = name[: -len(SNAPSHOT_SUFFIX)]
+        if name.endswith(SNAPSHOT_SUFFIX) and stem.isdigit():
+            found.append((int(stem), log_dir / name))
     return sorted(found)
 
 
@@ -189,11 +191,12 @@ class ProducerStateManager:
             if now_ms - entry.last_timestamp < expiration_ms
         }
 
-    def write_snapshot(self, log_dir: Path, end_offset: int) -> Path:
+    def write_snapshot(self, log_dir: Path, end_offset: int, *, sync: bool = True) -> Path:
         """Atomically write ``<end_offset:020d>.snapshot`` in ``log_dir`` and return its path.
 
         ``end_offset`` is the log end offset the state covers (the next offset to append):
-        recovery replays batches from there.
+        recovery replays batches from there. Without ``sync`` a crash may leave a torn
+        file, which ``load_snapshot`` rejects by its CRC (recovery then uses an older one).
         """
         body = bytearray(_SNAPSHOT_BODY_HEADER.pack(end_offset, len(self.producers)))
         for entry in self.producers.values():
@@ -218,13 +221,11 @@ class ProducerStateManager:
             f.write(_SNAPSHOT_HEADER.pack(SNAPSHOT_VERSION, crc32c(body)))
             f.write(body)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
-        dir_fd = os.open(log_dir, os.O_RDONLY)  # make the rename itself durable
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        if sync:
+            fsync_dir(log_dir)  # make the rename itself durable
         return path
 
     def load_snapshot(self, path: Path) -> int:

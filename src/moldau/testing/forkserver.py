@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import pkgutil
+import resource
 import selectors
 import signal
 import socket
@@ -96,10 +97,19 @@ def die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def run_broker(overrides: list[str], output: int, cwd: str, inherited: list[int]) -> NoReturn:
-    """In the forked child: become `moldau server -o ...` writing to ``output``."""
+def run_broker(
+    overrides: list[str],
+    output: int,
+    cwd: str,
+    inherited: list[int],
+    open_files: int | None = None,
+) -> NoReturn:
+    """In the forked child: become `moldau server -o ...` writing to ``output`` (with
+    RLIMIT_NOFILE set to ``open_files``, soft and hard, when given)."""
     code = 1
     try:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
         parent = os.getppid()
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -175,7 +185,13 @@ class ForkServer:
                 ours = [self.control, self.wakeup_r, self.wakeup_w]
                 inherited = [s.fileno() for s in ours] + [self.selector.fileno()]
                 inherited += self.receiver.fds  # other brokers' output pipes
-                run_broker(message["overrides"], output, message["cwd"], inherited)
+                run_broker(
+                    message["overrides"],
+                    output,
+                    message["cwd"],
+                    inherited,
+                    message.get("open_files"),
+                )
             os.close(output)
             self.children.add(pid)
             send(self.control, {"op": "spawned", "id": message["id"], "pid": pid})

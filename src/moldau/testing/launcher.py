@@ -82,7 +82,9 @@ class Launcher:
         self.drain.start()
         threading.Thread(target=self._receive, name="moldau-forkserver", daemon=True).start()
 
-    def spawn(self, overrides: list[str], output: int, timeout: float) -> ForkedProcess:
+    def spawn(
+        self, overrides: list[str], output: int, timeout: float, open_files: int | None = None
+    ) -> ForkedProcess:
         """Fork a `moldau server -o ...` writing to the pipe end ``output``."""
         self.ready.result(timeout)
         with self.lock:
@@ -91,7 +93,13 @@ class Launcher:
             request = next(self.ids)
             future: Future[ForkedProcess] = Future()
             self.spawning[request] = future
-            message = {"op": "spawn", "id": request, "overrides": overrides, "cwd": os.getcwd()}
+            message = {
+                "op": "spawn",
+                "id": request,
+                "overrides": overrides,
+                "cwd": os.getcwd(),
+                "open_files": open_files,
+            }
             send(self.sock, message, [output])
         try:
             return future.result(timeout)

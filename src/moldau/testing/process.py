@@ -56,7 +56,11 @@ class BrokerProcess(ClientHelpers):
         configs: Mapping[str, object] | None = None,
         *,
         startup_timeout: float = 30.0,
+        open_files_limit: int | None = None,
     ) -> None:
+        """``open_files_limit`` starts the broker with RLIMIT_NOFILE at that (soft and hard),
+        for tests of what it does with few descriptors."""
+        self.open_files_limit = open_files_limit
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="moldau-")
@@ -101,7 +105,10 @@ class BrokerProcess(ClientHelpers):
         read_end, write_end = os.pipe()
         try:
             proc = launcher().spawn(
-                [f"{k}={v}" for k, v in props.items()], write_end, self.startup_timeout
+                [f"{k}={v}" for k, v in props.items()],
+                write_end,
+                self.startup_timeout,
+                self.open_files_limit,
             )
         except BaseException:
             os.close(read_end)
@@ -185,6 +192,8 @@ class BrokerProcess(ClientHelpers):
             time.sleep(quiet)
 
     def _unread(self) -> int:
+        if self._output_fd < 0:  # never started, or closed: nothing left to read
+            return 0
         try:
             return struct.unpack("i", fcntl.ioctl(self._output_fd, termios.FIONREAD, b"\0" * 4))[0]
         except OSError:  # closed: everything was read

@@ -34,6 +34,7 @@ def controller(path: Path) -> tuple[ControllerApis, MetadataLog, list[int]]:
     if log.log.log_end_offset == 0:
         log.append([RegisterBrokerRecord(broker_id=1, fenced=False)])  # a live broker
     quorum = QuorumController(log, replay(log.batches()))
+    log.set_commit_callback(quorum.handle_commit)
     committed: list[int] = []
     quorum.add_commit_listener(lambda records, offset: committed.append(offset))
     return ControllerApis(quorum, Controller(1, {}, 1)), log, committed
@@ -72,9 +73,6 @@ def test_answers_carry_what_was_committed(tmp_path: Path) -> None:
 
 class FailingLog:
     """A metadata log whose disk is full."""
-
-    def set_commit_callback(self, callback: object) -> None:
-        pass
 
     def append(self, records: Sequence[MetadataRecord]) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")

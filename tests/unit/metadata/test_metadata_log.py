@@ -63,7 +63,7 @@ def test_a_json_log_of_an_earlier_release_loads(tmp_path: Path) -> None:
         [_legacy("ProducerIdsRecord", broker_id=1, next_producer_id=1000)],
     ):
         batch = bytearray(build_batch(records))
-        log.log.append(batch, scan_batches(batch, strict=False))
+        log.log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
     log.close()
     image = replay(MetadataLog.open(tmp_path).batches())
     assert image.topics["t"].configs == {"retention.ms": "9"}
@@ -73,7 +73,7 @@ def test_a_json_log_of_an_earlier_release_loads(tmp_path: Path) -> None:
 def test_an_undecodable_record_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     log = MetadataLog.open(tmp_path)
     batch = bytearray(build_batch([(None, b"\x01\x7f\x00garbage")]))
-    log.log.append(batch, scan_batches(batch, strict=False))
+    log.log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
     log.append([TopicRecord(name="t", topic_id=TOPIC_ID)])
     log.close()
     image = replay(MetadataLog.open(tmp_path).batches())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 from moldau.records.batch import scan_batches
 from moldau.records.record import Record, build_batch
 from moldau.storage.log import AppendResult, Log
@@ -27,6 +30,16 @@ def batch(n: int = 1, *, value_size: int = 10, timestamp: int = 1_000, tag: int 
     return bytearray(build_batch(records, **kwargs))
 
 
-def append(log: Log, data: bytearray, **kwargs) -> AppendResult:
-    """Validate like the Produce handler, then append (stamps ``data`` in place)."""
-    return log.append(data, scan_batches(data), **kwargs)
+def append(log: Log, data: bytearray, *, leader_epoch: int = 0, **kwargs) -> AppendResult:
+    """Validate like the Produce handler, then append as leader (stamps ``data`` in place)."""
+    return log.append_as_leader(data, scan_batches(data), leader_epoch=leader_epoch, **kwargs)
+
+
+def open_paths() -> list[str]:
+    """Files this process has open, one entry per descriptor (descriptor numbers get
+    reused, paths do not)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return out

@@ -28,12 +28,19 @@ def compact_config(**overrides: str) -> LogConfig:
 
 
 def put(log: Log, items, *, ts: int = NOW, compression: int = Compression.NONE) -> int:
-    """Append one batch of (key, value) records and move the HW like Produce does;
-    returns the batch's base offset."""
+    """Append one batch of (key, value) records like Produce does; returns the batch's
+    base offset."""
     data = bytearray(build_batch(list(items), base_timestamp=ts, compression=compression))
-    base = append(log, data, now_ms=ts).base_offset
-    log.high_watermark = log.log_end_offset
-    return base
+    return append(log, data, now_ms=ts).base_offset
+
+
+def clean(log: Log, checkpoint: int, now_ms: int, **kwargs) -> int | None:
+    """Clean with a single replica's high watermark: the log end offset."""
+    return clean_log(log, checkpoint, now_ms, high_watermark=log.log_end_offset, **kwargs)
+
+
+def hws(manager: LogManager) -> dict:
+    return {tp: log.log_end_offset for tp, log in manager.logs.items()}
 
 
 def read_all(log: Log):
@@ -83,10 +90,10 @@ def test_latest_value_per_key_at_original_offsets(tmp_path: Path, clock: FakeClo
     log = open_log(tmp_path / "t-0", compact_config(), clock)
     written = fill(log, 300, 5)
     active, active_size = log.active, log.active.size
-    leo, hw, segments_before = log.log_end_offset, log.high_watermark, len(log.segments)
+    leo, segments_before = log.log_end_offset, len(log.segments)
     assert segments_before > 10
 
-    end = clean_log(log, 0, NOW)
+    end = clean(log, 0, NOW)
 
     assert end == active.base_offset
     kept = records_of(log)
@@ -95,7 +102,7 @@ def test_latest_value_per_key_at_original_offsets(tmp_path: Path, clock: FakeClo
     assert latest(kept) == latest(written)
     offsets = [offset for offset, _, _ in kept]
     assert offsets == sorted(set(offsets))
-    assert (log.log_end_offset, log.high_watermark) == (leo, hw)
+    assert log.log_end_offset == leo
     assert log.active is active and active.size == active_size
     assert len(log.segments) < segments_before
     assert sorted(p.name for p in log.dir.iterdir() if p.name.endswith(SWAP_SUFFIX)) == []
@@ -124,7 +131,7 @@ def test_compressed_batches_stay_compressed(
         written += [(base + j, k, v) for j, (k, v) in enumerate(items)]
     ranges_before = {(info.base_offset, info.last_offset) for info, _ in read_all(log)}
 
-    end = clean_log(log, 0, NOW)
+    end = clean(log, 0, NOW)
 
     after = read_all(log)
     assert [r for _, records in after for r in records] == expected_after_clean(written, end)
@@ -141,14 +148,14 @@ def test_tombstones_kept_within_delete_retention_then_removed(
     put(log, [(b"gone", b"old value")])
     tombstone = put(log, [(b"gone", None)])
     written = fill(log, 40, 3)
-    end = clean_log(log, 0, NOW + 1000)
+    end = clean(log, 0, NOW + 1000)
     assert (tombstone, b"gone", None) in records_of(log)
     assert not any(key == b"gone" and value is not None for _, key, value in records_of(log))
 
-    assert clean_log(log, end, NOW + DAY_MS - 1, force=True) == end
+    assert clean(log, end, NOW + DAY_MS - 1, force=True) == end
     assert (tombstone, b"gone", None) in records_of(log)
 
-    clean_log(log, end, NOW + DAY_MS + 1, force=True)
+    clean(log, end, NOW + DAY_MS + 1, force=True)
     assert not any(key == b"gone" for _, key, _ in records_of(log))
     assert latest(records_of(log)) == latest(written)
 
@@ -157,7 +164,7 @@ def test_null_keys_are_dropped(tmp_path: Path, clock: FakeClock) -> None:
     log = open_log(tmp_path / "t-0", compact_config(), clock)
     put(log, [(None, b"no key"), (b"k", b"v")])
     fill(log, 30, 2)
-    clean_log(log, 0, NOW)
+    clean(log, 0, NOW)
     assert all(key is not None for _, key, _ in records_of(log))
 
 
@@ -165,17 +172,17 @@ def test_dirty_ratio_threshold(tmp_path: Path, clock: FakeClock) -> None:
     config = compact_config(**{"min.cleanable.dirty.ratio": "0.6"})
     log = open_log(tmp_path / "t-0", config, clock)
     fill(log, 200, 40)
-    end = clean_log(log, 0, NOW)
+    end = clean(log, 0, NOW)
     assert end is not None
     fill(log, 20, 40)  # a few more sealed segments: dirty, but well under 60 %
-    rng = cleanable_range(log, end, NOW)
+    rng = cleanable_range(log, end, NOW, log.log_end_offset)
     assert 0 < rng.dirty_ratio < 0.6
     files_before = sorted(os.listdir(log.dir))
-    assert clean_log(log, end, NOW) is None
+    assert clean(log, end, NOW) is None
     assert sorted(os.listdir(log.dir)) == files_before
     fill(log, 200, 40)
-    assert cleanable_range(log, end, NOW).dirty_ratio >= 0.6
-    assert clean_log(log, end, NOW) is not None
+    assert cleanable_range(log, end, NOW, log.log_end_offset).dirty_ratio >= 0.6
+    assert clean(log, end, NOW) is not None
 
 
 def test_max_compaction_lag_forces_cleaning(tmp_path: Path, clock: FakeClock) -> None:
@@ -184,17 +191,17 @@ def test_max_compaction_lag_forces_cleaning(tmp_path: Path, clock: FakeClock) ->
     )
     log = open_log(tmp_path / "t-0", config, clock)
     fill(log, 200, 40)
-    end = clean_log(log, 0, NOW)
+    end = clean(log, 0, NOW)
     fill(log, 20, 40, ts=NOW + 1000)
-    assert clean_log(log, end, NOW + 2000) is None
-    assert clean_log(log, end, NOW + 1000 + 60_001) is not None
+    assert clean(log, end, NOW + 2000) is None
+    assert clean(log, end, NOW + 1000 + 60_001) is not None
 
 
 def test_min_compaction_lag_protects_young_segments(tmp_path: Path, clock: FakeClock) -> None:
     log = open_log(tmp_path / "t-0", compact_config(**{"min.compaction.lag.ms": "5000"}), clock)
     old = fill(log, 50, 2, ts=NOW)
     young = fill(log, 50, 2, ts=NOW + 10_000)
-    end = clean_log(log, 0, NOW + 12_000)
+    end = clean(log, 0, NOW + 12_000)
     assert end is not None and end <= young[0][0]
     kept = records_of(log)
     assert [r for r in kept if r[0] >= young[0][0]] == young  # nothing young was touched
@@ -210,18 +217,18 @@ def test_cleaner_checkpoint_round_trip(tmp_path: Path, clock: FakeClock) -> None
     fill(manager.get_log("plain", 0), 200, 5)
     plain_segments = manager.get_log("plain", 0).segments
 
-    assert manager.run_cleaner(NOW) == 1
+    assert manager.run_cleaner(hws(manager), NOW) == 1
     checkpoint = read_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT)
     assert checkpoint == {("compacted", 0): log.active.base_offset}
     assert manager.get_log("plain", 0).segments == plain_segments
-    assert manager.run_cleaner(NOW) == 0
+    assert manager.run_cleaner(hws(manager), NOW) == 0
     manager.shutdown()
 
     manager = LogManager([tmp_path], {"log.segment.bytes": "400"}, clock=clock)
     manager.load_logs(lambda topic: {"cleanup.policy": "compact"} if topic == "compacted" else {})
-    assert manager.run_cleaner(NOW) == 0
+    assert manager.run_cleaner(hws(manager), NOW) == 0
     fill(manager.get_log("compacted", 0), 200, 5)
-    assert manager.run_cleaner(NOW) == 1
+    assert manager.run_cleaner(hws(manager), NOW) == 1
 
 
 def _crash_before_old_segments_go(monkeypatch) -> None:
@@ -252,7 +259,7 @@ def test_interrupted_swap_is_completed_on_open(
     log.flush()
     crash(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
-        clean_log(log, 0, NOW)
+        clean(log, 0, NOW)
     monkeypatch.undo()
     assert any(p.name.endswith(SWAP_SUFFIX) for p in path.iterdir())
     (path / f"{0:020d}.log{CLEANED_SUFFIX}").write_bytes(b"half-written garbage")
@@ -273,7 +280,7 @@ def test_interrupted_swap_is_completed_on_open(
     first_records = [r for r in kept if r[0] < first.next_offset]
     assert len(first_records) == len({key for _, key, _ in first_records})
     # And the next cleaning finishes the job.
-    clean_log(reopened, 0, NOW)
+    clean(reopened, 0, NOW)
     assert records_of(reopened) == expected_after_clean(written, reopened.active.base_offset)
 
 
@@ -282,7 +289,7 @@ def test_reader_keeps_ranges_from_before_the_swap(tmp_path: Path, clock: FakeClo
     fill(log, 300, 5)
     before = log.read(0, 1 << 30)
     expected = before.to_bytes()
-    clean_log(log, 0, NOW)
+    clean(log, 0, NOW)
     assert log.read_bytes(0, 1 << 30) != expected
     assert before.to_bytes() == expected
 
@@ -331,7 +338,7 @@ def test_compaction_keeps_latest_per_key(tmp_path_factory, ops) -> None:
                 reference[key] = value
                 originals[base + i] = (key, value)
         elif kind == "clean":
-            end = clean_log(log, checkpoint, clock.ms, force=bool(arg))
+            end = clean(log, checkpoint, clock.ms, force=bool(arg))
             if end is not None:
                 checkpoint = end
                 cleaned_keys = [key for offset, key, _ in records_of(log) if offset < end]
@@ -358,9 +365,8 @@ def test_log_append_time_batches_keep_their_timestamp_type(
         items = [(b"same", b"old %d" % i), (b"key-%d" % (i % 3), b"new %d" % i)]
         data = bytearray(build_batch(items, base_timestamp=5))
         append(log, data, now_ms=NOW + i)
-        log.high_watermark = log.log_end_offset
     before = {info.base_offset: info.max_timestamp for info, _ in read_all(log)}
-    clean_log(log, 0, NOW + 100)
+    clean(log, 0, NOW + 100)
     raw = log.read_bytes(0, 1 << 30)
     batches = decode_all(raw)
     assert any(len(records) < info.last_offset_delta + 1 for info, records in batches)
@@ -382,14 +388,13 @@ def test_rewritten_batches_keep_producer_fields_and_leader_epoch(
             )
         )
         append(log, data, leader_epoch=3)
-        log.high_watermark = log.log_end_offset
     fields = ("producer_id", "producer_epoch", "base_sequence", "partition_leader_epoch")
 
     def header(info):
         return tuple(getattr(info, f) for f in fields) + (info.last_offset_delta,)
 
     before = {info.base_offset: header(info) for info, _ in read_all(log)}
-    clean_log(log, 0, NOW)
+    clean(log, 0, NOW)
     after = read_all(log)
     assert any(len(records) < info.last_offset_delta + 1 for info, records in after)
     assert all(header(info) == before[info.base_offset] for info, _ in after)
@@ -402,7 +407,7 @@ def test_a_corrupt_log_is_skipped_and_the_others_still_cleaned(
     bad = manager.get_or_create_log("bad", 0, compact_config())
     good = manager.get_or_create_log("good", 0, compact_config())
     fill(bad, 200, 5)
-    assert manager.run_cleaner(NOW) == 1
+    assert manager.run_cleaner(hws(manager), NOW) == 1
     fill(bad, 200, 5)
     fill(good, 200, 5)
     first = bad.segments[0]  # already clean: rewritten, not read, by the next pass
@@ -413,10 +418,10 @@ def test_a_corrupt_log_is_skipped_and_the_others_still_cleaned(
         f.write(bytes([last ^ 0xFF]))
     raw_before = bad.read_bytes(0, 1 << 30)
 
-    assert manager.run_cleaner(NOW) == 1
+    assert manager.run_cleaner(hws(manager), NOW) == 1
     assert len(records_of(good)) < 200
     assert bad.read_bytes(0, 1 << 30) == raw_before
     assert not [p for p in bad.dir.iterdir() if p.name.endswith(CLEANED_SUFFIX)]
     assert [r.message for r in caplog.records] == ["bad-0: log cleaning failed; marked uncleanable"]
-    assert manager.run_cleaner(NOW) == 0
+    assert manager.run_cleaner(hws(manager), NOW) == 0
     assert len(caplog.records) == 1  # not retried until a restart

@@ -111,8 +111,7 @@ def test_offset_out_of_range(log: Log) -> None:
         log.read(-1, 100)
     empty = log.read(30, 100)
     assert empty.ranges == [] and empty.next_offset == 30
-    log.high_watermark = 30
-    log.delete_records_before(6)
+    log.delete_records_before(6, high_watermark=30)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(5, 100)
     assert log.read(6, 1).first_offset == 6
@@ -200,19 +199,19 @@ def test_retention_by_time_deletes_old_segments_not_the_active_one(tmp_path: Pat
     config = LogConfig(segment_bytes=2048, retention_ms=50_000, file_delete_delay_ms=0)
     log = Log.open(tmp_path / "t-0", config, clock=clock)
     stored = fill(log, 100)  # timestamps 10_000 .. 11_992
-    log.high_watermark = log.log_end_offset
+    hw = log.log_end_offset
     segments = log.segments
     assert len(segments) > 3
     cutoff = segments[3].base_offset
     # "now" such that exactly segments 0..2 are older than retention.ms.
     deadline_ts = segments[2].max_timestamp + 1
-    assert log.enforce_retention(deadline_ts + 50_000) == 3
+    assert log.enforce_retention(hw, deadline_ts + 50_000) == 3
     assert log.log_start_offset == cutoff == log.segments[0].base_offset
     assert log.read_bytes(cutoff, 1 << 30) == b"".join(stored[cutoff // 3 :])
     assert not any(p.name.startswith(f"{0:020d}") for p in log.dir.iterdir())
     # Everything expired: all but the active segment go.
     active = log.segments[-1]
-    log.enforce_retention(10**12)
+    log.enforce_retention(hw, 10**12)
     assert log.segments == (active,)
     assert log.log_start_offset == active.base_offset
     log.close()
@@ -228,9 +227,9 @@ def test_retention_by_bytes_keeps_at_most_the_limit_in_whole_segments(tmp_path: 
     config = LogConfig(segment_bytes=2048, retention_bytes=5000, file_delete_delay_ms=0)
     log = Log.open(tmp_path / "t-0", config)
     stored = fill(log, 100)
-    log.high_watermark = log.log_end_offset
+    hw = log.log_end_offset
     before = log.size_bytes
-    deleted = log.enforce_retention()
+    deleted = log.enforce_retention(hw)
     assert deleted > 0
     assert log.size_bytes <= 5000 + log.segments[0].size  # whole segments only
     assert log.size_bytes - log.segments[0].size < 5000 or len(log.segments) == 1
@@ -238,7 +237,7 @@ def test_retention_by_bytes_keeps_at_most_the_limit_in_whole_segments(tmp_path: 
     start = log.log_start_offset
     assert start == log.segments[0].base_offset
     assert log.read_bytes(start, 1 << 30) == b"".join(stored[start // 3 :])
-    assert log.enforce_retention() == 0
+    assert log.enforce_retention(hw) == 0
     log.close()
 
 
@@ -246,11 +245,9 @@ def test_retention_never_deletes_above_high_watermark(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=2048, retention_ms=0, file_delete_delay_ms=0)
     log = Log.open(tmp_path / "t-0", config)
     fill(log, 100)
-    log.high_watermark = 0
-    assert log.enforce_retention(10**12) == 0
-    log.high_watermark = log.log_end_offset
+    assert log.enforce_retention(0, 10**12) == 0
     count = len(log.segments)
-    assert log.enforce_retention(10**12) == count - 1
+    assert log.enforce_retention(log.log_end_offset, 10**12) == count - 1
     log.close()
 
 
@@ -258,7 +255,7 @@ def test_compact_only_topics_are_not_deleted_by_retention(tmp_path: Path) -> Non
     config = LogConfig(segment_bytes=2048, retention_ms=0, cleanup_policy=("compact",))
     log = Log.open(tmp_path / "t-0", config)
     fill(log, 100)
-    assert log.enforce_retention(10**12) == 0
+    assert log.enforce_retention(log.log_end_offset, 10**12) == 0
     log.close()
 
 
@@ -266,9 +263,8 @@ def test_deleted_segments_wait_for_file_delete_delay(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=2048, retention_ms=0, file_delete_delay_ms=60_000)
     log = Log.open(tmp_path / "t-0", config)
     fill(log, 50)
-    log.high_watermark = log.log_end_offset
     reader = log.read(0, 1 << 30)  # an in-flight fetch holds the old segment's file
-    assert log.enforce_retention(1_000_000) > 0
+    assert log.enforce_retention(log.log_end_offset, 1_000_000) > 0
     deleted = sorted(p.name for p in log.dir.iterdir() if p.name.endswith(".deleted"))
     assert deleted and all(n.endswith(".log.deleted") for n in deleted)
     assert reader.to_bytes()  # still readable via the open file
@@ -280,17 +276,17 @@ def test_deleted_segments_wait_for_file_delete_delay(tmp_path: Path) -> None:
 def test_delete_records_moves_log_start_and_deletes_whole_segments(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "t-0", SMALL)
     stored = fill(log, 100)
-    log.high_watermark = log.log_end_offset
+    hw = log.log_end_offset
     target = log.segments[2].base_offset + 4
-    assert log.delete_records_before(target) == target
+    assert log.delete_records_before(target, hw) == target
     assert log.log_start_offset == target
     assert log.segments[0].base_offset == target - 4  # the segment holding it stays
     with pytest.raises(OffsetOutOfRangeError):
         log.read(target - 1, 100)
     assert log.read(target, 1).first_offset <= target
     with pytest.raises(OffsetOutOfRangeError):
-        log.delete_records_before(log.log_end_offset + 1)
-    assert log.delete_records_before(0) == target  # never moves backwards
+        log.delete_records_before(log.log_end_offset + 1, hw)
+    assert log.delete_records_before(0, hw) == target  # never moves backwards
     log.close()
     reopened = Log.open(tmp_path / "t-0", SMALL, log_start_offset=target)
     assert reopened.log_start_offset == target
@@ -300,14 +296,7 @@ def test_delete_records_moves_log_start_and_deletes_whole_segments(tmp_path: Pat
 
 def test_delete_records_minus_one_means_high_watermark(log: Log) -> None:
     fill(log, 10)
-    log.high_watermark = 12
-    assert log.delete_records_before(-1) == 12
-
-
-def test_high_watermark_is_clamped(log: Log) -> None:
-    fill(log, 2)
-    log.high_watermark = 100
-    assert log.high_watermark == 6
+    assert log.delete_records_before(-1, 12) == 12
 
 
 def test_idempotent_duplicates_return_original_offsets_and_survive_reopen(
@@ -392,7 +381,7 @@ def test_failed_write_leaves_the_log_as_it_was(tmp_path, monkeypatch):
 
     log = Log.open(tmp_path / "t-0", LogConfig())
     first = bytearray(build_batch([(b"k", b"v1")]))
-    log.append(first, scan_batches(first))
+    log.append_as_leader(first, scan_batches(first), leader_epoch=0)
     real_write = os.write
 
     def short_then_fail(fd, data):
@@ -402,11 +391,11 @@ def test_failed_write_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     monkeypatch.setattr(segment_module.os, "write", short_then_fail)
     second = bytearray(build_batch([(b"k", b"v2")]))
     with pytest.raises(OSError):
-        log.append(second, scan_batches(second))
+        log.append_as_leader(second, scan_batches(second), leader_epoch=0)
     monkeypatch.setattr(segment_module.os, "write", real_write)
     assert log.log_end_offset == 1
     third = bytearray(build_batch([(b"k", b"v3")]))
-    assert log.append(third, scan_batches(third)).base_offset == 1
+    assert log.append_as_leader(third, scan_batches(third), leader_epoch=0).base_offset == 1
     values = [r.value for _, recs in decode_all(log.read_bytes(0, 1 << 20)) for r in recs]
     assert values == [b"v1", b"v3"]
     log.close()

@@ -24,8 +24,12 @@ def fill(log, count: int) -> list[bytes]:
         data = batch(2, value_size=40, tag=i, timestamp=1_000 + i)
         append(log, data)
         out.append(bytes(data))
-    log.high_watermark = log.log_end_offset
     return out
+
+
+def hws(manager: LogManager) -> dict:
+    """A single replica's high watermarks: every log end offset."""
+    return {tp: log.log_end_offset for tp, log in manager.logs.items()}
 
 
 def test_parse_log_dir_name_splits_on_last_dash() -> None:
@@ -47,7 +51,7 @@ def test_clean_shutdown_round_trip(tmp_path: Path) -> None:
         assert manager.get_or_create_log(*tp, config) is log
         stored[tp] = fill(log, 80)
     assert {d for d in dirs if any(d.iterdir())} == set(dirs)  # spread over log dirs
-    manager.get_log("plain", 3).delete_records_before(61)
+    manager.get_log("plain", 3).delete_records_before(61, 160)
     manager.shutdown()
     for d in dirs:
         assert (d / CLEAN_SHUTDOWN_FILE).exists()
@@ -99,9 +103,9 @@ def test_delete_log_renames_then_removes_after_delay(tmp_path: Path) -> None:
     (renamed,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     assert renamed.name.startswith("doomed-topic-0.") and renamed.name.endswith("-delete")
     assert reader.to_bytes()  # in-flight reads still work
-    manager.run_retention(999)
+    manager.run_retention({}, 999)
     assert renamed.exists()
-    manager.run_retention(1000)
+    manager.run_retention({}, 1000)
     assert not renamed.exists()
     manager.shutdown()
 
@@ -121,7 +125,7 @@ def test_run_retention_and_flush_due(tmp_path: Path) -> None:
     manager = LogManager([tmp_path], props)
     log = manager.get_or_create_log("t", 0, manager.config_for({}))
     fill(log, 100)
-    assert manager.run_retention(10**12) > 0
+    assert manager.run_retention(hws(manager), 10**12) > 0
     start = log.log_start_offset
     assert start > 0
     assert read_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("t", 0): start}

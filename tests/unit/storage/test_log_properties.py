@@ -52,7 +52,6 @@ def test_log_keeps_appended_batches_in_order(operations) -> None:
                 result = append(log, data)
                 assert result.base_offset == (model[-1][1] if model else 0)
                 model.append((result.base_offset, result.last_offset + 1, bytes(data)))
-                log.high_watermark = log.log_end_offset
             elif name == "roll":
                 log.roll()
             elif name == "read":
@@ -71,18 +70,18 @@ def test_log_keeps_appended_batches_in_order(operations) -> None:
             elif name == "retain":
                 before = log.log_start_offset
                 log.update_config(dataclasses.replace(CONFIG, retention_bytes=op[1]))
-                log.enforce_retention()
+                log.enforce_retention(log.log_end_offset)
                 log.update_config(CONFIG)
                 after = log.log_start_offset
                 assert after == before or after == log.segments[0].base_offset > before
             elif name == "delete_records":
                 start = log.log_start_offset
-                log.delete_records_before(start + int(op[1] * (log.high_watermark - start)))
+                hw = log.log_end_offset
+                log.delete_records_before(start + int(op[1] * (hw - start)), hw)
             elif name == "reopen":
                 start = log.log_start_offset
                 log.close()
                 log = Log.open(directory, CONFIG, log_start_offset=start)
-                log.high_watermark = log.log_end_offset
             else:  # crash: reopen a copy of the files as they are, never closing
                 start = log.log_start_offset
                 crashed = Path(tmp) / f"crash{step}" / "t-0"
@@ -90,7 +89,6 @@ def test_log_keeps_appended_batches_in_order(operations) -> None:
                 log.close()
                 directory = crashed
                 log = Log.open(directory, CONFIG, log_start_offset=start)
-                log.high_watermark = log.log_end_offset
             start = log.log_start_offset
             assert log.log_end_offset == (model[-1][1] if model else 0)
             assert log.read_bytes(start, 1 << 30) == b"".join(expected_from(model, start))

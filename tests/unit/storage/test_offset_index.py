@@ -11,7 +11,7 @@ BASE = 1000
 
 
 def make_offset_index(path: Path, n: int, max_bytes: int = 8 * 1024) -> OffsetIndex:
-    index = OffsetIndex(path, BASE, max_bytes)
+    index = OffsetIndex.create(path, BASE, max_bytes)
     for i in range(n):
         index.append(BASE + 10 * i + 9, 100 * (i + 1))  # last offset of batch -> its start
     return index
@@ -40,7 +40,7 @@ def test_offset_index_file_format_and_trim(tmp_path: Path) -> None:
     )
     reopened = OffsetIndex(path, BASE, 8 * 1024)
     assert reopened.entries == 3 and reopened.is_full  # trimmed: read-only until resized
-    reopened.resize(8 * 1024)
+    reopened.make_writable()
     reopened.append(BASE + 100, 1000)
     assert reopened.lookup(BASE + 100) == (BASE + 100, 1000)
     reopened.close()
@@ -73,7 +73,7 @@ def test_full_index(tmp_path: Path) -> None:
 
 def test_time_index(tmp_path: Path) -> None:
     path = tmp_path / "a.timeindex"
-    index = TimeIndex(path, BASE, 12 * 100)
+    index = TimeIndex.create(path, BASE, 12 * 100)
     assert index.last_entry() == (-1, BASE)
     for i in range(50):
         index.maybe_append(10_000 + 100 * i, BASE + 10 * i)
@@ -93,7 +93,7 @@ def test_time_index(tmp_path: Path) -> None:
 
 
 def test_time_index_forced_final_entry_when_full(tmp_path: Path) -> None:
-    index = TimeIndex(tmp_path / "a.timeindex", BASE, 24)
+    index = TimeIndex.create(tmp_path / "a.timeindex", BASE, 24)
     index.maybe_append(1, BASE)
     index.maybe_append(2, BASE + 1)
     index.maybe_append(3, BASE + 2)

@@ -10,16 +10,18 @@ from moldau.protocol.primitives import ProtocolDecodeError, Writer, read_uvarint
 
 _S_o = struct.Struct(">?")
 _S_ob = struct.Struct(">?b")
+_S_obo = struct.Struct(">?b?")
 
 
 @dataclass(slots=True)
 class DescribeClusterRequest:
     API_KEY: ClassVar[int | None] = 60
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     include_cluster_authorized_operations: bool = False
     endpoint_type: int = 1
+    include_fenced_brokers: bool = False
 
     @classmethod
     def decode(
@@ -76,6 +78,28 @@ def _d_DescribeClusterRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
+def _d_DescribeClusterRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    (
+        v_include_cluster_authorized_operations,
+        v_endpoint_type,
+        v_include_fenced_brokers,
+    ) = _S_obo.unpack_from(buf, pos)
+    pos += 3
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return DescribeClusterRequest(
+        include_cluster_authorized_operations=v_include_cluster_authorized_operations,
+        endpoint_type=v_endpoint_type,
+        include_fenced_brokers=v_include_fenced_brokers,
+    ), pos
+
+
 def _e_DescribeClusterRequest_0(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_o.pack(o.include_cluster_authorized_operations)
@@ -88,5 +112,21 @@ def _e_DescribeClusterRequest_1(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_DescribeClusterRequest_0, 1: _d_DescribeClusterRequest_1}
-_ENCODERS = {0: _e_DescribeClusterRequest_0, 1: _e_DescribeClusterRequest_1}
+def _e_DescribeClusterRequest_2(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_obo.pack(
+        o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers
+    )
+    out.append(0)
+
+
+_DECODERS = {
+    0: _d_DescribeClusterRequest_0,
+    1: _d_DescribeClusterRequest_1,
+    2: _d_DescribeClusterRequest_2,
+}
+_ENCODERS = {
+    0: _e_DescribeClusterRequest_0,
+    1: _e_DescribeClusterRequest_1,
+    2: _e_DescribeClusterRequest_2,
+}

@@ -20,6 +20,7 @@ from moldau.protocol.primitives import (
 _S_b = struct.Struct(">b")
 _S_i = struct.Struct(">i")
 _S_ih = struct.Struct(">ih")
+_S_o = struct.Struct(">?")
 
 
 @dataclass(slots=True)
@@ -28,13 +29,14 @@ class DescribeClusterBroker:
     host: str = ""
     port: int = 0
     rack: str | None = None
+    is_fenced: bool = False
 
 
 @dataclass(slots=True)
 class DescribeClusterResponse:
     API_KEY: ClassVar[int | None] = 60
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
@@ -65,6 +67,8 @@ class DescribeClusterResponse:
 
 
 def _d_DescribeClusterBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -83,6 +87,9 @@ def _d_DescribeClusterBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_cluster_id: Any
+    v_brokers: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -121,6 +128,9 @@ def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_cluster_id: Any
+    v_brokers: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -138,6 +148,74 @@ def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_brokers = []
     for _ in range(_n):
         _x, pos = _d_DescribeClusterBroker_0(buf, pos)
+        v_brokers.append(_x)
+    (v_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return DescribeClusterResponse(
+        throttle_time_ms=v_throttle_time_ms,
+        error_code=v_error_code,
+        error_message=v_error_message,
+        endpoint_type=v_endpoint_type,
+        cluster_id=v_cluster_id,
+        controller_id=v_controller_id,
+        brokers=v_brokers,
+        cluster_authorized_operations=v_cluster_authorized_operations,
+    ), pos
+
+
+def _d_DescribeClusterBroker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
+    (v_broker_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_host, pos = read_compact_string(buf, pos)
+    (v_port,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_rack, pos = read_nullable_compact_string(buf, pos)
+    (v_is_fenced,) = _S_o.unpack_from(buf, pos)
+    pos += 1
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return DescribeClusterBroker(
+        broker_id=v_broker_id, host=v_host, port=v_port, rack=v_rack, is_fenced=v_is_fenced
+    ), pos
+
+
+def _d_DescribeClusterResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_cluster_id: Any
+    v_brokers: Any
+    (
+        v_throttle_time_ms,
+        v_error_code,
+    ) = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_error_message, pos = read_nullable_compact_string(buf, pos)
+    (v_endpoint_type,) = _S_b.unpack_from(buf, pos)
+    pos += 1
+    v_cluster_id, pos = read_compact_string(buf, pos)
+    (v_controller_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    _n, pos = read_compact_array_len(buf, pos, 12)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field Brokers was null")
+    v_brokers = []
+    for _ in range(_n):
+        _x, pos = _d_DescribeClusterBroker_1(buf, pos)
         v_brokers.append(_x)
     (v_cluster_authorized_operations,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -203,5 +281,40 @@ def _e_DescribeClusterResponse_1(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_DescribeClusterResponse_0, 1: _d_DescribeClusterResponse_1}
-_ENCODERS = {0: _e_DescribeClusterResponse_0, 1: _e_DescribeClusterResponse_1}
+def _e_DescribeClusterBroker_1(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_i.pack(o.broker_id)
+    write_compact_string(out, o.host)
+    out += _S_i.pack(o.port)
+    write_compact_string(out, o.rack)
+    out += _S_o.pack(o.is_fenced)
+    out.append(0)
+
+
+def _e_DescribeClusterResponse_2(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    write_compact_string(out, o.error_message)
+    out += _S_b.pack(o.endpoint_type)
+    write_compact_string(out, o.cluster_id)
+    out += _S_i.pack(o.controller_id)
+    _a = o.brokers
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_DescribeClusterBroker_1(_x, w)
+        out = w.buf
+    out += _S_i.pack(o.cluster_authorized_operations)
+    out.append(0)
+
+
+_DECODERS = {
+    0: _d_DescribeClusterResponse_0,
+    1: _d_DescribeClusterResponse_1,
+    2: _d_DescribeClusterResponse_2,
+}
+_ENCODERS = {
+    0: _e_DescribeClusterResponse_0,
+    1: _e_DescribeClusterResponse_1,
+    2: _e_DescribeClusterResponse_2,
+}

@@ -21,17 +21,19 @@ from moldau.protocol.primitives import (
 _S_i = struct.Struct(">i")
 _S_iiiiq = struct.Struct(">iiiiq")
 _S_iiiuuiq = struct.Struct(">iii16s16siq")
+_S_iiiuuiqo = struct.Struct(">iii16s16siq?")
 
 
 @dataclass(slots=True)
 class PartitionData:
     partition_index: int = 0
-    candidate_epoch: int = 0
-    candidate_id: int = 0
-    candidate_directory_id: bytes = ZERO_UUID
+    replica_epoch: int = 0
+    replica_id: int = 0
+    replica_directory_id: bytes = ZERO_UUID
     voter_directory_id: bytes = ZERO_UUID
     last_offset_epoch: int = 0
     last_offset: int = 0
+    pre_vote: bool = False
 
 
 @dataclass(slots=True)
@@ -44,7 +46,7 @@ class TopicData:
 class VoteRequest:
     API_KEY: ClassVar[int | None] = 52
     MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     cluster_id: str | None = None
     voter_id: int = -1
@@ -70,8 +72,8 @@ class VoteRequest:
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     (
         v_partition_index,
-        v_candidate_epoch,
-        v_candidate_id,
+        v_replica_epoch,
+        v_replica_id,
         v_last_offset_epoch,
         v_last_offset,
     ) = _S_iiiiq.unpack_from(buf, pos)
@@ -86,14 +88,16 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
         pos = _end
     return PartitionData(
         partition_index=v_partition_index,
-        candidate_epoch=v_candidate_epoch,
-        candidate_id=v_candidate_id,
+        replica_epoch=v_replica_epoch,
+        replica_id=v_replica_id,
         last_offset_epoch=v_last_offset_epoch,
         last_offset=v_last_offset,
     ), pos
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 25)
     if _n < 0:
@@ -114,6 +118,8 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VoteRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -136,9 +142,9 @@ def _d_VoteRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     (
         v_partition_index,
-        v_candidate_epoch,
-        v_candidate_id,
-        v_candidate_directory_id,
+        v_replica_epoch,
+        v_replica_id,
+        v_replica_directory_id,
         v_voter_directory_id,
         v_last_offset_epoch,
         v_last_offset,
@@ -154,9 +160,9 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
         pos = _end
     return PartitionData(
         partition_index=v_partition_index,
-        candidate_epoch=v_candidate_epoch,
-        candidate_id=v_candidate_id,
-        candidate_directory_id=v_candidate_directory_id,
+        replica_epoch=v_replica_epoch,
+        replica_id=v_replica_id,
+        replica_directory_id=v_replica_directory_id,
         voter_directory_id=v_voter_directory_id,
         last_offset_epoch=v_last_offset_epoch,
         last_offset=v_last_offset,
@@ -164,6 +170,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 57)
     if _n < 0:
@@ -184,6 +192,8 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VoteRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     (v_voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -205,10 +215,88 @@ def _d_VoteRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
     return VoteRequest(cluster_id=v_cluster_id, voter_id=v_voter_id, topics=v_topics), pos
 
 
+def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    (
+        v_partition_index,
+        v_replica_epoch,
+        v_replica_id,
+        v_replica_directory_id,
+        v_voter_directory_id,
+        v_last_offset_epoch,
+        v_last_offset,
+        v_pre_vote,
+    ) = _S_iiiuuiqo.unpack_from(buf, pos)
+    pos += 57
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return PartitionData(
+        partition_index=v_partition_index,
+        replica_epoch=v_replica_epoch,
+        replica_id=v_replica_id,
+        replica_directory_id=v_replica_directory_id,
+        voter_directory_id=v_voter_directory_id,
+        last_offset_epoch=v_last_offset_epoch,
+        last_offset=v_last_offset,
+        pre_vote=v_pre_vote,
+    ), pos
+
+
+def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
+    v_topic_name, pos = read_compact_string(buf, pos)
+    _n, pos = read_compact_array_len(buf, pos, 58)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field Partitions was null")
+    v_partitions = []
+    for _ in range(_n):
+        _x, pos = _d_PartitionData_2(buf, pos)
+        v_partitions.append(_x)
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return TopicData(topic_name=v_topic_name, partitions=v_partitions), pos
+
+
+def _d_VoteRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
+    v_cluster_id, pos = read_nullable_compact_string(buf, pos)
+    (v_voter_id,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    _n, pos = read_compact_array_len(buf, pos, 3)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field Topics was null")
+    v_topics = []
+    for _ in range(_n):
+        _x, pos = _d_TopicData_2(buf, pos)
+        v_topics.append(_x)
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return VoteRequest(cluster_id=v_cluster_id, voter_id=v_voter_id, topics=v_topics), pos
+
+
 def _e_PartitionData_0(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_iiiiq.pack(
-        o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset
+        o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset
     )
     out.append(0)
 
@@ -241,9 +329,9 @@ def _e_PartitionData_1(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_iiiuuiq.pack(
         o.partition_index,
-        o.candidate_epoch,
-        o.candidate_id,
-        o.candidate_directory_id,
+        o.replica_epoch,
+        o.replica_id,
+        o.replica_directory_id,
         o.voter_directory_id,
         o.last_offset_epoch,
         o.last_offset,
@@ -276,5 +364,45 @@ def _e_VoteRequest_1(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_VoteRequest_0, 1: _d_VoteRequest_1}
-_ENCODERS = {0: _e_VoteRequest_0, 1: _e_VoteRequest_1}
+def _e_PartitionData_2(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_iiiuuiqo.pack(
+        o.partition_index,
+        o.replica_epoch,
+        o.replica_id,
+        o.replica_directory_id,
+        o.voter_directory_id,
+        o.last_offset_epoch,
+        o.last_offset,
+        o.pre_vote,
+    )
+    out.append(0)
+
+
+def _e_TopicData_2(o: Any, w: Writer) -> None:
+    out = w.buf
+    write_compact_string(out, o.topic_name)
+    _a = o.partitions
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_PartitionData_2(_x, w)
+        out = w.buf
+    out.append(0)
+
+
+def _e_VoteRequest_2(o: Any, w: Writer) -> None:
+    out = w.buf
+    write_compact_string(out, o.cluster_id)
+    out += _S_i.pack(o.voter_id)
+    _a = o.topics
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_TopicData_2(_x, w)
+        out = w.buf
+    out.append(0)
+
+
+_DECODERS = {0: _d_VoteRequest_0, 1: _d_VoteRequest_1, 2: _d_VoteRequest_2}
+_ENCODERS = {0: _e_VoteRequest_0, 1: _e_VoteRequest_1, 2: _e_VoteRequest_2}

@@ -40,6 +40,8 @@ _MODULES = [
     "elect_leaders",
     "alter_partition_reassignments",
     "list_partition_reassignments",
+    "describe_quorum",
+    "describe_topic_partitions",
     "sasl_handshake",
     "sasl_authenticate",
     "describe_acls",

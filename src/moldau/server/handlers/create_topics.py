@@ -16,6 +16,7 @@ from moldau.protocol.messages.create_topics_response import (
     CreateTopicsResponse,
 )
 from moldau.security.acl import AclOperation, ResourceType
+from moldau.server.capacity import capacity_error, local_share
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -41,16 +42,33 @@ async def handle(
     ]
     access = services.authorizer
     creatable = access.creatable(ctx, (t.name or "" for t in topics))
-    refused += [
-        CreatableTopicResult(
-            name=t.name,
-            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-            error_message="Authorization failed.",
+    default_partitions = services.config.int("num.partitions")
+    default_factor = services.config.int("default.replication.factor")
+    accepted = []
+    for t in topics:
+        if is_internal(t.name or ""):
+            continue
+        if t.name not in creatable:
+            refused.append(
+                CreatableTopicResult(
+                    name=t.name,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message="Authorization failed.",
+                )
+            )
+            continue
+        partitions = len(t.assignments) or (
+            default_partitions if t.num_partitions == -1 else t.num_partitions
         )
-        for t in topics
-        if t.name not in creatable and not is_internal(t.name or "")
-    ]
-    request.topics = [t for t in topics if not is_internal(t.name or "") and t.name in creatable]
+        factor = default_factor if t.replication_factor == -1 else t.replication_factor
+        error = capacity_error(services, local_share(services, partitions, factor))
+        if error is None:
+            accepted.append(t)
+        else:  # this broker could not hold it: the controller never hears of it
+            refused.append(
+                CreatableTopicResult(name=t.name, error_code=error.code, error_message=str(error))
+            )
+    request.topics = accepted
     response: CreateTopicsResponse = await services.controller.call(
         API_KEY, ctx.api_version, request
     )

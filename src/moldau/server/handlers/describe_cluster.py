@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.DESCRIBE_CLUSTER
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 BROKERS_ENDPOINT = 1
 
@@ -46,8 +46,11 @@ async def handle(
             else 0
         )
     response.brokers = [
-        DescribeClusterBroker(broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack)
+        DescribeClusterBroker(
+            broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack, is_fenced=b.fenced
+        )
         for b in image.brokers.values()
-        if not b.fenced and (e := b.endpoint(ctx.listener)) is not None
+        if (request.include_fenced_brokers or not b.fenced)
+        and (e := b.endpoint(ctx.listener)) is not None
     ]
     return response

@@ -21,9 +21,7 @@ MAX_VERSION = 2
 async def handle(
     services: Services, ctx: RequestContext, request: SaslAuthenticateRequest
 ) -> SaslAuthenticateResponse:
-    outcome = ctx.connection.session.authenticate(
-        bytes(request.auth_bytes), ctx.api_version, services.clock.now_ms()
-    )
+    outcome = ctx.connection.session.authenticate(bytes(request.auth_bytes), ctx.api_version)
     return SaslAuthenticateResponse(
         error_code=outcome.error,
         error_message=outcome.message,

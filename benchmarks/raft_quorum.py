@@ -1,0 +1,191 @@
+"""The KRaft quorum on its own: failover time, commit latency, and metadata snapshots of a
+large cluster.
+
+Three voters run as `RaftManager`s in this one process and event loop, behind loopback
+listeners, on real files (`tests/integration/raft_helpers.py`): every figure includes the
+other replicas' work on the same core, so it is an upper bound for separate processes.
+
+- failover: stop the leader (connections drop, no resignation) and time until another
+  voter leads and has committed a write; repeated `--failovers` times, restarting the old
+  leader in between.
+- commit latency: one record appended and waited for at a time (what `QuorumController`
+  does), `--commits` times.
+- snapshot: a cluster image of `--topics` x `--partitions` (RF 3 over 3 brokers) is
+  committed and snapshotted (encoded in a worker thread, written, fsynced); measured are
+  that time, the file size, a brand-new node's fetch and load through FetchSnapshot, and
+  the load (decode and replay) alone.
+
+    python -m benchmarks.raft_quorum [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import write_result
+from moldau.metadata.records import (
+    BrokerEndpoint,
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from moldau.raft.driver import METADATA_DIR, SnapshotData, decode_snapshot
+from moldau.raft.file_log import SNAPSHOT_SUFFIX, snapshot_file_stem
+from tests.integration.raft_helpers import Node, RaftCluster, raft_cluster
+
+
+def topic(i: int) -> TopicRecord:
+    return TopicRecord(name=f"topic-{i}", topic_id=(i + 1).to_bytes(16, "big"))
+
+
+async def commit(node: Node, records: list[MetadataRecord]) -> int:
+    offset = node.manager.append(records)
+    await node.manager.wait_committed(offset)
+    return offset
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "n": len(ordered),
+        "min": round(ordered[0], 2),
+        "median": round(statistics.median(ordered), 2),
+        "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 2),
+        "max": round(ordered[-1], 2),
+    }
+
+
+async def failovers(cluster: RaftCluster, count: int) -> dict[str, Any]:
+    times_ms, next_topic = [], 0
+    for _ in range(count):
+        leader = await cluster.wait_for_leader()
+        await commit(leader, [topic(next_topic)])
+        next_topic += 1
+        cluster.stop_node(leader.node_id)
+        started = time.perf_counter()
+        successor = await cluster.wait_for_leader(30)
+        await commit(successor, [topic(next_topic)])
+        next_topic += 1
+        times_ms.append((time.perf_counter() - started) * 1000)
+        back = await cluster.start_node(leader.node_id)
+        target = successor.manager.committed_offset
+        await cluster.wait_for(
+            lambda back=back, target=target: back.manager.committed_offset >= target
+        )
+    return {"stop_to_committed_write_ms": summary(times_ms)}
+
+
+async def commit_latency(cluster: RaftCluster, count: int) -> dict[str, Any]:
+    leader = await cluster.wait_for_leader()
+    latencies = []
+    for i in range(count):
+        started = time.perf_counter()
+        await commit(leader, [topic(100_000 + i)])
+        latencies.append((time.perf_counter() - started) * 1000)
+    return {"append_to_committed_ms": summary(latencies)}
+
+
+def cluster_records(topics: int, partitions: int) -> list[list[MetadataRecord]]:
+    """Batches of a cluster's metadata: 3 brokers, then one batch per 100 topics."""
+    brokers: list[MetadataRecord] = [
+        RegisterBrokerRecord(
+            broker_id=b,
+            end_points=[BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092 + b)],
+            rack=f"r{b}",
+            fenced=False,
+        )
+        for b in range(3)
+    ]
+    batches, batch = [brokers], []
+    for t in range(topics):
+        record = topic(t)
+        batch.append(record)
+        for p in range(partitions):
+            replicas = [(t + p + i) % 3 for i in range(3)]
+            batch.append(
+                PartitionRecord(
+                    partition_id=p,
+                    topic_id=record.topic_id,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        if len(batch) >= 100 * (partitions + 1) or t == topics - 1:
+            batches.append(batch)
+            batch = []
+    return batches
+
+
+async def snapshots(root: Path, topics: int, partitions: int) -> dict[str, Any]:
+    # Four replicas' images of a large cluster share this interpreter: its garbage
+    # collector pauses the loop for up to a second or two on this machine, so the timeouts
+    # are raised to keep one leader throughout.
+    async with raft_cluster(
+        root, 3, observers=1, election_timeout_ms=5_000, fetch_timeout_ms=10_000
+    ) as cluster:
+        newcomer = cluster.stop_node(4)
+        leader = await cluster.wait_for_leader()
+        for batch in cluster_records(topics, partitions):
+            await commit(leader, batch)
+        image = leader.manager.image
+        started = time.perf_counter()
+        snapshot_id = await leader.manager.create_snapshot()
+        create_s = time.perf_counter() - started
+        assert snapshot_id is not None
+        path = leader.data_dir / METADATA_DIR / (snapshot_file_stem(snapshot_id) + SNAPSHOT_SUFFIX)
+        started = time.perf_counter()
+        node = await cluster.start_node(newcomer.node_id)
+        await cluster.wait_for(lambda: node.listener.snapshots, 300)
+        catch_up_s = time.perf_counter() - started
+        assert node.manager.image.topics == image.topics
+        assert leader.manager.leader()[0] == leader.node_id, "the leader stayed in place"
+        data = path.read_bytes()
+    # Loading on its own (decode and replay), with nothing else running.
+    started = time.perf_counter()
+    decoded = decode_snapshot(SnapshotData(snapshot_id, data))
+    load_s = time.perf_counter() - started
+    assert decoded.image.topics == image.topics
+    return {
+        "partitions": topics * partitions,
+        "topics": topics,
+        "snapshot_bytes": len(data),
+        "create_snapshot_s": round(create_s, 2),
+        "load_s": round(load_s, 2),
+        "new_node_fetch_and_load_s": round(catch_up_s, 2),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        async with raft_cluster(root / "quorum", 3) as cluster:
+            results["commit"] = await commit_latency(cluster, args.commits)
+            results["failover"] = await failovers(cluster, args.failovers)
+        results["snapshot"] = await snapshots(root / "snapshot", args.topics, args.partitions)
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--failovers", type=int, default=5)
+    parser.add_argument("--commits", type=int, default=300)
+    parser.add_argument("--topics", type=int, default=10_000)
+    parser.add_argument("--partitions", type=int, default=10, help="per topic")
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run")
+    arguments = parser.parse_args()
+    if arguments.quick:
+        arguments.failovers, arguments.commits, arguments.topics = 1, 20, 100
+    outcome = asyncio.run(main(arguments))
+    print(outcome)
+    print(write_result("raft_quorum", arguments, outcome))

@@ -1,0 +1,84 @@
+"""What a controller listener serves: the Raft RPCs of the metadata quorum and the
+controller's own APIs (broker lifecycle, ISR changes, forwarded admin requests).
+
+The controller APIs are decided only by the active controller; elsewhere they answer
+NOT_CONTROLLER and the caller (a broker's controller channel) tries the new leader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from moldau.controller.apis import ControllerApis
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.messages import REQUESTS
+from moldau.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from moldau.server.dispatch import Dispatcher
+from moldau.server.handlers import sasl_authenticate, sasl_handshake
+
+if TYPE_CHECKING:
+    from moldau.raft.driver import RaftManager
+    from moldau.server.controller_server import ControllerServer
+    from moldau.server.dispatch import RequestContext
+
+RAFT_APIS = (
+    ApiKey.VOTE,
+    ApiKey.BEGIN_QUORUM_EPOCH,
+    ApiKey.END_QUORUM_EPOCH,
+    ApiKey.FETCH,
+    ApiKey.FETCH_SNAPSHOT,
+    ApiKey.DESCRIBE_QUORUM,
+)
+
+
+@dataclass(frozen=True)
+class ControllerContext:
+    raft: RaftManager
+    controller: ControllerServer | None
+
+
+@dataclass(frozen=True)
+class _Handler:
+    api_key: int
+    MIN_VERSION: int
+    MAX_VERSION: int
+
+    async def handle(self, node: ControllerContext, ctx: RequestContext, request: Any) -> Any:
+        if self.api_key in RAFT_APIS:
+            return await node.raft.handle(self.api_key, ctx.api_version, request)
+        if self.api_key == ApiKey.API_VERSIONS:
+            return ApiVersionsResponse(error_code=0, api_keys=_advertised())
+        if node.controller is None or not node.controller.active:
+            raise KafkaError("this node is not the active controller", ErrorCode.NOT_CONTROLLER)
+        return await node.controller.apis.handle(self.api_key, ctx.api_version, request)
+
+
+def _handler(api_key: int) -> _Handler:
+    cls = REQUESTS[api_key]
+    return _Handler(api_key, cls.MIN_VERSION, cls.MAX_VERSION)
+
+
+CONTROLLER_HANDLERS: dict[int, Any] = {
+    key: _handler(key) for key in (*RAFT_APIS, ApiKey.API_VERSIONS, *ControllerApis.HANDLERS)
+}
+# Brokers log in to SASL controller listeners as to any (the handlers use only the session).
+CONTROLLER_HANDLERS[ApiKey.SASL_HANDSHAKE] = sasl_handshake
+CONTROLLER_HANDLERS[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate
+
+
+def _advertised() -> list[ApiVersion]:
+    return [
+        ApiVersion(api_key=k, min_version=h.MIN_VERSION, max_version=h.MAX_VERSION)
+        for k, h in sorted(CONTROLLER_HANDLERS.items())
+    ]
+
+
+def controller_dispatcher(
+    raft: RaftManager, controller: ControllerServer | None, **security: Any
+) -> Dispatcher:
+    """``security``: the listeners' TLS/SASL and SCRAM credentials (Dispatcher's keywords)."""
+    return Dispatcher(
+        ControllerContext(raft, controller), CONTROLLER_HANDLERS, _advertised, **security
+    )

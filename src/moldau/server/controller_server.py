@@ -1,0 +1,110 @@
+"""The controller part of a node: the quorum controller, its APIs and its upkeep.
+
+It decides metadata changes only while this node leads the controller quorum (always, for
+a quorum of one); otherwise its requests answer NOT_CONTROLLER and it just follows the
+committed log. While active it fences brokers whose heartbeats stopped and, with
+``auto.leader.rebalance.enable``, moves leaders back to their preferred replicas.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from moldau.clock import AsyncioScheduler, TimerHandle
+from moldau.controller.apis import ControllerApis
+from moldau.controller.cluster_control import ClusterControl
+from moldau.controller.controller import Controller
+from moldau.controller.quorum_controller import MetadataLogWriter, QuorumController
+from moldau.controller.replication_control import ReplicationControl
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.records import MetadataRecord
+from moldau.server.config import BrokerConfig
+from moldau.server.dynamic_config import DynamicBrokerConfig
+from moldau.storage.resources import DescriptorBudget, open_files_limit
+
+log = logging.getLogger(__name__)
+
+SESSION_CHECK_INTERVAL_MS = 1_000
+
+
+class ControllerServer:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster_id: str,
+        log_writer: MetadataLogWriter,
+        image: MetadataImage,
+        scheduler: AsyncioScheduler,
+        *,
+        active: bool,
+    ) -> None:
+        self.config = config
+        self.scheduler = scheduler
+        self.quorum = QuorumController(log_writer, image, active=False)
+        decisions = Controller(
+            config.node_id,
+            config.log_defaults,
+            config.int("num.partitions"),
+            DynamicBrokerConfig.check,
+            config.int("default.replication.factor"),
+            DescriptorBudget.derive(
+                open_files_limit(),
+                config.int("log.segment.open.files.max"),
+                config.int("max.broker.partitions"),
+            ).max_partitions,
+        )
+        cluster = ClusterControl(
+            cluster_id,
+            ReplicationControl(config.bool("unclean.leader.election.enable")),
+            config.int("broker.session.timeout.ms"),
+        )
+        self.apis = ControllerApis(
+            self.quorum,
+            decisions,
+            cluster=cluster,
+            clock=scheduler.clock,
+            delete_topic_enable=config.bool("delete.topic.enable"),
+        )
+        self._timers: list[TimerHandle] = []
+        if active:
+            self.activate()
+
+    # -- following the log ---------------------------------------------------------------
+    def handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
+        self.quorum.handle_commit(records, offset)
+
+    def load_snapshot(self, image: MetadataImage) -> None:
+        self.quorum.load_snapshot(image)
+
+    # -- leading -------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.quorum.active
+
+    def activate(self) -> None:
+        """This node leads the quorum: decide, and give every broker a full session."""
+        if self.quorum.active:
+            return
+        log.info("node %d is the active controller", self.config.node_id)
+        self.quorum.activate()
+        self.apis.cluster.activate(self.quorum.committed, self.scheduler.clock.now_ms())
+        every, c, apis = self.scheduler.every, self.config, self.apis
+        self._timers.append(every(SESSION_CHECK_INTERVAL_MS, apis.expire_broker_sessions))
+        if c.bool("auto.leader.rebalance.enable"):
+            percent = c.int("leader.imbalance.per.broker.percentage")
+            self._timers.append(
+                every(
+                    1000 * c.int("leader.imbalance.check.interval.seconds"),
+                    lambda: apis.balance_leaders(percent),
+                )
+            )
+
+    def deactivate(self) -> None:
+        if not self.quorum.active:
+            return
+        log.info("node %d is no longer the active controller", self.config.node_id)
+        self.quorum.deactivate()
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()

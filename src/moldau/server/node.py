@@ -1,0 +1,275 @@
+"""A Moldau node: a broker, a controller, or both, and the listeners that reach them.
+
+Two ways to run, as Kafka's configs say:
+
+- no ``controller.quorum.voters``: a single node that is its own controller quorum. Its
+  metadata log (``__cluster_metadata-0``) commits once appended and fsynced, and the broker
+  calls its controller in-process.
+- KRaft: ``process.roles`` (``broker``, ``controller`` or both), ``node.id`` and
+  ``controller.quorum.voters``. Controllers replicate the metadata log with Raft and the
+  leader's controller decides; every node follows the committed log (brokers as
+  observers). Brokers register with and heartbeat to the active controller over its
+  listener (``controller.listener.names``); clients use the other listeners.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gc
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from moldau.clock import AsyncioScheduler
+from moldau.controller.metadata_log import MetadataLog
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.loader import replay
+from moldau.metadata.records import MetadataRecord
+from moldau.metadata.security import ScramCredential
+from moldau.protocol.client import Address, NetworkClient
+from moldau.security.client import ClientSecurity
+from moldau.security.listeners import listener_security
+from moldau.security.scram import ScramMechanism
+from moldau.server.broker import Broker
+from moldau.server.config import BrokerConfig, ConfigError, Listener
+from moldau.server.controller_channel import LocalControllerChannel, RemoteControllerChannel
+from moldau.server.controller_server import ControllerServer
+from moldau.server.dispatch import Dispatcher
+from moldau.server.network import Acceptor, NetworkLimits, start_listener
+from moldau.storage.meta_properties import ensure_formatted
+
+if TYPE_CHECKING:
+    from moldau.raft.driver import RaftManager
+
+log = logging.getLogger(__name__)
+
+
+def parse_voters(value: str) -> dict[int, Address]:
+    """``controller.quorum.voters``: ``id@host:port,...``."""
+    voters: dict[int, Address] = {}
+    for item in filter(None, (v.strip() for v in value.split(","))):
+        node, sep, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        if not sep or not colon or not node.isdigit() or not port.isdigit():
+            raise ConfigError(f"controller.quorum.voters: '{item}' is not of the form ID@HOST:PORT")
+        voters[int(node)] = (host.strip("[]"), int(port))
+    return voters
+
+
+def cluster_id_for(voters: dict[int, Address]) -> str:
+    """The cluster id fresh nodes of one quorum agree on without talking: derived from the
+    voter set (``cluster.id`` or ``moldau storage format`` choose one explicitly)."""
+    text = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(voters.items()))
+    digest = hashlib.sha256(text.encode()).digest()[:16]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+class Node:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.scheduler = AsyncioScheduler()
+        self.voters = parse_voters(config.get("controller.quorum.voters"))
+        roles = {r.strip() for r in config.get("process.roles").split(",") if r.strip()}
+        if not roles <= {"broker", "controller"} or not roles:
+            raise ConfigError(f"process.roles: '{config.get('process.roles')}' is not valid")
+        self.kraft = bool(self.voters)
+        self.is_broker = "broker" in roles or not self.kraft
+        self.is_controller = "controller" in roles or not self.kraft
+        if self.kraft and self.is_controller and self.node_id not in self.voters:
+            raise ConfigError(
+                f"node {self.node_id} has the controller role but is not in "
+                "controller.quorum.voters"
+            )
+        names = {n.strip() for n in config.get("controller.listener.names").split(",")}
+        self.controller_listeners = [li for li in config.listeners if li.name in names]
+        self.broker_listeners = [li for li in config.listeners if li.name not in names]
+        if self.kraft and self.is_controller and not self.controller_listeners:
+            raise ConfigError("a controller needs a listener named in controller.listener.names")
+        if not self.kraft:
+            self.broker_listeners = list(config.listeners)
+            self.controller_listeners = []
+        # Each listener's TLS and SASL; how this node logs in to controllers' listeners.
+        self.security = {li.name: listener_security(config, li.name) for li in config.listeners}
+        self.controller_security = ClientSecurity.controller(config) if self.kraft else None
+        self.network = NetworkClient(
+            f"moldau-node-{self.node_id}", security=self.controller_security
+        )
+        self.raft_network: NetworkClient | None = None
+        self.failed = asyncio.Event()  # the metadata replica stopped: the node must stop
+        self.broker: Broker | None = None
+        self.controller: ControllerServer | None = None
+        self.raft: RaftManager | None = None
+        self.metadata_log: MetadataLog | None = None
+        self._servers: list[Acceptor] = []
+
+    # -- start ---------------------------------------------------------------------------
+    async def start(self) -> list[Listener]:
+        """Start every part and bind the listeners; returns the bound addresses once the
+        broker (if any) is registered, unfenced and serving."""
+        c = self.config
+        for d in c.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        wanted = c.get("cluster.id") or (cluster_id_for(self.voters) if self.kraft else None)
+        cluster_id = ensure_formatted(c.log_dirs, self.node_id, wanted)
+        limits = NetworkLimits.from_config(c)
+        if self.kraft:
+            image = MetadataImage().with_cluster_id(cluster_id)
+            await self._start_kraft(cluster_id, image)
+        else:
+            self.metadata_log = MetadataLog.open(c.log_dirs[0])
+            image = replay(self.metadata_log.batches()).with_cluster_id(cluster_id)
+            self.controller = ControllerServer(
+                c, cluster_id, self.metadata_log, image, self.scheduler, active=True
+            )
+            self.metadata_log.set_commit_callback(self._handle_commit)
+            self.broker = Broker(
+                c, self.scheduler, LocalControllerChannel(self.controller.apis), cluster_id
+            )
+            self.broker.start(image)
+        bound = await self._bind(limits)
+        if self.raft is not None:
+            await self.raft.start()
+        if self.broker is not None:
+            advertised = c.advertised or [b for b in bound if b.name not in self._controller_names]
+            await self.broker.register(
+                [
+                    Listener(a.name, a.host or "127.0.0.1", a.port or self._port_of(bound, a.name))
+                    for a in advertised
+                ]
+            )
+            self.broker.start_background()
+        # What start-up built (the metadata image, the logs) lives as long as the node:
+        # keep it out of every later garbage collection, which otherwise walks it all.
+        gc.freeze()
+        return bound
+
+    async def _start_kraft(self, cluster_id: str, image: MetadataImage) -> None:
+        from moldau.raft.config import MetadataLogConfig, QuorumConfig
+        from moldau.raft.driver import RaftManager
+
+        c = self.config
+        # Raft has its own connections: a parked raft Fetch would otherwise hold up the
+        # broker's heartbeats queued behind it on the same connection.
+        self.raft_network = NetworkClient(
+            f"moldau-raft-{self.node_id}", security=self.controller_security
+        )
+        self.raft = RaftManager(
+            self.node_id,
+            cluster_id,
+            QuorumConfig.from_props(c.props),
+            c.log_dirs[0],
+            self.raft_network,
+            self.scheduler,
+            self,
+            log_config=MetadataLogConfig.from_props(c.props),
+            on_fatal=self._fatal,
+        )
+        if self.is_controller:
+            self.controller = ControllerServer(
+                c, cluster_id, self.raft, image, self.scheduler, active=False
+            )
+        if self.is_broker:
+            raft = self.raft
+            channel = RemoteControllerChannel(self.network, self.voters, lambda: raft.leader()[0])
+            self.broker = Broker(c, self.scheduler, channel, cluster_id)
+            self.broker.start(image)
+
+    @property
+    def _controller_names(self) -> set[str]:
+        return {li.name for li in self.controller_listeners}
+
+    @staticmethod
+    def _port_of(bound: Sequence[Listener], name: str) -> int:
+        return next(b.port for b in bound if b.name == name)
+
+    async def _bind(self, limits: NetworkLimits) -> list[Listener]:
+        bound: list[Listener] = []
+        handlers: list[tuple[Listener, Any]] = []
+        security: dict[str, Any] = {"listeners": self.security, "credentials": self._scram}
+        if self.broker is not None:
+            services = Dispatcher(self.broker.services, quotas=self.broker.quotas, **security)
+            handlers += [(li, services) for li in self.broker_listeners]
+        if self.controller_listeners:
+            from moldau.server.controller_handlers import controller_dispatcher
+
+            assert self.raft is not None
+            dispatcher = controller_dispatcher(self.raft, self.controller, **security)
+            handlers += [(li, dispatcher) for li in self.controller_listeners]
+        for listener, dispatcher in handlers:
+            server = await start_listener(
+                listener.host,
+                listener.port,
+                dispatcher,
+                limits,
+                listener.name,
+                self.security[listener.name].ssl_context,
+                dispatcher.connection_opened,
+            )
+            self._servers.append(server)
+            host, port = server.sockets[0].getsockname()[:2]
+            bound.append(Listener(listener.name, listener.host or host, port))
+        return bound
+
+    def _scram(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """SCRAM credentials from the metadata this node serves (read at each login)."""
+        if self.broker is not None:
+            image = self.broker.publisher.image
+        elif self.controller is not None:
+            image = self.controller.quorum.committed
+        else:
+            return None
+        return image.security.scram_credential(user, mechanism.type)
+
+    # -- the committed metadata log, in order -------------------------------------------------
+    def _handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
+        if self.controller is not None:
+            self.controller.handle_commit(records, offset)
+        if self.broker is not None:
+            self.broker.loader.handle_commit(records, offset)
+
+    # RaftManager's listener ------------------------------------------------------------
+    def handle_commit(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
+        self._handle_commit(records, last_offset)
+
+    def handle_snapshot(self, records: Sequence[MetadataRecord], snapshot_offset: int) -> None:
+        image = MetadataImage().apply(records, snapshot_offset)
+        if self.broker is not None:
+            image = image.with_cluster_id(self.broker.cluster_id)
+            self.broker.loader.load_snapshot(image)
+        if self.controller is not None:
+            self.controller.load_snapshot(image)
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if self.controller is None:
+            return
+        if leader_id == self.node_id:
+            self.controller.activate()
+        else:
+            self.controller.deactivate()
+
+    def _fatal(self, error: BaseException) -> None:
+        log.critical("the metadata log replica failed, stopping the node: %s", error)
+        self.failed.set()
+
+    # -- stop ------------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Controlled shutdown of the broker, then every part closes in order."""
+        if self.broker is not None:
+            await self.broker.controlled_shutdown()
+        for server in self._servers:
+            server.close()
+        if self.broker is not None:
+            self.broker.shutdown()
+        if self.controller is not None:
+            self.controller.deactivate()
+        if self.raft is not None:
+            self.raft.close()
+        if self.metadata_log is not None:
+            self.metadata_log.close()
+        self.scheduler.close()
+        self.network.close()
+        if self.raft_network is not None:
+            self.raft_network.close()

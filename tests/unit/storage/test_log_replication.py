@@ -1,0 +1,246 @@
+"""What replication builds on: leader and follower appends, truncation, the epoch cache."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from storage_helpers import append, batch
+
+from moldau.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
+from moldau.records.batch import scan_batches
+from moldau.records.record import decode_all
+from moldau.storage.config import LogConfig
+from moldau.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from moldau.storage.log import Log
+
+CONFIG = LogConfig(segment_bytes=2048, index_interval_bytes=256, file_delete_delay_ms=0)
+
+
+def leader_log(path: Path, epochs: list[int]) -> tuple[Log, list[bytes]]:
+    """A leader log with one 2-record batch per entry of ``epochs``; returns the stored
+    (stamped) batches, which a follower fetches as they are."""
+    log = Log.open(path, CONFIG)
+    stored = []
+    for i, epoch in enumerate(epochs):
+        data = batch(2, value_size=40, tag=i, timestamp=1_000 + i)
+        append(log, data, leader_epoch=epoch)
+        stored.append(bytes(data))
+    return log, stored
+
+
+def follow(log: Log, data: bytes):
+    buf = bytearray(data)
+    return log.append_as_follower(buf, scan_batches(buf, strict=False))
+
+
+def test_leader_append_stamps_epoch_and_starts_it_in_the_cache(tmp_path: Path) -> None:
+    log, stored = leader_log(tmp_path / "t-0", [0, 0, 3, 3, 3, 5])
+    epochs = [info.partition_leader_epoch for info in scan_batches(b"".join(stored), strict=False)]
+    assert epochs == [0, 0, 3, 3, 3, 5]
+    assert log.epoch_cache.entries == [(0, 0), (3, 4), (5, 10)]
+    assert log.epoch_cache.end_offset_for(3, log.log_end_offset) == (3, 10)
+    assert log.epoch_cache.end_offset_for(5, log.log_end_offset) == (5, 12)
+    log.close()
+
+
+def test_follower_keeps_the_leaders_offsets_epochs_and_bytes(tmp_path: Path) -> None:
+    leader, stored = leader_log(tmp_path / "leader-0", [1] * 5 + [2] * 3 + [4] * 10 + [7] * 9)
+    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    fetched = leader.read_bytes(0, 1 << 30)
+    position = 0
+    while position < len(fetched):  # fetch in uneven chunks of whole batches
+        infos = scan_batches(fetched[position:], strict=False)[:3]
+        chunk = fetched[position : position + sum(i.size for i in infos)]
+        result = follow(follower, chunk)
+        assert (result.base_offset, result.last_offset) == (
+            infos[0].base_offset,
+            infos[-1].last_offset,
+        )
+        position += len(chunk)
+    assert follower.read_bytes(0, 1 << 30) == fetched == b"".join(stored)
+    assert follower.log_end_offset == leader.log_end_offset
+    assert follower.epoch_cache.entries == leader.epoch_cache.entries
+    assert len(follower.segments) > 2  # rolled at segment.bytes like the leader
+    leader.close()
+    follower.close()
+
+
+def test_follower_refuses_offsets_below_its_end_and_out_of_order(tmp_path: Path) -> None:
+    _, stored = leader_log(tmp_path / "leader-0", [0, 0, 0])
+    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    follow(follower, stored[0] + stored[1])
+    with pytest.raises(OffsetOutOfRangeError):
+        follow(follower, stored[1])  # offsets 2-3 again
+    with pytest.raises(InvalidRecordError):
+        follow(follower, stored[2] + stored[1])  # 4-5 then 2-3
+    with pytest.raises(InvalidRecordError):
+        follower.append_as_follower(bytearray(), [])
+    assert follower.log_end_offset == 4
+    assert follower.read_bytes(0, 1 << 30) == stored[0] + stored[1]
+    follow(follower, stored[2])
+    assert follower.log_end_offset == 6
+
+
+def test_follower_accepts_a_gap_after_compaction(tmp_path: Path) -> None:
+    _, stored = leader_log(tmp_path / "leader-0", [0] * 4)
+    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    follow(follower, stored[0])
+    follow(follower, stored[3])  # offsets 2..5 were compacted away on the leader
+    assert follower.log_end_offset == 8
+    assert [r.offset for _, recs in decode_all(follower.read_bytes(0, 1 << 30)) for r in recs] == [
+        0,
+        1,
+        6,
+        7,
+    ]
+    assert follower.read(3, 100).first_offset == 6
+
+
+def test_follower_producer_state_lets_it_lead_without_duplicates(tmp_path: Path) -> None:
+    """A follower records the leader's idempotent batches, so after becoming leader it
+    answers a producer's retry with the original offsets."""
+    leader = Log.open(tmp_path / "leader-0", CONFIG)
+    first = batch(2, producer_id=9, producer_epoch=0, base_sequence=0, tag=1)
+    append(leader, first)
+    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    follow(follower, leader.read_bytes(0, 1 << 30))
+    retry = append(follower, batch(2, producer_id=9, producer_epoch=0, base_sequence=0, tag=1))
+    assert retry.duplicate and (retry.base_offset, retry.last_offset) == (0, 1)
+    nxt = append(
+        follower, batch(1, producer_id=9, producer_epoch=0, base_sequence=2), leader_epoch=1
+    )
+    assert not nxt.duplicate and nxt.base_offset == 2
+    assert follower.epoch_cache.entries == [(0, 0), (1, 2)]
+
+
+def test_truncate_to_keeps_epoch_cache_and_producer_state_consistent(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "t-0", CONFIG)
+    for i in range(30):
+        epoch = 0 if i < 10 else 2 if i < 20 else 4
+        append(
+            log,
+            batch(2, producer_id=5, producer_epoch=0, base_sequence=2 * i, tag=i),
+            leader_epoch=epoch,
+        )
+    assert log.epoch_cache.entries == [(0, 0), (2, 20), (4, 40)]
+    log.truncate_to(30)
+    assert log.log_end_offset == 30
+    assert log.epoch_cache.entries == [(0, 0), (2, 20)]
+    assert LeaderEpochFileCache.load(log.dir / LEADER_EPOCH_CHECKPOINT).entries == [(0, 0), (2, 20)]
+    # The producer's next sequence is the one after the last batch left.
+    retry = append(log, batch(2, producer_id=5, producer_epoch=0, base_sequence=28, tag=14))
+    assert retry.duplicate and retry.base_offset == 28
+    nxt = append(
+        log, batch(2, producer_id=5, producer_epoch=0, base_sequence=30, tag=99), leader_epoch=6
+    )
+    assert nxt.base_offset == 30 and not nxt.duplicate
+    assert log.epoch_cache.entries == [(0, 0), (2, 20), (6, 30)]
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=32)
+    assert reopened.epoch_cache.entries == [(0, 0), (2, 20), (6, 30)]
+    assert reopened.log_end_offset == 32
+
+
+def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
+    log, _ = leader_log(tmp_path / "t-0", [1] * 20)
+    append(log, batch(1, producer_id=3, producer_epoch=0, base_sequence=0), leader_epoch=1)
+    assert log.producer_state.producers
+    log.truncate_fully_and_start_at(500)
+    assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (500, 500, 500)
+    assert log.epoch_cache.entries == [] and log.producer_state.producers == {}
+    assert [s.base_offset for s in log.segments] == [500]
+    assert log.read_bytes(500, 1 << 30) == b""
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    source, _ = leader_log(tmp_path / "src-0", [2] * 300)
+    fetched = source.read_bytes(500, 1 << 30)
+    follow(log, fetched)
+    assert log.epoch_cache.entries == [(2, 500)]
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=10**9)
+    assert reopened.log_start_offset == 500 and reopened.read_bytes(500, 1 << 30) == fetched
+    assert reopened.epoch_cache.entries == [(2, 500)]
+
+
+def test_truncate_below_log_start_restarts_there(tmp_path: Path) -> None:
+    log, _ = leader_log(tmp_path / "t-0", [0] * 20)
+    log.delete_records_before(20, high_watermark=40)
+    log.truncate_to(10)
+    assert (log.log_start_offset, log.log_end_offset) == (10, 10)
+
+
+def test_log_start_moves_truncate_the_epoch_cache_from_the_start(tmp_path: Path) -> None:
+    log, _ = leader_log(tmp_path / "t-0", [0] * 10 + [1] * 10)
+    log.delete_records_before(5, high_watermark=40)
+    assert log.epoch_cache.entries == [(0, 5), (1, 20)]
+    log.delete_records_before(25, high_watermark=40)
+    assert log.epoch_cache.entries == [(1, 25)]
+
+
+def test_epoch_checkpoint_is_written_before_the_recovery_point_passes(tmp_path: Path) -> None:
+    log, _ = leader_log(tmp_path / "t-0", [3, 3, 4])
+    path = log.dir / LEADER_EPOCH_CHECKPOINT
+    assert not path.exists()  # appends do not wait for it
+    log.flush()
+    assert path.read_text() == "0\n2\n3 0\n4 4\n"
+    assert log.recovery_point == 6
+
+
+@pytest.mark.parametrize("damage", ["delete", "garbage"])
+def test_epoch_cache_is_rebuilt_from_the_batches(tmp_path: Path, damage: str) -> None:
+    log, _ = leader_log(tmp_path / "t-0", [0] * 30 + [2] * 30 + [5] * 30)
+    entries = log.epoch_cache.entries
+    assert entries == [(0, 0), (2, 60), (5, 120)]
+    log.close()
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    if damage == "delete":
+        path.unlink()
+    else:
+        path.write_text("0\n3\nbroken\n")
+    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=180)
+    assert reopened.epoch_cache.entries == entries
+    reopened.close()
+    assert LeaderEpochFileCache.load(path).entries == entries
+
+
+def test_crash_recovery_restores_epochs_past_the_recovery_point(tmp_path: Path) -> None:
+    log, _ = leader_log(tmp_path / "live" / "t-0", [0] * 40)
+    log.flush()
+    for i in range(20):
+        append(log, batch(2, tag=100 + i), leader_epoch=7)  # never flushed
+    crashed = tmp_path / "crash" / "t-0"
+    shutil.copytree(log.dir, crashed)
+    assert LeaderEpochFileCache.load(crashed / LEADER_EPOCH_CHECKPOINT).entries == [(0, 0)]
+    recovered = Log.open(crashed, CONFIG, recovery_point=80)
+    assert recovered.epoch_cache.entries == [(0, 0), (7, 80)]
+    assert recovered.log_end_offset == 120
+
+
+def test_stale_epochs_past_the_end_are_dropped_on_open(tmp_path: Path) -> None:
+    log, _ = leader_log(tmp_path / "t-0", [0] * 10)
+    log.close()
+    (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).write_text("0\n2\n0 0\n9 500\n")
+    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=20)
+    assert reopened.epoch_cache.entries == [(0, 0)]
+
+
+def test_a_small_log_closes_without_new_files_and_reopens_the_same(tmp_path: Path) -> None:
+    """A broker shutting down (close without fsync, one sync for all) must not create two
+    files per one-segment log: what they would hold comes back from the segment's
+    headers, which the next open reads anyway."""
+    log, _ = leader_log(tmp_path / "t-0", [0, 0, 2])
+    log.close(sync=False)
+    names = {p.name for p in (tmp_path / "t-0").iterdir()}
+    assert LEADER_EPOCH_CHECKPOINT not in names
+    assert not any(n.endswith(".snapshot") for n in names)
+    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=6)
+    assert reopened.epoch_cache.entries == [(0, 0), (2, 4)]
+    retry = batch(1, producer_id=4, producer_epoch=0, base_sequence=0)
+    append(reopened, retry, leader_epoch=2)
+    reopened.close(sync=False)  # an idempotent producer's state is kept in a snapshot
+    assert any(p.name.endswith(".snapshot") for p in (tmp_path / "t-0").iterdir())
+    again = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=7)
+    duplicate = append(again, batch(1, producer_id=4, producer_epoch=0, base_sequence=0))
+    assert duplicate.duplicate and duplicate.base_offset == 6
