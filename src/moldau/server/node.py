@@ -266,7 +266,7 @@ class Node:
         if self.controller is not None:
             self.controller.deactivate()
         if self.raft is not None:
-            self.raft.close()
+            await self.raft.shutdown(self.raft.config.request_timeout_ms / 1000)
         if self.metadata_log is not None:
             self.metadata_log.close()
         self.scheduler.close()

@@ -43,6 +43,9 @@ def _partitions(
             leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas),
             isr_nodes=list(p.isr),
+            # Kafka sends empty lists, never null: the Java admin streams over them.
+            eligible_leader_replicas=[],
+            last_known_elr=[],
             offline_replicas=[r for r in p.replicas if r not in live],
         )
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id)
