@@ -110,10 +110,11 @@ class Pki:
             .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         )
-        usage = (
-            x509.ExtendedKeyUsageOID.SERVER_AUTH if server else x509.ExtendedKeyUsageOID.CLIENT_AUTH
-        )
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        # A node's certificate also identifies it when it connects to other nodes (mTLS).
+        usages = [x509.ExtendedKeyUsageOID.CLIENT_AUTH]
+        if server:
+            usages.insert(0, x509.ExtendedKeyUsageOID.SERVER_AUTH)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         if server:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(

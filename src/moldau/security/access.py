@@ -63,8 +63,12 @@ class Access:
     def on_metadata_update(
         self, old: MetadataImage, new: MetadataImage, changes: LocalChanges
     ) -> None:
+        self.load(new)
+
+    def load(self, image: MetadataImage) -> None:
+        """Decide on ``image``'s ACLs from now on (nothing to do if they did not change)."""
         if self.authorizer is not None:
-            self.authorizer.update(new.security.acls)
+            self.authorizer.update(image.security.acls)
 
     def allowed(
         self,

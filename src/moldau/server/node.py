@@ -29,6 +29,7 @@ from moldau.metadata.loader import replay
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.security import ScramCredential
 from moldau.protocol.client import Address, NetworkClient
+from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.listeners import listener_security
 from moldau.security.scram import ScramMechanism
@@ -196,7 +197,10 @@ class Node:
             from moldau.server.controller_handlers import controller_dispatcher
 
             assert self.raft is not None
-            dispatcher = controller_dispatcher(self.raft, self.controller, **security)
+            access = Access.from_config(self.config)
+            dispatcher = controller_dispatcher(
+                self.raft, self.controller, access, self._image, **security
+            )
             handlers += [(li, dispatcher) for li in self.controller_listeners]
         for listener, dispatcher in handlers:
             server = await start_listener(
@@ -213,15 +217,17 @@ class Node:
             bound.append(Listener(listener.name, listener.host or host, port))
         return bound
 
-    def _scram(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
-        """SCRAM credentials from the metadata this node serves (read at each login)."""
+    def _image(self) -> MetadataImage | None:
+        """The metadata this node serves: SCRAM credentials and ACLs are read from it."""
         if self.broker is not None:
-            image = self.broker.publisher.image
-        elif self.controller is not None:
-            image = self.controller.quorum.committed
-        else:
-            return None
-        return image.security.scram_credential(user, mechanism.type)
+            return self.broker.publisher.image
+        if self.controller is not None:
+            return self.controller.quorum.committed
+        return None
+
+    def _scram(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        image = self._image()
+        return None if image is None else image.security.scram_credential(user, mechanism.type)
 
     # -- the committed metadata log, in order -------------------------------------------------
     def _handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:

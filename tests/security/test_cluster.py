@@ -1,0 +1,200 @@
+"""Security on a KRaft cluster: clients, brokers and controllers each on their own secured
+listener, as Kafka configures them.
+
+Three combined nodes; clients use CLIENT (SASL_SSL, SCRAM and PLAIN), replicas fetch over
+INTERNAL (SASL_SSL, PLAIN as ``User:broker``, ``inter.broker.listener.name``), and Raft,
+broker registration and heartbeats go over CONTROLLER (SSL with client certificates
+required, each node's certificate mapped to ``User:broker``). With the standard authorizer
+and no ACL for anonymous users, records produced with acks=all to a topic that needs all
+three replicas in sync only get through if every one of these paths authenticated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from moldau.cli.cluster import free_ports
+from moldau.protocol.client import NetworkClient
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from moldau.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from moldau.security.client import ClientSecurity
+from moldau.security.listeners import SecurityProtocol
+from moldau.security.tls import client_context
+from moldau.testing.cluster import ClusterProcess
+from moldau.testing.process import TEST_DEFAULTS
+from tests.integration.helpers import (
+    assert_log_matches,
+    consume_confluent,
+    make_records,
+    produce_confluent,
+)
+from tests.security.conftest import MAPPING
+from tests.security.secure import PLAIN_JAAS, Login, create_scram_users, jaas, watermarks
+
+NODES = 3
+BROKER_PASSWORD = "broker-secret"
+
+
+def node_configs(certs: dict[str, Any], keystore: str) -> dict[str, str]:
+    client_users = jaas(PLAIN_JAAS, user_admin="admin-secret")
+    internal = jaas(
+        PLAIN_JAAS, username="broker", password=BROKER_PASSWORD, user_broker=BROKER_PASSWORD
+    )
+    return {
+        **TEST_DEFAULTS,
+        "listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.client.plain.sasl.jaas.config": client_users,
+        "listener.name.internal.plain.sasl.jaas.config": internal,
+        "listener.name.controller.ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": MAPPING,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(certs["pki"].ca_file),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:broker;User:admin",
+    }
+
+
+@pytest.fixture(scope="module")
+def secure_cluster(certs: dict[str, Any]) -> Iterator[ClusterProcess]:
+    node_cert = certs["pki"].issue("node", "broker", server=True)  # CN=broker: User:broker
+    c = ClusterProcess(NODES, configs=node_configs(certs, str(node_cert.keystore)))
+    internal = free_ports(NODES)
+    for spec, port in zip(c.layout.nodes, internal, strict=True):
+        c.nodes[spec.node_id].configs["listeners"] = (
+            f"CLIENT://127.0.0.1:{spec.client_port},INTERNAL://127.0.0.1:{port},"
+            f"CONTROLLER://127.0.0.1:{spec.controller_port}"
+        )
+    with c:
+        yield c
+
+
+def logins(certs: dict[str, Any]) -> tuple[Login, Login]:
+    ca = certs["pki"].ca_file
+    admin = Login("CLIENT", "SASL_SSL", ca, None, "PLAIN", "admin", "admin-secret")
+    alice = Login("CLIENT", "SASL_SSL", ca, None, "SCRAM-SHA-512", "alice", "alice-secret")
+    return admin, alice
+
+
+def leaders(admin: AdminClient, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, ISR) as the cluster answers over its client listener."""
+    described = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
+    return {p.id: (p.leader.id if p.leader else -1, sorted(r.id for r in p.isr))
+            for p in described.partitions}  # fmt: skip
+
+
+def alice_may_describe(c: ClusterProcess, node: int, certs: dict[str, Any], topic: str) -> bool:
+    """Node ``node`` knows alice's SCRAM credentials (she logs in) and her ACLs on ``topic``."""
+    tls = client_context(
+        {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs["pki"].ca_file)}.get
+    )
+    security = ClientSecurity(
+        SecurityProtocol.SASL_SSL, tls, "SCRAM-SHA-512", "alice", "alice-secret"
+    )
+
+    async def ask() -> bool:
+        client = NetworkClient("alice", security=security)
+        try:
+            request = MetadataRequest(topics=[MetadataRequestTopic(name=topic)])
+            response = await client.send(("127.0.0.1", c.nodes[node].port), request, 12)
+            return bool(response.topics[0].error_code == 0)
+        finally:
+            client.close()
+
+    return bool(asyncio.run(ask()))
+
+
+def test_clients_brokers_and_controllers_each_on_a_secured_listener(
+    secure_cluster: ClusterProcess, certs: dict[str, Any], topic: str
+) -> None:
+    c = secure_cluster
+    bootstrap = c.bootstrap_servers
+    admin_login, alice = logins(certs)
+    admin = AdminClient({"bootstrap.servers": bootstrap, **admin_login.librdkafka()})
+    create_scram_users(bootstrap, admin_login.librdkafka(), {"alice": "alice-secret"})
+    config = {"min.insync.replicas": str(NODES)}  # acks=all needs both followers in sync
+    admin.create_topics([NewTopic(topic, 2, NODES, config=config)])[topic].result(timeout=30)
+    bindings = [AclBinding(kind, name, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.ALL, AclPermissionType.ALLOW)
+                for kind, name in ((ResourceType.TOPIC, topic), (ResourceType.GROUP, "*"))]  # fmt: skip
+    for future in admin.create_acls(bindings).values():
+        future.result(timeout=30)
+
+    # SCRAM credentials and ACLs reach each broker through the metadata log, as in Kafka
+    # some time after the controller answered.
+    c.wait_until(lambda: all(alice_may_describe(c, i, certs, topic) for i in c.serving()), 60)
+
+    records = make_records(300, seed=5)
+    acked = produce_confluent(bootstrap, topic, records, "lz4", **alice.librdkafka(), acks="all")
+    consumed = consume_confluent(
+        bootstrap, topic, watermarks(bootstrap, alice, topic), **alice.librdkafka()
+    )
+    assert_log_matches(records, consumed, acked=acked)
+    assert all(isr == [1, 2, 3] for _, isr in leaders(admin, topic).values())
+
+    # The leader of partition 0 shuts down (its heartbeats over CONTROLLER ask to); the
+    # new leaders serve what was replicated to them over INTERNAL.
+    stopped = leaders(admin, topic)[0][0]
+    assert c.stop(stopped) == 0
+    c.wait_until(lambda: all(leader not in (-1, stopped) for leader, _ in
+                             leaders(admin, topic).values()), 60)  # fmt: skip
+    survivors = ",".join(c.nodes[i].bootstrap_servers for i in c.serving())
+    consumed = consume_confluent(
+        survivors, topic, watermarks(survivors, alice, topic), **alice.librdkafka()
+    )
+    assert_log_matches(records, consumed, acked=acked)
+
+
+def test_controller_listener_admits_only_nodes(
+    secure_cluster: ClusterProcess, certs: dict[str, Any]
+) -> None:
+    """A client certificate the CA signed gets a TLS session on a controller listener but
+    may not act as a broker (CLUSTER_AUTHORIZATION_FAILED); no certificate, no session."""
+    voter = min(c for c in secure_cluster.serving())
+    spec = next(s for s in secure_cluster.layout.nodes if s.node_id == voter)
+    destination = ("127.0.0.1", spec.controller_port)
+    trust = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs["pki"].ca_file)}
+    with_cert = {**trust, "ssl.keystore.type": "PEM",
+                 "ssl.keystore.location": str(certs["alice"].keystore)}  # fmt: skip
+    heartbeat = BrokerHeartbeatRequest(broker_id=voter, broker_epoch=-1)
+
+    async def run() -> None:
+        alice = NetworkClient(
+            "not-a-broker",
+            security=ClientSecurity(SecurityProtocol.SSL, client_context(with_cert.get)),
+        )
+        try:
+            response = await alice.send(destination, heartbeat, 0)
+            assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        finally:
+            alice.close()
+        anonymous = NetworkClient(
+            "anonymous", security=ClientSecurity(SecurityProtocol.SSL, client_context(trust.get))
+        )
+        try:
+            with pytest.raises(ConnectionError):
+                await anonymous.send(destination, heartbeat, 0)
+        finally:
+            anonymous.close()
+
+    asyncio.run(run())
+    assert secure_cluster.serving(), "the cluster kept serving"
