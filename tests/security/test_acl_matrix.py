@@ -61,6 +61,10 @@ from moldau.protocol.messages.describe_configs_request import (
     DescribeConfigsResource,
 )
 from moldau.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from moldau.protocol.messages.describe_topic_partitions_request import (
+    DescribeTopicPartitionsRequest,
+    TopicRequest,
+)
 from moldau.protocol.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
@@ -248,6 +252,9 @@ CASES = [
     Case("Metadata/TOPIC:DESCRIBE",
          lambda n: (MetadataRequest(topics=[MetadataRequestTopic(name=n.topic)], allow_auto_topic_creation=False), 12),
          lambda r: r.topics[0].error_code, E.TOPIC_AUTHORIZATION_FAILED, topic_grant(Op.READ)),
+    Case("DescribeTopicPartitions/TOPIC:DESCRIBE",
+         lambda n: (DescribeTopicPartitionsRequest(topics=[TopicRequest(name=n.topic)]), 0),
+         lambda r: r.topics[0].error_code, E.TOPIC_AUTHORIZATION_FAILED, topic_grant(Op.ALTER)),
     Case("Metadata(auto-create)/TOPIC:CREATE",
          lambda n: (MetadataRequest(topics=[MetadataRequestTopic(name=n.new_topic)], allow_auto_topic_creation=True), 12),
          lambda r: r.topics[0].error_code, E.TOPIC_AUTHORIZATION_FAILED,
@@ -485,6 +492,9 @@ def test_metadata_hides_topics_and_listings_filter(acl_broker: Listeners) -> Non
         names = {t.name: t for t in listing.topics}
         assert seen.topic in names and hidden.topic not in names
         assert names[seen.topic].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+        paged = {t.name: t for t in alice.request(DescribeTopicPartitionsRequest(), 0).topics}
+        assert seen.topic in paged and hidden.topic not in paged
+        assert paged[seen.topic].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
         groups = {g.group_id for g in alice.request(ListGroupsRequest(), 4).groups}
         assert seen.group in groups and hidden.group not in groups
         # With DESCRIBE on the cluster, every group is listed.
