@@ -106,7 +106,7 @@ def test_pkcs12_keystore_and_truststore(certs: dict[str, Any], tmp_path: Path) -
     trusted = tmp_path / "trust.p12"
     trusted.write_bytes(pkcs12.serialize_key_and_certificates(b"ca", None, ca, None, encryption))
     settings = {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(store),
-           "ssl.keystore.password": "p12-pw"}  # fmt: skip
+                "ssl.keystore.password": "p12-pw"}  # fmt: skip
     trust = {"ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(trusted),
              "ssl.truststore.password": "p12-pw"}  # fmt: skip
     handshake(server_context(settings.get), client_context(trust.get))
