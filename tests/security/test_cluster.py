@@ -2,11 +2,13 @@
 listener, as Kafka configures them.
 
 Three combined nodes; clients use CLIENT (SASL_SSL, SCRAM and PLAIN), replicas fetch over
-INTERNAL (SASL_SSL, PLAIN as ``User:broker``, ``inter.broker.listener.name``), and Raft,
-broker registration and heartbeats go over CONTROLLER (SSL with client certificates
-required, each node's certificate mapped to ``User:broker``). With the standard authorizer
-and no ACL for anonymous users, records produced with acks=all to a topic that needs all
-three replicas in sync only get through if every one of these paths authenticated.
+INTERNAL (``inter.broker.listener.name``), and Raft, broker registration and heartbeats go
+over CONTROLLER. Two layouts: INTERNAL SASL_SSL (PLAIN) with CONTROLLER SSL (client
+certificates required), and INTERNAL SSL (client certificates) with CONTROLLER
+SASL_PLAINTEXT (PLAIN); nodes are ``User:broker`` either way (their certificate's CN, or
+their SASL user). With the standard authorizer and no ACL for anonymous users, records
+produced with acks=all to a topic that needs all three replicas in sync only get through if
+every one of these paths authenticated.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicCollection
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -50,20 +52,32 @@ NODES = 3
 BROKER_PASSWORD = "broker-secret"
 
 
-def node_configs(certs: dict[str, Any], keystore: str) -> dict[str, str]:
+# (INTERNAL, CONTROLLER) protocols; the SASL one logs nodes in with PLAIN, the SSL one
+# asks for their certificates.
+LAYOUTS = [("SASL_SSL", "SSL"), ("SSL", "SASL_PLAINTEXT")]
+
+
+def node_configs(
+    certs: dict[str, Any], keystore: str, internal: str, controller: str
+) -> dict[str, str]:
     client_users = jaas(PLAIN_JAAS, user_admin="admin-secret")
-    internal = jaas(
-        PLAIN_JAAS, username="broker", password=BROKER_PASSWORD, user_broker=BROKER_PASSWORD
+    # A node's own login, and the users it admits: brokers (and alice, to show that a
+    # login alone does not make a broker).
+    nodes = jaas(PLAIN_JAAS, username="broker", password=BROKER_PASSWORD,
+                 user_broker=BROKER_PASSWORD, user_alice="alice-secret")  # fmt: skip
+    sasl, tls = (
+        ("internal", "controller") if internal.startswith("SASL") else ("controller", "internal")
     )
     return {
         **TEST_DEFAULTS,
-        "listener.security.protocol.map": "CLIENT:SASL_SSL,INTERNAL:SASL_SSL,CONTROLLER:SSL",
+        "listener.security.protocol.map": f"CLIENT:SASL_SSL,INTERNAL:{internal},CONTROLLER:{controller}",
         "inter.broker.listener.name": "INTERNAL",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
         "listener.name.client.plain.sasl.jaas.config": client_users,
-        "listener.name.internal.plain.sasl.jaas.config": internal,
-        "listener.name.controller.ssl.client.auth": "required",
+        f"listener.name.{sasl}.plain.sasl.jaas.config": nodes,
+        f"listener.name.{tls}.ssl.client.auth": "required",
         "ssl.principal.mapping.rules": MAPPING,
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": keystore,
@@ -74,10 +88,17 @@ def node_configs(certs: dict[str, Any], keystore: str) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def secure_cluster(certs: dict[str, Any]) -> Iterator[ClusterProcess]:
-    node_cert = certs["pki"].issue("node", "broker", server=True)  # CN=broker: User:broker
-    c = ClusterProcess(NODES, configs=node_configs(certs, str(node_cert.keystore)))
+@pytest.fixture(
+    scope="module", params=LAYOUTS, ids=[f"internal-{i}-controller-{c}" for i, c in LAYOUTS]
+)
+def secure_cluster(
+    certs: dict[str, Any], request: pytest.FixtureRequest
+) -> Iterator[ClusterProcess]:
+    internal, controller = request.param
+    # CN=broker: User:broker
+    node_cert = certs["pki"].issue(f"node-{internal}-{controller}", "broker", server=True)
+    configs = node_configs(certs, str(node_cert.keystore), internal, controller)
+    c = ClusterProcess(NODES, configs=configs)
     internal = free_ports(NODES)
     for spec, port in zip(c.layout.nodes, internal, strict=True):
         c.nodes[spec.node_id].configs["listeners"] = (
@@ -158,43 +179,53 @@ def test_clients_brokers_and_controllers_each_on_a_secured_listener(
     c.wait_until(lambda: all(leader not in (-1, stopped) for leader, _ in
                              leaders(admin, topic).values()), 60)  # fmt: skip
     survivors = ",".join(c.nodes[i].bootstrap_servers for i in c.serving())
-    consumed = consume_confluent(
-        survivors, topic, watermarks(survivors, alice, topic), **alice.librdkafka()
-    )
+
+    def ends() -> dict[int, tuple[int, int]] | None:
+        # Until every node has the new leaders, and a new leader knows its high watermark
+        # (once its follower fetched again): NOT_LEADER, OFFSET_NOT_AVAILABLE.
+        try:
+            return watermarks(survivors, alice, topic)
+        except KafkaException:
+            return None
+
+    consumed = consume_confluent(survivors, topic, c.wait_until(ends, 60), **alice.librdkafka())
     assert_log_matches(records, consumed, acked=acked)
 
 
 def test_controller_listener_admits_only_nodes(
     secure_cluster: ClusterProcess, certs: dict[str, Any]
 ) -> None:
-    """A client certificate the CA signed gets a TLS session on a controller listener but
-    may not act as a broker (CLUSTER_AUTHORIZATION_FAILED); no certificate, no session."""
+    """Alice authenticates on a controller listener (with a certificate the CA signed, or
+    with a password it knows) but may not act as a broker (CLUSTER_AUTHORIZATION_FAILED);
+    without a certificate, or with a wrong password, there is no session at all."""
     voter = min(c for c in secure_cluster.serving())
     spec = next(s for s in secure_cluster.layout.nodes if s.node_id == voter)
     destination = ("127.0.0.1", spec.controller_port)
     trust = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs["pki"].ca_file)}
     with_cert = {**trust, "ssl.keystore.type": "PEM",
                  "ssl.keystore.location": str(certs["alice"].keystore)}  # fmt: skip
+    if secure_cluster.nodes[voter].configs["listener.security.protocol.map"].endswith(":SSL"):
+        alice = ClientSecurity(SecurityProtocol.SSL, client_context(with_cert.get))
+        intruder = ClientSecurity(SecurityProtocol.SSL, client_context(trust.get))
+    else:
+        plain = SecurityProtocol.SASL_PLAINTEXT
+        alice = ClientSecurity(plain, None, "PLAIN", "alice", "alice-secret")
+        intruder = ClientSecurity(plain, None, "PLAIN", "alice", "wrong")
     heartbeat = BrokerHeartbeatRequest(broker_id=voter, broker_epoch=-1)
 
     async def run() -> None:
-        alice = NetworkClient(
-            "not-a-broker",
-            security=ClientSecurity(SecurityProtocol.SSL, client_context(with_cert.get)),
-        )
+        client = NetworkClient("not-a-broker", security=alice)
         try:
-            response = await alice.send(destination, heartbeat, 0)
+            response = await client.send(destination, heartbeat, 0)
             assert response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         finally:
-            alice.close()
-        anonymous = NetworkClient(
-            "anonymous", security=ClientSecurity(SecurityProtocol.SSL, client_context(trust.get))
-        )
+            client.close()
+        client = NetworkClient("intruder", security=intruder)
         try:
             with pytest.raises(ConnectionError):
-                await anonymous.send(destination, heartbeat, 0)
+                await client.send(destination, heartbeat, 0)
         finally:
-            anonymous.close()
+            client.close()
 
     asyncio.run(run())
     assert secure_cluster.serving(), "the cluster kept serving"
