@@ -61,6 +61,9 @@ from moldau.protocol.messages.describe_configs_request import (
     DescribeConfigsResource,
 )
 from moldau.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from moldau.protocol.messages.describe_quorum_request import DescribeQuorumRequest
+from moldau.protocol.messages.describe_quorum_request import PartitionData as QuorumPartition
+from moldau.protocol.messages.describe_quorum_request import TopicData as QuorumTopic
 from moldau.protocol.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest,
     TopicRequest,
@@ -310,6 +313,10 @@ CASES = [
     Case("ListPartitionReassignments/CLUSTER:DESCRIBE",
          lambda n: (ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None), 0),
          lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, cluster_grant(Op.DESCRIBE)),
+    Case("DescribeQuorum/CLUSTER:DESCRIBE",
+         lambda n: (DescribeQuorumRequest(topics=[QuorumTopic(topic_name="__cluster_metadata",
+                                                              partitions=[QuorumPartition(partition_index=0)])]), 1),
+         lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, cluster_grant(Op.DESCRIBE), allowed=None),
     # -- producers ---------------------------------------------------------------------
     Case("InitProducerId/CLUSTER:IDEMPOTENT_WRITE",
          lambda n: (InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 4),

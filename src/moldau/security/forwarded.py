@@ -35,6 +35,7 @@ from moldau.protocol.messages.alter_partition_reassignments_response import (
 )
 from moldau.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
 from moldau.protocol.messages.delete_topics_response import DeletableTopicResult
+from moldau.protocol.messages.describe_quorum_response import DescribeQuorumResponse
 from moldau.protocol.messages.elect_leaders_response import (
     ElectLeadersResponse,
     PartitionResult,
@@ -117,6 +118,10 @@ async def forward(
         if access.cluster(ctx, AclOperation.DESCRIBE):
             return await send(request)
         return ListPartitionReassignmentsResponse(error_code=CLUSTER_DENIED)
+    if ctx.api_key == ApiKey.DESCRIBE_QUORUM:
+        if access.cluster(ctx, AclOperation.DESCRIBE):
+            return await send(request)
+        return DescribeQuorumResponse(error_code=CLUSTER_DENIED, error_message=None)
     return await send(request)
 
 
