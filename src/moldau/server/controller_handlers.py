@@ -62,7 +62,7 @@ class ControllerContext:
         )
         if not self.access.cluster(ctx, op):
             raise KafkaError(
-                f"{ctx.principal} may not {op.name} on the cluster",
+                f"{ctx.principal} may not {op.name} on the cluster (is it in super.users?)",
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
             )
 
