@@ -527,7 +527,8 @@ class Acceptor:
         except (OSError, TimeoutError) as e:
             if self.ssl_context is not None:
                 # Kafka's wording, so operators find it where they look for it.
-                log.info("Failed authentication with %s (SSL handshake failed: %s)", ip, e)
+                reason = str(e) or type(e).__name__  # e.g. ConnectionResetError
+                log.info("Failed authentication with %s (SSL handshake failed: %s)", ip, reason)
             else:
                 log.info("connection from %s failed before it started: %s", ip, e)
             sock.close()
