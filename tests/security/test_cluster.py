@@ -50,6 +50,7 @@ from tests.security.secure import PLAIN_JAAS, Login, create_scram_users, jaas, w
 
 NODES = 3
 BROKER_PASSWORD = "broker-secret"
+REAUTH_MS = 3_000
 
 
 # (INTERNAL, CONTROLLER) protocols; the SASL one logs nodes in with PLAIN, the SSL one
@@ -85,6 +86,9 @@ def node_configs(
         "ssl.truststore.location": str(certs["pki"].ca_file),
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:broker;User:admin",
+        # SASL sessions (clients', and nodes' on the SASL listener) last 3 s: nodes log in
+        # again on fresh connections before theirs end (KIP-368).
+        "connections.max.reauth.ms": str(REAUTH_MS),
     }
 
 
@@ -190,6 +194,9 @@ def test_clients_brokers_and_controllers_each_on_a_secured_listener(
 
     consumed = consume_confluent(survivors, topic, c.wait_until(ends, 60), **alice.librdkafka())
     assert_log_matches(records, consumed, acked=acked)
+    for node in c.nodes.values():
+        node.settle_output()
+        assert not [line for line in node.output if "session expired" in line]
 
 
 def test_controller_listener_admits_only_nodes(
