@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +39,7 @@ from moldau.security.client import ClientSecurity
 from moldau.security.listeners import SecurityProtocol
 from moldau.security.tls import client_context
 from moldau.testing.cluster import ClusterProcess
-from moldau.testing.process import TEST_DEFAULTS
+from moldau.testing.process import TEST_DEFAULTS, BrokerProcess
 from tests.integration.helpers import (
     assert_log_matches,
     consume_confluent,
@@ -236,3 +237,38 @@ def test_controller_listener_admits_only_nodes(
 
     asyncio.run(run())
     assert secure_cluster.serving(), "the cluster kept serving"
+
+
+def test_dedicated_controller_and_broker(certs: dict[str, Any], tmp_path: Path) -> None:
+    """A controller-only node (SASL_PLAINTEXT controller listener; it authorizes on its own
+    committed metadata) and a broker-only node (SASL_SSL clients, mTLS inter-broker)."""
+    node_cert = certs["pki"].issue("node-dedicated", "broker", server=True)
+    controller_port, client_port, internal_port = free_ports(3)
+    common = {
+        **node_configs(certs, str(node_cert.keystore), "SSL", "SASL_PLAINTEXT"),
+        "controller.quorum.voters": f"1@127.0.0.1:{controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "offsets.topic.replication.factor": "1",
+    }
+    controller = BrokerProcess(tmp_path / "controller", {
+        **common, "process.roles": "controller", "node.id": "1",
+        "listeners": f"CONTROLLER://127.0.0.1:{controller_port}"})  # fmt: skip
+    broker = BrokerProcess(tmp_path / "broker", {
+        **common, "process.roles": "broker", "node.id": "2",
+        "listeners": f"CLIENT://127.0.0.1:{client_port},INTERNAL://127.0.0.1:{internal_port}"})  # fmt: skip
+    try:
+        started = [(p, p.launch()) for p in (controller, broker)]  # the broker waits for it
+        for process, listening in started:
+            process.wait_listening(listening)
+        admin, _ = logins(certs)
+        bootstrap = broker.bootstrap_servers
+        client = AdminClient({"bootstrap.servers": bootstrap, **admin.librdkafka()})
+        client.create_topics([NewTopic("orders", 2, 1)])["orders"].result(timeout=30)
+        records = make_records(100, seed=3)
+        acked = produce_confluent(bootstrap, "orders", records, **admin.librdkafka())
+        ends = watermarks(bootstrap, admin, "orders")
+        consumed = consume_confluent(bootstrap, "orders", ends, **admin.librdkafka())
+        assert_log_matches(records, consumed, acked=acked)
+    finally:
+        broker.close()
+        controller.close()
