@@ -1,0 +1,156 @@
+"""One fault test's run: workload on, fault, heal, drain, check.
+
+The test injects its fault between :meth:`Scenario.start` and :meth:`Scenario.finish`;
+``finish`` waits until every replica is back in sync and every producer is acknowledged
+again on every partition (no client stuck), stops the producers (flushing what they still
+hold), reads every partition in full, waits until the group's consumers have seen it all,
+stops the cluster cleanly and runs the checker over the whole history. Figures (failover
+times, records checked) go to ``figures`` and into the test's output.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tests.faults.checker import Report, check
+from tests.faults.cluster import FaultCluster
+from tests.faults.workload import Workload, read_final
+
+TOPIC = "faults"
+PARTITIONS = 4
+WARMUP_S = 3.0
+
+
+class Scenario:
+    def __init__(
+        self,
+        fc: FaultCluster,
+        out_dir: Path,
+        *,
+        partitions: int = PARTITIONS,
+        rate: float = 100.0,
+        topic_configs: dict[str, str] | None = None,
+    ) -> None:
+        self.fc = fc
+        self.out_dir = out_dir
+        self.topic = TOPIC
+        self.partitions = partitions
+        self.topic_configs = topic_configs or {}
+        self.workload = Workload(fc.bootstrap, self.topic, partitions, rate=rate)
+        self.figures: dict[str, Any] = {}
+        self.t0 = 0.0
+
+    @property
+    def history(self) -> Any:
+        return self.workload.history
+
+    def start(self) -> None:
+        self.fc.create_topic(self.topic, self.partitions, self.topic_configs)
+        self.fc.wait_full_isr(self.topic)
+        self.t0 = time.monotonic()
+        self.workload.start()
+        self.wait_acked_everywhere(60.0, "the workload started")
+        time.sleep(WARMUP_S)
+
+    # -- observations --------------------------------------------------------------------
+    def wait_acked_everywhere(
+        self,
+        timeout: float,
+        what: str,
+        partitions: set[int] | None = None,
+        since: float | None = None,
+    ) -> float:
+        """Seconds from ``since`` (default now) until every partition (or the given ones)
+        has an acknowledgement of a record sent after that moment's start."""
+        since = time.monotonic() if since is None else since
+        wanted = set(range(self.partitions)) if partitions is None else partitions
+
+        def acked() -> bool:
+            return {a.partition for a in self.workload.recorder.acks_since(since)} >= wanted
+
+        self.fc.wait_for(acked, timeout, f"acks on partitions {sorted(wanted)} ({what})")
+        return (
+            max(min(a.time for a in self.workload.recorder.acks_since(since, {p})) for p in wanted)
+            - since
+        )
+
+    def first_ack_after(self, t: float, partitions: set[int]) -> float | None:
+        """Seconds from ``t`` to the first acknowledgement on every one of ``partitions``."""
+        times = []
+        for p in partitions:
+            acks = self.workload.recorder.acks_since(t, {p})
+            if not acks:
+                return None
+            times.append(min(a.time for a in acks) - t)
+        return max(times)
+
+    def acks_between(self, t1: float, t2: float) -> int:
+        return sum(1 for a in self.workload.recorder.acks_since(t1) if a.time < t2)
+
+    # -- the end ---------------------------------------------------------------------------
+    def finish(self, *, settle_timeout: float = 90.0) -> Report:
+        """Heal is done: converge, drain, check. Returns the report (asserted valid)."""
+        self.figures["isr_restored_s"] = round(self.fc.wait_full_isr(self.topic, settle_timeout), 2)
+        self.figures["progress_after_heal_s"] = round(
+            self.wait_acked_everywhere(settle_timeout, "after the heal"), 2
+        )
+        self.workload.stop_producers()
+        undelivered = sum(max(p.flushed_left, 0) for p in self.workload.producers)
+        final, hws = read_final(self.fc.bootstrap, self.topic, self.partitions)
+        history = self.workload.history
+        history.final, history.final_high_watermarks = final, hws
+        consumed = self.workload.wait_consumed(hws, 60.0)
+        self.workload.stop_consumers()
+        self.fc.wait_full_isr(self.topic, settle_timeout)
+        self.fc.stop()
+        history.replica_logs = self.fc.replica_logs(self.topic, self.partitions)
+        report = check(history)
+        self.figures.update(
+            records_sent=len(history.sent),
+            records_acked=report.acked,
+            records_failed=report.failed,
+            records_in_log=report.final_records,
+            records_polled=report.polled,
+            failures_by_error=_count(f.error for f in history.failures),
+        )
+        self._save(report)
+        print(f"\nfigures: {json.dumps(self.figures)}")
+        problems = []
+        if undelivered:
+            problems.append(
+                f"{undelivered} record(s) neither acknowledged nor failed (stuck producer)"
+            )
+        if not consumed:
+            problems.append(
+                "the consumers did not reach the end of every partition (stuck consumer)"
+            )
+        assert report.valid and not problems, "\n".join([report.summary(), *problems])
+        return report
+
+    def _save(self, report: Report) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        history = self.workload.history
+        (self.out_dir / "history.json").write_text(
+            json.dumps(
+                {
+                    "sent": history.sent,
+                    "acks": [asdict(a) for a in history.acks],
+                    "failures": [asdict(f) for f in history.failures],
+                    "polls": [asdict(p) for p in history.polls],
+                    "final": history.final,
+                    "figures": self.figures,
+                }
+            )
+        )
+        (self.out_dir / "report.txt").write_text(report.summary(examples=50) + "\n")
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        out[item] = out.get(item, 0) + 1
+    return out
