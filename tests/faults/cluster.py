@@ -17,8 +17,14 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.cli.cluster import LocalCluster, LocalNode
 from moldau.protocol.client import NetworkClient
+from moldau.protocol.messages.describe_quorum_request import (
+    DescribeQuorumRequest,
+    PartitionData,
+    TopicData,
+)
 from moldau.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from tests.faults.checker import BatchHeader, read_batch_headers
+from tests.faults.workload import quiet
 
 # Kafka's timeouts scaled down so a fault plays out in seconds (Kafka's own system tests
 # do the same): heartbeats, sessions, ISR lag, fetcher backoff.
@@ -112,6 +118,14 @@ class FaultCluster:
             self.resume(node_id)
         self.cluster.stop()
 
+    def kill_all(self) -> None:
+        """The end of a test: kill -9 every node (writes are in the page cache, so the log
+        files are complete; a simultaneous SIGTERM of all three would wait out the
+        controlled shutdown of the last ones, whose controller quorum is gone)."""
+        for node in self.cluster.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                self.kill(node.node_id)
+
     def dump_logs(self, directory: Path) -> list[Path]:
         paths = []
         for node in self.cluster.nodes:
@@ -122,12 +136,20 @@ class FaultCluster:
 
     # -- metadata ------------------------------------------------------------------------
     def create_topic(
-        self, topic: str, partitions: int, configs: dict[str, str] | None = None
+        self,
+        topic: str,
+        partitions: int,
+        configs: dict[str, str] | None = None,
+        assignment: list[list[int]] | None = None,
     ) -> None:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        futures = admin.create_topics(
-            [NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2", **(configs or {})})]
-        )
+        """Replication factor 3 (or ``assignment``: each partition's replicas, leader first)."""
+        admin = AdminClient(quiet({"bootstrap.servers": self.bootstrap}))
+        config = {"min.insync.replicas": "2", **(configs or {})}
+        if assignment is None:
+            new = NewTopic(topic, partitions, 3, config=config)
+        else:
+            new = NewTopic(topic, len(assignment), replica_assignment=assignment, config=config)
+        futures = admin.create_topics([new])
         for future in futures.values():
             future.result(30)
         self.wait_for(lambda: len(self.describe(topic)) == partitions, 30, "topic created")
@@ -167,6 +189,40 @@ class FaultCluster:
                         p.leader_id, p.leader_epoch, tuple(p.replica_nodes), tuple(p.isr_nodes)
                     )
         return out
+
+    def controller(self) -> int:
+        """The active controller (the metadata quorum's leader), as a running node says."""
+        for node in self.cluster.nodes:
+            if self.alive(node.node_id):
+                try:
+                    leader = asyncio.run(self._quorum_leader(node))
+                except (ConnectionError, TimeoutError, OSError):
+                    continue
+                if leader >= 0:
+                    return leader
+        raise ConnectionError("no node knows the quorum leader")
+
+    @staticmethod
+    async def _quorum_leader(node: LocalNode) -> int:
+        client = NetworkClient("faults-quorum", request_timeout_ms=5_000)
+        try:
+            response = await client.send(
+                (node.host, node.client_port),
+                DescribeQuorumRequest(
+                    topics=[
+                        TopicData(
+                            topic_name="__cluster_metadata",
+                            partitions=[PartitionData(partition_index=0)],
+                        )
+                    ]
+                ),
+                1,
+            )
+        finally:
+            client.close()
+        if response.error_code or not response.topics:
+            return -1
+        return int(response.topics[0].partitions[0].leader_id)
 
     def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> float:
         """Poll ``condition`` until true; returns the seconds it took."""

@@ -34,12 +34,14 @@ class Scenario:
         partitions: int = PARTITIONS,
         rate: float = 100.0,
         topic_configs: dict[str, str] | None = None,
+        assignment: list[list[int]] | None = None,
     ) -> None:
         self.fc = fc
         self.out_dir = out_dir
         self.topic = TOPIC
         self.partitions = partitions
         self.topic_configs = topic_configs or {}
+        self.assignment = assignment
         self.workload = Workload(fc.bootstrap, self.topic, partitions, rate=rate)
         self.figures: dict[str, Any] = {}
         self.t0 = 0.0
@@ -49,7 +51,7 @@ class Scenario:
         return self.workload.history
 
     def start(self) -> None:
-        self.fc.create_topic(self.topic, self.partitions, self.topic_configs)
+        self.fc.create_topic(self.topic, self.partitions, self.topic_configs, self.assignment)
         self.fc.wait_full_isr(self.topic)
         self.t0 = time.monotonic()
         self.workload.start()
@@ -88,6 +90,12 @@ class Scenario:
             times.append(min(a.time for a in acks) - t)
         return max(times)
 
+    def longest_ack_gap(self, t1: float, t2: float) -> float:
+        """The longest time without any acknowledgement between ``t1`` and ``t2``."""
+        times = sorted(a.time for a in self.workload.recorder.acks_since(t1) if a.time < t2)
+        edges = [t1, *times, t2]
+        return max(b - a for a, b in zip(edges, edges[1:], strict=False))
+
     def acks_between(self, t1: float, t2: float) -> int:
         return sum(1 for a in self.workload.recorder.acks_since(t1) if a.time < t2)
 
@@ -106,7 +114,7 @@ class Scenario:
         consumed = self.workload.wait_consumed(hws, 60.0)
         self.workload.stop_consumers()
         self.fc.wait_full_isr(self.topic, settle_timeout)
-        self.fc.stop()
+        self.fc.kill_all()
         history.replica_logs = self.fc.replica_logs(self.topic, self.partitions)
         report = check(history)
         self.figures.update(

@@ -46,7 +46,7 @@ CONSUMER_CONFIG = {
 }
 
 
-def _quiet(config: dict[str, Any]) -> dict[str, Any]:
+def quiet(config: dict[str, Any]) -> dict[str, Any]:
     """librdkafka logs every refused connection to stderr: keep them out of test output."""
     return {**config, "logger": _NullLogger(), "log_level": 0}
 
@@ -79,6 +79,13 @@ class Recorder:
                 self.history.acks.append(Ack(msg.partition(), msg.offset(), value, now))
             else:
                 self.history.failures.append(Failure(msg.partition(), value, err.name(), now))
+
+    def delivered_raw(self, outcome: Ack | Failure) -> None:
+        with self.lock:
+            if isinstance(outcome, Ack):
+                self.history.acks.append(outcome)
+            else:
+                self.history.failures.append(outcome)
 
     def polled(self, consumer: str, session: int, msg: Message) -> None:
         poll = Poll(
@@ -118,7 +125,7 @@ class ProducerThread:
         return thread
 
     def _run(self) -> None:
-        producer = Producer(_quiet({"bootstrap.servers": self.bootstrap, **PRODUCER_CONFIG}))
+        producer = Producer(quiet({"bootstrap.servers": self.bootstrap, **PRODUCER_CONFIG}))
         seqs: dict[int, int] = defaultdict(int)
         n = 0
         start = time.monotonic()
@@ -166,7 +173,7 @@ class ConsumerThread:
 
     def _run(self) -> None:
         consumer = Consumer(
-            _quiet(
+            quiet(
                 {
                     "bootstrap.servers": self.bootstrap,
                     "group.id": self.group,
@@ -253,7 +260,7 @@ def read_final(
     """Every partition's records from its start to its high watermark, with a fresh
     consumer outside any group: the log as it finally is."""
     consumer = Consumer(
-        _quiet(
+        quiet(
             {
                 "bootstrap.servers": bootstrap,
                 "group.id": f"final-{uuid.uuid4().hex[:8]}",
