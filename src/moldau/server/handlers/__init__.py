@@ -41,6 +41,7 @@ _MODULES = [
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_quorum",
+    "describe_topic_partitions",
 ]
 
 
