@@ -5,7 +5,9 @@ told, what consumers saw, the final content of every partition and the batch hea
 every replica's log files) and reports every anomaly it finds:
 
 - ``lost``: an acknowledged record missing from the final log;
-- ``moved``: an acknowledged record found, but not at the offset its ack named;
+- ``moved``: an acknowledged record found, but not at the offset its ack named (an
+  idempotent producer may be told of a record's success without its offset, when a later
+  batch of the same producer succeeded first: then only its presence is checked);
 - ``duplicated``: a value written more than once (idempotence must prevent even retried
   unacknowledged sends from landing twice);
 - ``unexpected``: a value in the log that no producer sent;
@@ -49,7 +51,7 @@ def parse_value(value: str) -> tuple[str, int] | None:
 @dataclass(frozen=True, slots=True)
 class Ack:
     partition: int
-    offset: int
+    offset: int | None  # None: acknowledged without an offset (librdkafka's implicit ack)
     value: str
     time: float
 
@@ -179,7 +181,7 @@ def check(history: History) -> Report:
         found = where.get(ack.value)
         if not found:
             report.lost.append((ack.partition, ack.offset, ack.value))
-        elif (ack.partition, ack.offset) not in found:
+        elif ack.offset is not None and (ack.partition, ack.offset) not in found:
             report.moved.append((ack.partition, ack.offset, ack.value, found))
     _check_polls(history, at, report)
     _check_replicas(history, report)

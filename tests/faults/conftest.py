@@ -1,5 +1,7 @@
-"""Fixtures of the fault tests: a started three-node cluster, stopped (and its nodes'
-output saved next to the history) at the end of each test."""
+"""Fixtures of the fault tests: a started three-node :class:`~moldau.testing.ClusterProcess`
+with Kafka's timeouts scaled down (``FAST``), torn down in an order that leaves nothing
+behind: the workloads' clients first, then the nodes (kill -9), then any network
+namespaces. Each node's output is saved next to the history."""
 
 from __future__ import annotations
 
@@ -8,29 +10,49 @@ from pathlib import Path
 
 import pytest
 
-from moldau.cli.cluster import LocalCluster
-from tests.faults.cluster import FAST, FaultCluster
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
-    report = yield
-    if report.when == "call":
-        item.stash[_failed] = report.failed
-    return report
-
-
-_failed = pytest.StashKey[bool]()
+from moldau.testing import ClusterProcess
+from tests.faults.nemesis import FAST, kill_all
+from tests.faults.netns import Topology, unavailable
+from tests.faults.workload import abort_all
 
 
 @pytest.fixture
-def fault_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[FaultCluster]:
-    fc = FaultCluster(LocalCluster(3, tmp_path / "cluster", overrides=dict(FAST)))
-    fc.start()
+def fault_cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
+    c = ClusterProcess(3, configs=FAST, data_dir=tmp_path / "cluster")
     try:
-        yield fc
+        yield c.start()
     finally:
-        fc.stop()
-        paths = fc.dump_logs(tmp_path)
-        if request.node.stash.get(_failed, False):
-            print("node output:", *paths)
+        _teardown(c, tmp_path)
+
+
+@pytest.fixture
+def netns_cluster(tmp_path: Path) -> Iterator[tuple[ClusterProcess, Topology]]:
+    """Three nodes, each in a network namespace of its own (see ``netns.py``); skipped
+    with the reason where namespaces cannot be made."""
+    why = unavailable()
+    if why is not None:
+        pytest.skip(f"network partitions need network namespaces: {why}")
+    topology = Topology(3)
+    topology.create()
+    try:
+        c = ClusterProcess(
+            3,
+            configs=FAST,
+            data_dir=tmp_path / "cluster",
+            hosts=[topology.address(i) for i in (1, 2, 3)],
+            network_namespaces=topology.namespaces,
+        )
+        try:
+            yield c.start(), topology
+        finally:
+            _teardown(c, tmp_path)
+    finally:
+        topology.destroy()  # only once no client of ours can send to its addresses
+
+
+def _teardown(c: ClusterProcess, tmp_path: Path) -> None:
+    abort_all()
+    kill_all(c)
+    for node_id, node in c.nodes.items():
+        (tmp_path / f"node{node_id}.out").write_text("\n".join(node.output) + "\n")
+    c.close()

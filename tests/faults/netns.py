@@ -15,8 +15,6 @@ import shutil
 import subprocess
 from itertools import combinations
 
-from moldau.cli.cluster import LocalCluster, LocalNode
-
 
 def _ip(*args: str, check: bool = True) -> str | None:
     done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
@@ -88,24 +86,6 @@ class Topology:
 
     def pairs(self) -> list[tuple[int, int]]:
         return list(combinations(range(1, self.nodes + 1), 2))
-
-
-class NamespacedCluster(LocalCluster):
-    """A LocalCluster whose node ``i`` runs in namespace ``i`` of ``topology``."""
-
-    def __init__(self, topology: Topology, *args: object, **kwargs: object) -> None:
-        self.topology = topology
-        hosts = [topology.address(i) for i in range(1, topology.nodes + 1)]
-        super().__init__(topology.nodes, *args, hosts=hosts, **kwargs)  # type: ignore[arg-type]
-
-    def command(self, node: LocalNode) -> list[str]:
-        return [
-            "ip",
-            "netns",
-            "exec",
-            self.topology.namespace(node.node_id),
-            *super().command(node),
-        ]
 
 
 def unavailable() -> str | None:

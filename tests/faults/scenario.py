@@ -16,8 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from moldau.testing import ClusterProcess
+from tests.faults import nemesis
 from tests.faults.checker import Report, check
-from tests.faults.cluster import FaultCluster
 from tests.faults.workload import Workload, read_final
 
 TOPIC = "faults"
@@ -28,7 +29,7 @@ WARMUP_S = 3.0
 class Scenario:
     def __init__(
         self,
-        fc: FaultCluster,
+        c: ClusterProcess,
         out_dir: Path,
         *,
         partitions: int = PARTITIONS,
@@ -36,13 +37,13 @@ class Scenario:
         topic_configs: dict[str, str] | None = None,
         assignment: list[list[int]] | None = None,
     ) -> None:
-        self.fc = fc
+        self.c = c
         self.out_dir = out_dir
         self.topic = TOPIC
         self.partitions = partitions
         self.topic_configs = topic_configs or {}
         self.assignment = assignment
-        self.workload = Workload(fc.bootstrap, self.topic, partitions, rate=rate)
+        self.workload = Workload(c.bootstrap_servers, self.topic, partitions, rate=rate)
         self.figures: dict[str, Any] = {}
         self.t0 = 0.0
 
@@ -51,8 +52,10 @@ class Scenario:
         return self.workload.history
 
     def start(self) -> None:
-        self.fc.create_topic(self.topic, self.partitions, self.topic_configs, self.assignment)
-        self.fc.wait_full_isr(self.topic)
+        nemesis.create_topic(
+            self.c, self.topic, self.partitions, self.topic_configs, self.assignment
+        )
+        nemesis.wait_full_isr(self.c, self.topic)
         self.t0 = time.monotonic()
         self.workload.start()
         self.wait_acked_everywhere(60.0, "the workload started")
@@ -74,7 +77,7 @@ class Scenario:
         def acked() -> bool:
             return {a.partition for a in self.workload.recorder.acks_since(since)} >= wanted
 
-        self.fc.wait_for(acked, timeout, f"acks on partitions {sorted(wanted)} ({what})")
+        nemesis.timed(acked, timeout, f"acks on partitions {sorted(wanted)} ({what})")
         return (
             max(min(a.time for a in self.workload.recorder.acks_since(since, {p})) for p in wanted)
             - since
@@ -102,24 +105,27 @@ class Scenario:
     # -- the end ---------------------------------------------------------------------------
     def finish(self, *, settle_timeout: float = 90.0) -> Report:
         """Heal is done: converge, drain, check. Returns the report (asserted valid)."""
-        self.figures["isr_restored_s"] = round(self.fc.wait_full_isr(self.topic, settle_timeout), 2)
+        self.figures["isr_restored_s"] = round(
+            nemesis.wait_full_isr(self.c, self.topic, settle_timeout), 2
+        )
         self.figures["progress_after_heal_s"] = round(
             self.wait_acked_everywhere(settle_timeout, "after the heal"), 2
         )
         self.workload.stop_producers()
         undelivered = sum(max(p.flushed_left, 0) for p in self.workload.producers)
-        final, hws = read_final(self.fc.bootstrap, self.topic, self.partitions)
+        final, hws = read_final(self.c.bootstrap_servers, self.topic, self.partitions)
         history = self.workload.history
         history.final, history.final_high_watermarks = final, hws
         consumed = self.workload.wait_consumed(hws, 60.0)
         self.workload.stop_consumers()
-        self.fc.wait_full_isr(self.topic, settle_timeout)
-        self.fc.kill_all()
-        history.replica_logs = self.fc.replica_logs(self.topic, self.partitions)
+        nemesis.wait_full_isr(self.c, self.topic, settle_timeout)
+        nemesis.kill_all(self.c)
+        history.replica_logs = nemesis.replica_logs(self.c, self.topic, self.partitions)
         report = check(history)
         self.figures.update(
             records_sent=len(history.sent),
             records_acked=report.acked,
+            acks_without_offset=sum(1 for a in history.acks if a.offset is None),
             records_failed=report.failed,
             records_in_log=report.final_records,
             records_polled=report.polled,
@@ -134,7 +140,8 @@ class Scenario:
             )
         if not consumed:
             problems.append(
-                "the consumers did not reach the end of every partition (stuck consumer)"
+                "the consumers did not reach the end of every partition (stuck consumer); "
+                f"their last errors: {self.workload.recorder.errors[-5:]}"
             )
         assert report.valid and not problems, "\n".join([report.summary(), *problems])
         return report

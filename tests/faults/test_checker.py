@@ -54,6 +54,15 @@ def test_record_at_another_offset_than_acknowledged() -> None:
     assert check(h).moved == [(0, 5, "p0/0:1", [(0, 1)])]
 
 
+def test_an_ack_without_offset_counts_by_presence() -> None:
+    h = clean()
+    h.acks[1] = Ack(0, None, h.acks[1].value, 1.0)
+    assert check(h).valid
+    h.final[0][1] = (1, "p0/0:9")
+    h.sent.append((0, "p0/0:9"))
+    assert check(h).lost == [(0, None, "p0/0:1")]
+
+
 def test_duplicate_and_unexpected_values() -> None:
     h = clean()
     h.final[0] += [(3, "p0/0:1"), (4, "nobody/0:0")]

@@ -117,6 +117,7 @@ class ProducerThread:
     rate: float  # records per second
     recorder: Recorder
     stop: threading.Event = field(default_factory=threading.Event)
+    flush_timeout: float = 120.0  # for what is still undelivered when it stops
     flushed_left: int = -1  # records still undelivered after the final flush
 
     def start(self) -> threading.Thread:
@@ -150,7 +151,7 @@ class ProducerThread:
             delay = start + n / self.rate - time.monotonic()
             if delay > 0:
                 producer.poll(delay)
-        self.flushed_left = producer.flush(120)
+        self.flushed_left = producer.flush(self.flush_timeout)
 
 
 @dataclass
@@ -226,6 +227,14 @@ class Workload:
 
     def start(self) -> None:
         self._threads = [c.start() for c in self.consumers] + [p.start() for p in self.producers]
+        _live.add(self)
+
+    def abort(self) -> None:
+        """A test failed: stop every client at once, whatever is undelivered."""
+        for p in self.producers:
+            p.flush_timeout = 0.5
+        self.stop_producers(10.0)
+        self.stop_consumers(10.0)
 
     def stop_producers(self, timeout: float = 150.0) -> None:
         """Stop sending and wait until every record sent so far is acknowledged or failed."""
@@ -239,6 +248,7 @@ class Workload:
             c.stop.set()
         for thread in self._threads[: len(self.consumers)]:
             thread.join(timeout)
+        _live.discard(self)
 
     def wait_consumed(self, high_watermarks: dict[int, int], timeout: float) -> bool:
         """True once the consumers together have seen every partition up to its HW."""
@@ -252,6 +262,15 @@ class Workload:
                 return True
             time.sleep(0.2)
         return False
+
+
+_live: set[Workload] = set()  # started, consumers not stopped yet
+
+
+def abort_all() -> None:
+    """Stop every workload still running (a fixture's teardown, before the nodes)."""
+    for workload in list(_live):
+        workload.abort()
 
 
 def read_final(

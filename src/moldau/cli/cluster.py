@@ -78,7 +78,7 @@ class LocalCluster:
     """N combined nodes on loopback: the processes behind ``moldau cluster up``.
 
     ``hosts`` gives each node its own address to bind and advertise (the fault tests put
-    nodes in network namespaces); ``command`` is how a node's process is started."""
+    nodes in network namespaces)."""
 
     def __init__(
         self,
@@ -140,15 +140,12 @@ class LocalCluster:
         props.update(self.overrides)
         return props
 
-    def command(self, node: LocalNode) -> list[str]:
+    def start_node(self, node: LocalNode) -> None:
         cmd = [sys.executable, "-m", "moldau", "server"]
         for key, value in self.properties(node).items():
             cmd += ["-o", f"{key}={value}"]
-        return cmd
-
-    def start_node(self, node: LocalNode) -> None:
         node.proc = subprocess.Popen(
-            self.command(node),
+            cmd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
