@@ -18,7 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from tests.faults.checker import Ack, Failure, History, Poll, value_of
 
@@ -119,6 +126,7 @@ class ProducerThread:
     stop: threading.Event = field(default_factory=threading.Event)
     flush_timeout: float = 120.0  # for what is still undelivered when it stops
     flushed_left: int = -1  # records still undelivered after the final flush
+    fatal: str | None = None  # the producer's fatal error, if it had one (it stops then)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self._run, name=f"producer-{self.name}", daemon=True)
@@ -127,6 +135,27 @@ class ProducerThread:
 
     def _run(self) -> None:
         producer = Producer(quiet({"bootstrap.servers": self.bootstrap, **PRODUCER_CONFIG}))
+        try:
+            self._produce(producer)
+        except KafkaException as e:
+            error = e.args[0]
+            if not error.fatal():
+                raise
+            self.fatal = error.name()  # e.g. a sequence gap after an unclean election
+            producer.purge()  # what it still holds fails now, not at message.timeout.ms
+        deadline = time.monotonic() + self.flush_timeout
+        while True:
+            try:
+                self.flushed_left = producer.flush(max(0.0, deadline - time.monotonic()))
+                return
+            except (KafkaException, SystemError):
+                # A fatal producer raises its error again while it serves the delivery
+                # callbacks of what it failed (recorded as failures): go on serving them.
+                self.flushed_left = len(producer)
+                if not self.flushed_left or time.monotonic() >= deadline:
+                    return
+
+    def _produce(self, producer: Producer) -> None:
         seqs: dict[int, int] = defaultdict(int)
         n = 0
         start = time.monotonic()
@@ -151,7 +180,6 @@ class ProducerThread:
             delay = start + n / self.rate - time.monotonic()
             if delay > 0:
                 producer.poll(delay)
-        self.flushed_left = producer.flush(self.flush_timeout)
 
 
 @dataclass
