@@ -70,28 +70,19 @@ class Scenario:
         since: float | None = None,
     ) -> float:
         """Seconds from ``since`` (default now) until every partition (or the given ones)
-        has an acknowledgement of a record sent after that moment's start."""
+        has an acknowledgement of a record sent at that moment or later."""
         since = time.monotonic() if since is None else since
         wanted = set(range(self.partitions)) if partitions is None else partitions
+        recorder = self.workload.recorder
 
         def acked() -> bool:
-            return {a.partition for a in self.workload.recorder.acks_since(since)} >= wanted
+            return {a.partition for a in recorder.acks_of_sent_since(since)} >= wanted
 
         nemesis.timed(acked, timeout, f"acks on partitions {sorted(wanted)} ({what})")
         return (
-            max(min(a.time for a in self.workload.recorder.acks_since(since, {p})) for p in wanted)
+            max(min(a.time for a in recorder.acks_of_sent_since(since, {p})) for p in wanted)
             - since
         )
-
-    def first_ack_after(self, t: float, partitions: set[int]) -> float | None:
-        """Seconds from ``t`` to the first acknowledgement on every one of ``partitions``."""
-        times = []
-        for p in partitions:
-            acks = self.workload.recorder.acks_since(t, {p})
-            if not acks:
-                return None
-            times.append(min(a.time for a in acks) - t)
-        return max(times)
 
     def longest_ack_gap(self, t1: float, t2: float) -> float:
         """The longest time without any acknowledgement between ``t1`` and ``t2``."""

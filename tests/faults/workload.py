@@ -73,10 +73,13 @@ class Recorder:
         self.history = History()
         self.lock = threading.Lock()
         self.errors: list[str] = []  # client errors (informational)
+        self.sent_at: dict[str, float] = {}  # value -> when it was handed to the client
 
     def sent(self, partition: int, value: str) -> None:
+        now = time.monotonic()
         with self.lock:
             self.history.sent.append((partition, value))
+            self.sent_at[value] = now
 
     def delivered(self, err: KafkaError | None, msg: Message) -> None:
         now = time.monotonic()
@@ -112,6 +115,17 @@ class Recorder:
                 a
                 for a in self.history.acks
                 if a.time >= t and (partitions is None or a.partition in partitions)
+            ]
+
+    def acks_of_sent_since(self, t: float, partitions: set[int] | None = None) -> list[Ack]:
+        """Acknowledgements of records sent at ``t`` or later (not of older ones whose
+        acknowledgement merely arrived then)."""
+        with self.lock:
+            return [
+                a
+                for a in self.history.acks
+                if self.sent_at.get(a.value, 0.0) >= t
+                and (partitions is None or a.partition in partitions)
             ]
 
 
