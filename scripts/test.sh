@@ -6,4 +6,5 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh test
 PY="${PYTHON:-python3}"
 "$PY" -m ruff check .
+"$PY" -m mypy
 exec "$PY" -m pytest -q -p no:cacheprovider "$@"

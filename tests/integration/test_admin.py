@@ -215,9 +215,7 @@ def test_dynamic_broker_configs_apply_without_restart(
     def alter(name: str, key: str, value: str) -> None:
         if not name:  # confluent-kafka's Python wrapper refuses the "" (cluster) resource
             request = inc.IncrementalAlterConfigsRequest(
-                resources=[
-                    inc.AlterConfigsResource(4, "", [inc.AlterableConfig(key, SET, value)])
-                ]
+                resources=[inc.AlterConfigsResource(4, "", [inc.AlterableConfig(key, SET, value)])]
             )
             with RawClient(b.bootstrap) as raw:
                 assert raw.request(request, 1).responses[0].error_code == ErrorCode.NONE
@@ -557,3 +555,36 @@ def test_a_newer_epoch_fences_the_old_one_and_restarts_sequences(
         assert send(records[5:], 0, 3) == ErrorCode.INVALID_PRODUCER_EPOCH
     consumed = consume_confluent(broker.bootstrap, topic)
     assert_log_matches(records[:5], consumed, check_headers=False)
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(broker: BrokerProcess, topic: str) -> None:
+    """KIP-966, as Kafka 3.7+ admin clients describe topics: pages of at most
+    response_partition_limit partitions, the next cursor saying where to go on."""
+    from moldau.protocol.messages.describe_topic_partitions_request import (
+        Cursor,
+        DescribeTopicPartitionsRequest,
+        TopicRequest,
+    )
+
+    create_topic(broker.bootstrap, topic, 5)
+    seen: list[int] = []
+    cursor = None
+    with RawClient(broker.bootstrap) as raw:
+        for _ in range(5):
+            request = DescribeTopicPartitionsRequest(
+                topics=[TopicRequest(name=topic), TopicRequest(name=f"{topic}-missing")],
+                response_partition_limit=2,
+                cursor=cursor,
+            )
+            response = raw.request(request, 0)
+            mine = [t for t in response.topics if t.name == topic]
+            missing = [t for t in response.topics if t.name == f"{topic}-missing"]
+            assert [t.error_code for t in missing] in ([], [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION])
+            for t in mine:
+                assert all(p.leader_id == 1 and p.isr_nodes == [1] for p in t.partitions)
+                seen += [p.partition_index for p in t.partitions]
+            cursor = response.next_cursor
+            if cursor is None:
+                break
+            cursor = Cursor(topic_name=cursor.topic_name, partition_index=cursor.partition_index)
+    assert seen == [0, 1, 2, 3, 4]

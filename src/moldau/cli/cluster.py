@@ -228,10 +228,21 @@ def up(
 # -- describe -------------------------------------------------------------------------
 
 
-async def _describe(bootstrap: str) -> dict[str, Any]:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    address = (host, int(port))
-    client = NetworkClient("moldau-cluster-describe", request_timeout_ms=10_000)
+async def describe_cluster(bootstrap: str, timeout_ms: int = 10_000) -> dict[str, Any]:
+    """Brokers, quorum and partitions as a dict, from the first of the comma-separated
+    ``bootstrap`` servers that answers."""
+    error: Exception = ConnectionError(f"no server in {bootstrap!r}")
+    for server in filter(None, (s.strip() for s in bootstrap.split(","))):
+        host, port = server.rsplit(":", 1)
+        try:
+            return await _describe((host, int(port)), timeout_ms)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            error = e
+    raise error
+
+
+async def _describe(address: tuple[str, int], timeout_ms: int) -> dict[str, Any]:
+    client = NetworkClient("moldau-cluster-describe", request_timeout_ms=timeout_ms)
     try:
         cluster = await client.send(address, DescribeClusterRequest(include_fenced_brokers=True), 2)
         metadata = await client.send(address, MetadataRequest(topics=None), 12)
@@ -305,7 +316,7 @@ def describe(
 ) -> None:
     """Brokers, the controller quorum, and every partition's leader, replicas and ISR."""
     try:
-        result = asyncio.run(_describe(bootstrap))
+        result = asyncio.run(describe_cluster(bootstrap))
     except (ConnectionError, TimeoutError, OSError) as e:
         typer.echo(f"moldau cluster describe: cannot reach {bootstrap}: {e}", err=True)
         raise typer.Exit(1) from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from confluent_kafka import (
@@ -52,7 +52,10 @@ class _Format:
     def render(self, message: Message) -> bytes:
         fields = []
         if self.offset:
-            fields += [b"Partition:%d" % message.partition(), b"Offset:%d" % message.offset()]
+            fields += [
+                b"Partition:%d" % (message.partition() or 0),
+                b"Offset:%d" % (message.offset() or 0),
+            ]
         if self.headers:
             fields.append(_headers(message.headers()))
         if self.key:
@@ -103,12 +106,8 @@ def consume(
     Without --group, partitions are assigned directly: nothing is joined or committed.
     """
     start = _start_offset(from_beginning, partition, offset, group)
-    consumer = consumer_client(
-        bootstrap,
-        properties,
-        group,
-        **{"auto.offset.reset": "earliest" if from_beginning else "latest"},
-    )
+    reset: dict[str, Any] = {"auto.offset.reset": "earliest" if from_beginning else "latest"}
+    consumer = consumer_client(bootstrap, properties, group, **reset)
     fmt = _Format(unescape(key_separator).encode(), print_offset, print_headers, print_key)
     try:
         meta = topic_metadata(consumer, topic, [partition])
@@ -189,11 +188,17 @@ def _is_error(message: Message) -> bool:
     return True
 
 
-def _headers(headers: list[tuple[str, bytes | None]] | None) -> bytes:
+Headers = list[tuple[str, str | bytes | None]] | dict[str, str | bytes | None]
+
+
+def _headers(headers: Headers | None) -> bytes:
     if not headers:
         return b"NO_HEADERS"
-    return b",".join(key.encode() + b":" + _or_null(value) for key, value in headers)
+    pairs = headers.items() if isinstance(headers, dict) else headers
+    return b",".join(key.encode() + b":" + _or_null(value) for key, value in pairs)
 
 
-def _or_null(data: bytes | None) -> bytes:
+def _or_null(data: str | bytes | None) -> bytes:
+    if isinstance(data, str):
+        return data.encode()
     return b"null" if data is None else data

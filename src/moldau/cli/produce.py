@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
 import typer
 from confluent_kafka import KafkaError, Message, Producer
@@ -111,23 +111,18 @@ def produce(
         raise typer.BadParameter("requires --acks all", param_hint="--idempotent")
     headers = list(parse_pairs(header, "--header").items()) or None
     separator = unescape(key_separator).encode() if key_separator else None
-    producer = Producer(
-        client_config(
-            bootstrap,
-            properties,
-            **{
-                "acks": acks.value,
-                "compression.type": compression.value,
-                "enable.idempotence": idempotent,
-                "linger.ms": 5,
-                # Interactive use: give up on an unreachable broker well before librdkafka's 5 min.
-                "message.timeout.ms": 30000,
-            },
-        )
-    )
+    settings: dict[str, Any] = {
+        "acks": acks.value,
+        "compression.type": compression.value,
+        "enable.idempotence": idempotent,
+        "linger.ms": 5,
+        # Interactive use: give up on an unreachable broker well before librdkafka's 5 min.
+        "message.timeout.ms": 30000,
+    }
+    producer = Producer(client_config(bootstrap, properties, **settings))
     topic_metadata(producer, topic, [partition])
     deliveries = _Deliveries()
-    kwargs = {"on_delivery": deliveries, "headers": headers}
+    kwargs: dict[str, Any] = {"on_delivery": deliveries, "headers": headers}
     if partition is not None:
         kwargs["partition"] = partition
     sent = 0
@@ -137,7 +132,7 @@ def produce(
             _send(producer, topic, value, key, kwargs)
             sent += 1
         producer.flush()
-    if deliveries.failed:
+    if deliveries.first_error is not None:
         fail(
             f"{deliveries.failed} of {sent} records failed: {describe_error(deliveries.first_error)}"
         )

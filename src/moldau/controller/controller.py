@@ -216,9 +216,7 @@ class Controller:
         epoch = image.brokers[broker].epoch if broker in image.brokers else -1
         return block, Outcome(
             records=[
-                ProducerIdsRecord(
-                    broker_id=broker, broker_epoch=epoch, next_producer_id=block.stop
-                )
+                ProducerIdsRecord(broker_id=broker, broker_epoch=epoch, next_producer_id=block.stop)
             ]
         )
 

@@ -47,7 +47,7 @@ class ReplicationControl:
         return self.unclean_default if value is None else value.lower() == "true"
 
     @staticmethod
-    def alive(image: MetadataImage) -> Iterable[int]:
+    def alive(image: MetadataImage) -> set[int]:
         return {b.broker_id for b in image.brokers.values() if b.alive}
 
     # -- brokers coming and going -------------------------------------------------------

@@ -362,6 +362,20 @@ class RaftManager:
         self._waiters.append((offset, self._leader.epoch, fut))
         await fut
 
+    async def shutdown(self, timeout_s: float) -> None:
+        """Stop gracefully (Kafka's graceful shutdown): a leader resigns first, so the other
+        voters elect a successor at once instead of after a fetch timeout, and stays until
+        it hears of one (or ``timeout_s``, when no successor can win); then `close`."""
+        client = self._client
+        if client is not None and not self.closed and isinstance(client.state, Leader):
+            self.resign()
+            deadline = time.monotonic() + timeout_s
+            while not self.closed and time.monotonic() < deadline:
+                if client.leader_id is not None and client.leader_id != self.node_id:
+                    break
+                await asyncio.sleep(0.01)
+        self.close()
+
     def resign(self) -> None:
         """Hand leadership off (controlled shutdown): EndQuorumEpoch to the other voters."""
         client = self._client

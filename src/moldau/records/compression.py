@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from enum import IntEnum
+from typing import Any
 
 import cramjam
 
@@ -56,14 +57,14 @@ def _snappy_decompress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-_COMPRESS: dict[int, Callable[[Buffer], object]] = {
+_COMPRESS: dict[int, Callable[[Buffer], Any]] = {
     Compression.GZIP: cramjam.gzip.compress,
     Compression.SNAPPY: cramjam.snappy.compress_raw,
     Compression.LZ4: _lz4_compress,
     Compression.ZSTD: cramjam.zstd.compress,
 }
 
-_DECOMPRESS: dict[int, Callable[[Buffer], object]] = {
+_DECOMPRESS: dict[int, Callable[[Buffer], Any]] = {
     Compression.GZIP: cramjam.gzip.decompress,
     Compression.SNAPPY: _snappy_decompress,
     Compression.LZ4: cramjam.lz4.decompress,
@@ -71,7 +72,7 @@ _DECOMPRESS: dict[int, Callable[[Buffer], object]] = {
 }
 
 
-def _codec(table: dict[int, Callable[[Buffer], object]], codec: int) -> Callable[[Buffer], object]:
+def _codec(table: dict[int, Callable[[Buffer], Any]], codec: int) -> Callable[[Buffer], Any]:
     try:
         return table[codec]
     except KeyError:

@@ -105,9 +105,7 @@ class AlterPartitionManager:
             for p in topic.partitions:
                 tp = (topic.topic_name, p.partition_index)
                 if p.error_code != ErrorCode.NONE:
-                    log.info(
-                        "%s-%d: ISR change refused: %s", *tp, ErrorCode(p.error_code).name
-                    )
+                    log.info("%s-%d: ISR change refused: %s", *tp, ErrorCode(p.error_code).name)
                     self.replica_manager.isr_change_failed(tp)
                 # On success the PartitionChangeRecord brings the new ISR to every broker.
 

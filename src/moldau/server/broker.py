@@ -137,6 +137,7 @@ class Broker:
             lambda: self.publisher.image.offset,
             rack=c.get("broker.rack") or None,
             heartbeat_interval_ms=c.int("broker.heartbeat.interval.ms"),
+            session_timeout_ms=c.int("broker.session.timeout.ms"),
         )
         lifecycle = self.lifecycle
         self.producer_ids = ProducerIdManager(self.node_id, channel, lambda: lifecycle.epoch)

@@ -12,6 +12,7 @@ away and says it may stop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -44,6 +45,7 @@ class BrokerLifecycle:
         *,
         rack: str | None = None,
         heartbeat_interval_ms: int = 2_000,
+        session_timeout_ms: int = 9_000,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -51,6 +53,7 @@ class BrokerLifecycle:
         self.metadata_offset = metadata_offset
         self.rack = rack
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.session_timeout_s = session_timeout_ms / 1000
         self.incarnation_id = uuid.uuid4().bytes
         self.listeners: list[Listener] = []
         self.epoch = -1
@@ -58,6 +61,8 @@ class BrokerLifecycle:
         self.unfenced = asyncio.Event()
         self._shutting_down = False
         self._shut_down_allowed = asyncio.Event()
+        self._wake = asyncio.Event()  # the next heartbeat goes out now
+        self._last_answer = -float("inf")  # loop time of the controller's last answer
         self._task: asyncio.Task[None] | None = None
 
     def start(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
@@ -74,13 +79,27 @@ class BrokerLifecycle:
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move this broker's leaderships away; True once it says
-        the broker may stop (False on timeout: the broker stops anyway)."""
+        the broker may stop, False when giving up (after ``timeout_s``, or with no answer
+        from any controller for a session timeout): the broker stops anyway."""
         self._shutting_down = True
+        self._wake.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         try:
-            await asyncio.wait_for(self._shut_down_allowed.wait(), timeout_s)
+            while not self._shut_down_allowed.is_set():
+                now = loop.time()
+                if now >= deadline:
+                    return False
+                if now - self._last_answer > max(self.session_timeout_s, SHUTDOWN_POLL_S):
+                    log.warning(
+                        "no controller answered for %.1f s: nothing can move this broker's "
+                        "leaderships; stopping without them moved",
+                        self.session_timeout_s,
+                    )
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._shut_down_allowed.wait(), SHUTDOWN_POLL_S)
             return True
-        except TimeoutError:
-            return False
         finally:
             self.close()
 
@@ -98,14 +117,20 @@ class BrokerLifecycle:
                     await self._heartbeat()
             except (ConnectionError, TimeoutError) as e:
                 log.debug("controller unreachable: %s", e)
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                await self._sleep(RETRY_BACKOFF_S)
                 continue
             if self._shutting_down:
-                await asyncio.sleep(SHUTDOWN_POLL_S)
+                await self._sleep(SHUTDOWN_POLL_S)
             elif self.epoch >= 0 and self.fenced:
-                await asyncio.sleep(min(self.heartbeat_interval_s, RETRY_BACKOFF_S))
+                await self._sleep(min(self.heartbeat_interval_s, RETRY_BACKOFF_S))
             elif self.epoch >= 0:
-                await asyncio.sleep(self.heartbeat_interval_s)
+                await self._sleep(self.heartbeat_interval_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait until the next heartbeat is due, or :meth:`controlled_shutdown` wants it."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
 
     async def _register(self) -> bool:
         request = BrokerRegistrationRequest(
@@ -119,6 +144,7 @@ class BrokerLifecycle:
         response = await self.channel.call(
             ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION, request
         )
+        self._last_answer = asyncio.get_running_loop().time()
         if response.error_code != ErrorCode.NONE:
             log.error("broker registration refused: %s", ErrorCode(response.error_code).name)
             await asyncio.sleep(RETRY_BACKOFF_S * 10)
@@ -140,6 +166,7 @@ class BrokerLifecycle:
         response: BrokerHeartbeatResponse = await self.channel.call(
             ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request
         )
+        self._last_answer = asyncio.get_running_loop().time()
         if response.error_code in (
             ErrorCode.STALE_BROKER_EPOCH,
             ErrorCode.BROKER_ID_NOT_REGISTERED,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from moldau.server.config import BrokerConfig, ConfigError, Listener
 from moldau.server.controller_channel import LocalControllerChannel, RemoteControllerChannel
 from moldau.server.controller_server import ControllerServer
 from moldau.server.dispatch import Dispatcher
-from moldau.server.network import NetworkLimits, start_listener
+from moldau.server.network import Acceptor, NetworkLimits, start_listener
 from moldau.storage.meta_properties import ensure_formatted
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ class Node:
         self.controller: ControllerServer | None = None
         self.raft: RaftManager | None = None
         self.metadata_log: MetadataLog | None = None
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Acceptor] = []
 
     # -- start ---------------------------------------------------------------------------
     async def start(self) -> list[Listener]:
@@ -131,6 +132,9 @@ class Node:
                 ]
             )
             self.broker.start_background()
+        # What start-up built (the metadata image, the logs) lives as long as the node:
+        # keep it out of every later garbage collection, which otherwise walks it all.
+        gc.freeze()
         return bound
 
     async def _start_kraft(self, cluster_id: str, image: MetadataImage) -> None:
@@ -234,7 +238,7 @@ class Node:
         if self.controller is not None:
             self.controller.deactivate()
         if self.raft is not None:
-            self.raft.close()
+            await self.raft.shutdown(self.raft.config.request_timeout_ms / 1000)
         if self.metadata_log is not None:
             self.metadata_log.close()
         self.scheduler.close()

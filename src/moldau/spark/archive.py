@@ -69,7 +69,7 @@ def _follow(
     seen: set[int] = set()
     rows = 0
     while True:
-        finished = query.awaitTermination(0.5)
+        finished = query.awaitTermination(1)
         for progress in query.recentProgress:
             batch = progress["batchId"]
             if batch not in seen and progress["numInputRows"]:

@@ -8,12 +8,12 @@ a range and producing run in tasks.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from moldau.spark.arrow import to_record_batch
 from moldau.spark.offsets import OffsetMap, OffsetRange, check_position
@@ -47,7 +47,7 @@ _PRODUCER_DEFAULTS = {
     "delivery.report.only.error": True,
 }
 
-Header = tuple[str, bytes | None]
+Header = tuple[str, str | bytes | None]
 
 
 def consumer(config: dict[str, str]) -> Consumer:
@@ -68,7 +68,7 @@ class Cluster:
         if subscription.assigned:
             return list(subscription.assigned)
         metadata = self._consumer.list_topics(timeout=TIMEOUT_S)
-        found = []
+        found: list[tuple[str, int]] = []
         for name, topic in metadata.topics.items():
             if topic.error is not None or not subscription.matches(name):
                 continue
@@ -130,14 +130,14 @@ def fetch_range(
                 if err is None:
                     data.append(m)
                 elif err.code() == KafkaError._PARTITION_EOF:
-                    done = done or m.offset() >= r.end or _log_shrank(c, r, fail_on_data_loss)
+                    done = done or _offset(m) >= r.end or _log_shrank(c, r, fail_on_data_loss)
                 else:
                     raise KafkaException(err)
             if data:
                 idle_since = time.monotonic()
-                done = done or data[-1].offset() >= r.end - 1
-                if data[-1].offset() >= r.end:
-                    data = [m for m in data if m.offset() < r.end]
+                done = done or _offset(data[-1]) >= r.end - 1
+                if _offset(data[-1]) >= r.end:
+                    data = [m for m in data if _offset(m) < r.end]
                 if data:
                     yield to_record_batch(data, r.topic, r.partition, include_headers)
             elif time.monotonic() - idle_since > poll_timeout_s:
@@ -160,11 +160,17 @@ class DeliveryError(RuntimeError):
     """The broker refused or never acknowledged a record: the Spark task must fail."""
 
 
+def _offset(m: Message) -> int:
+    """A consumed message's offset (librdkafka types it optional: only errors lack one)."""
+    offset = m.offset()
+    return -1 if offset is None else offset
+
+
 def produce_batches(
     config: dict[str, str],
     batches: Iterator[pa.RecordBatch],
     topic: str | None,
-    stamp: list[Header],
+    stamp: Sequence[Header],
 ) -> int:
     """Produce every row (`value`, optional `key`, `topic`, `partition`, `headers`) and flush.
 
@@ -201,7 +207,7 @@ def produce_batches(
 
 
 def _rows(
-    batch: pa.RecordBatch, topic: str | None, stamp: list[Header]
+    batch: pa.RecordBatch, topic: str | None, stamp: Sequence[Header]
 ) -> Iterator[tuple[str, Any, Any, int, list[Header] | None]]:
     """Per-row produce arguments from whole columns (missing columns become constants)."""
     n = batch.num_rows
@@ -219,7 +225,8 @@ def _rows(
     else:
         raise ValueError("set the topic option or give the DataFrame a topic column")
     partitions = (-1 if p is None else p for p in column("partition", None))
+    tail = list(stamp)
     headers = (
-        [(h["key"], h["value"]) for h in hs or ()] + stamp or None for hs in column("headers", None)
+        [(h["key"], h["value"]) for h in hs or ()] + tail or None for hs in column("headers", None)
     )
     return zip(topics, column("value", None), column("key", None), partitions, headers, strict=True)

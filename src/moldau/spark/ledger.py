@@ -31,7 +31,7 @@ class CommitLedger:
     @staticmethod
     def ensure_topic(config: dict[str, str]) -> None:
         """Create the ledger topic once (one partition keeps the markers in order)."""
-        admin = AdminClient(config)
+        admin = AdminClient(dict(config))
         futures = admin.create_topics([NewTopic(COMMITS_TOPIC, num_partitions=1)])
         try:
             futures[COMMITS_TOPIC].result(TIMEOUT_S)
@@ -71,7 +71,7 @@ class CommitLedger:
 
     def _markers(self, start: int, end: int) -> list[dict]:
         key = self.query_id.encode()
-        markers = []
+        markers: list[dict] = []
         r = OffsetRange(COMMITS_TOPIC, 0, start, end)
         for batch in fetch_range(self.config, r, include_headers=False, fail_on_data_loss=False):
             keys = batch.column("key").to_pylist()

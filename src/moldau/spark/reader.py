@@ -76,7 +76,8 @@ class _Planner:
         fail = self.options.fail_on_data_loss
         return {tp: check_position(tp, off, low[tp], high[tp], fail) for tp, off in wanted.items()}
 
-    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition), partition
         yield from fetch_range(
             self.options.client,
             partition.range,

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from moldau.spark.client import produce_batches
+from moldau.spark.client import Header, produce_batches
 from moldau.spark.ledger import CommitLedger
 from moldau.spark.options import WriteOptions
 
@@ -62,8 +62,13 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         assert context is not None, "write() runs in a Spark task"
         query_id = context.getLocalProperty(_QUERY_ID)
-        batch_id = int(context.getLocalProperty(_BATCH_ID))
-        task = context.partitionId()
+        batch_id = context.getLocalProperty(_BATCH_ID)
+        assert query_id is not None and batch_id is not None, "set by the micro-batch's driver"
+        return self._write(iterator, query_id, int(batch_id), context.partitionId())
+
+    def _write(
+        self, iterator: Iterator[pa.RecordBatch], query_id: str, batch_id: int, task: int
+    ) -> Written:
         first = next(iterator, None)
         if first is None:  # nothing to write, so nothing to remember either
             return Written(0, query_id)
@@ -72,13 +77,13 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
             for _ in iterator:  # a replay: the rows are already in the topic
                 pass
             return Written(0, query_id, skipped=True)
-        stamp = [(BATCH_HEADER, f"{query_id}:{batch_id}".encode())]
+        stamp: list[Header] = [(BATCH_HEADER, f"{query_id}:{batch_id}".encode())]
         batches = chain([first], iterator)
         rows = produce_batches(self.options.client, batches, self.options.topic, stamp)
         ledger.record(batch_id, task)
         return Written(rows, query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        query_ids = {m.query_id for m in messages if isinstance(m, Written)}
+        query_ids = {m.query_id for m in messages if isinstance(m, Written) and m.query_id}
         for query_id in query_ids:
             CommitLedger(self.options.client, query_id).record(batchId, None)

@@ -64,7 +64,7 @@ RESERVED_DIRS = frozenset({"__cluster_metadata-0"})
 # What a new, empty partition takes on disk: its directory and files, with room to spare.
 BYTES_PER_PARTITION = 64 << 10
 INODES_PER_PARTITION = 8
-DISK_RESERVE_BYTES = 64 << 20
+DISK_RESERVE_BYTES = 8 << 20  # free space a disk keeps before it takes new partitions
 # Descriptors, maps and disk are looked at again after this long (a creation that still
 # runs short meanwhile fails on its own OSError, cleanly).
 RESOURCE_CHECK_INTERVAL_S = 1.0

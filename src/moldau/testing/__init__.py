@@ -10,19 +10,26 @@
         assert [r.value for r in b.consume("orders", 2)] == [b"a", b"b"]
         b.restart()                               # same port, same data; b.kill() is kill -9
 
+``cluster(nodes=3, racks=["r1", "r1", "r2"])`` is the same for a local KRaft cluster, with
+``kill(node)``, ``restart(node)``, ``pause(node)`` and the same helpers
+(:mod:`moldau.testing.cluster`).
+
 With Moldau installed, pytest gets the fixtures ``moldau_broker`` (one broker for the
-session) and ``moldau_topic`` (a fresh topic per test); see :mod:`moldau.testing.plugin`.
-A local multi-node ``cluster()`` will join ``broker()`` once Moldau runs as a cluster.
+session), ``moldau_topic`` (a fresh topic per test) and ``moldau_cluster`` (one cluster for
+the session); see :mod:`moldau.testing.plugin`.
 """
 
 from moldau.testing.clients import ClientHelpers, ExternalCluster, Record
+from moldau.testing.cluster import ClusterProcess, cluster
 from moldau.testing.process import BrokerProcess, broker, running_brokers
 
 __all__ = [
     "BrokerProcess",
     "ClientHelpers",
+    "ClusterProcess",
     "ExternalCluster",
     "Record",
     "broker",
+    "cluster",
     "running_brokers",
 ]

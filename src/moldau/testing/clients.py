@@ -63,14 +63,23 @@ class ClientHelpers:
         raise NotImplementedError
 
     def create_topic(
-        self, name: str, partitions: int = 1, *, timeout: float = DEFAULT_TIMEOUT_S, **configs: Any
+        self,
+        name: str,
+        partitions: int = 1,
+        *,
+        replication_factor: int = -1,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        **configs: Any,
     ) -> str:
         """Create ``name`` (topic configs as keywords, ``cleanup_policy="compact"``) with the
-        cluster's default replication factor; returns once every partition has a leader."""
+        cluster's default replication factor (or ``replication_factor``); returns once every
+        partition has a leader."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        topic = NewTopic(name, partitions, replication_factor=-1, config=kafka_configs(configs))
+        topic = NewTopic(
+            name, partitions, replication_factor=replication_factor, config=kafka_configs(configs)
+        )
         admin.create_topics([topic], operation_timeout=timeout)[name].result(timeout)
         deadline = time.monotonic() + timeout
         while True:

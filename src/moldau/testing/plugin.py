@@ -12,6 +12,11 @@ Fixtures:
 - ``moldau_topic`` (function): the name of a new topic on ``moldau_broker``, deleted
   after the test. ``@pytest.mark.moldau_topic(partitions=3, cleanup_policy="compact")``
   sets its partitions and configs.
+- ``moldau_cluster`` (session): a local KRaft cluster of ``--moldau-cluster-nodes`` (3)
+  combined nodes, a :class:`~moldau.testing.cluster.ClusterProcess`, with the same server
+  properties. Nodes a test killed, stopped or paused are back before the next test that
+  uses it. Under ``--moldau-bootstrap`` it is that cluster, and tests that kill, stop,
+  pause or restart nodes are skipped.
 
 When a test fails, the output its brokers (every broker started through
 :mod:`moldau.testing` and not closed) wrote during the test is added to the report.
@@ -31,12 +36,14 @@ import pluggy
 import pytest
 
 from moldau.testing.clients import ClientHelpers, ExternalCluster
+from moldau.testing.cluster import ClusterProcess
 from moldau.testing.launcher import launcher
 from moldau.testing.process import TEST_DEFAULTS, BrokerProcess, running_brokers
 
 REPORTED_LINES = 200
 
 _session_broker = pytest.StashKey[BrokerProcess]()
+_session_cluster = pytest.StashKey[ClusterProcess]()
 _session_configs = pytest.StashKey[dict[str, str]]()
 _prestarted = pytest.StashKey[bool]()
 _output_marks = pytest.StashKey[dict[BrokerProcess, int]]()
@@ -57,8 +64,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="HOST:PORT",
         help="use this running Kafka-protocol cluster for moldau_broker instead of a new broker",
     )
+    group.addoption(
+        "--moldau-cluster-nodes",
+        type=int,
+        default=3,
+        metavar="N",
+        help="nodes of the moldau_cluster fixture's cluster (default 3)",
+    )
     parser.addini(
-        "moldau_config", "server properties (KEY=VALUE lines) of moldau_broker", type="linelist"
+        "moldau_config",
+        "server properties (KEY=VALUE lines) of moldau_broker and moldau_cluster",
+        type="linelist",
     )
 
 
@@ -98,13 +114,24 @@ class _ExternalBroker(ExternalCluster):
         pytest.skip("stop() needs a broker of its own (--moldau-bootstrap is set)")
 
 
+class _ExternalNodes(ExternalCluster):
+    """``moldau_cluster`` under ``--moldau-bootstrap``: what needs our own nodes skips."""
+
+    def _skip(self, *args: object, **kwargs: object) -> NoReturn:
+        pytest.skip("this needs a cluster of its own (--moldau-bootstrap is set)")
+
+    kill = stop = restart = pause = resume = start_node = _skip
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Start the fork server when the first test that needs a broker is collected: it
     imports the broker while pytest collects the rest."""
     config = item.config
     if config.stash.get(_prestarted, False) or config.option.collectonly:
         return
-    wanted = {"moldau_broker", "moldau_topic"}.intersection(getattr(item, "fixturenames", ()))
+    wanted = {"moldau_broker", "moldau_topic", "moldau_cluster"}.intersection(
+        getattr(item, "fixturenames", ())
+    )
     if wanted and not config.getoption("moldau_bootstrap"):
         config.stash[_prestarted] = True
         launcher()
@@ -121,6 +148,20 @@ def moldau_broker(pytestconfig: pytest.Config) -> Iterator[ClientHelpers]:
         pytestconfig.stash[_session_broker] = running
         yield running
         del pytestconfig.stash[_session_broker]
+
+
+@pytest.fixture(scope="session")
+def moldau_cluster(pytestconfig: pytest.Config) -> Iterator[ClientHelpers]:
+    """A local Moldau cluster for the test session (or the cluster at --moldau-bootstrap)."""
+    bootstrap = pytestconfig.getoption("moldau_bootstrap")
+    if bootstrap:
+        yield _ExternalNodes(bootstrap)
+        return
+    nodes = pytestconfig.getoption("moldau_cluster_nodes")
+    with ClusterProcess(nodes, configs=pytestconfig.stash[_session_configs]) as running:
+        pytestconfig.stash[_session_cluster] = running
+        yield running
+        del pytestconfig.stash[_session_cluster]
 
 
 @pytest.fixture
@@ -150,6 +191,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         and not session_broker.running
     ):
         session_broker.start()  # a previous test stopped or killed it
+    session_cluster = item.config.stash.get(_session_cluster, None)
+    if session_cluster is not None and "moldau_cluster" in getattr(item, "fixturenames", ()):
+        session_cluster.heal()  # nodes a previous test stopped, killed or paused
     item.stash[_output_marks] = {b: b.lines_seen for b in running_brokers()}
 
 

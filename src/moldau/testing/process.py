@@ -95,6 +95,13 @@ class BrokerProcess(ClientHelpers):
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> BrokerProcess:
         """Start and return once the broker listens; raise with its output if it cannot."""
+        self.wait_listening(self.launch())
+        return self
+
+    def launch(self) -> threading.Event:
+        """Fork the broker and return at once; the event is set once it listens. A cluster
+        launches every node first: a KRaft node listens only once a quorum elected a
+        leader and registered it."""
         if self.running:
             raise RuntimeError(f"broker at {self.bootstrap_servers} is already running")
         props = {
@@ -121,14 +128,19 @@ class BrokerProcess(ClientHelpers):
             target=self._read_output, args=(read_end, listening), daemon=True
         )
         self._pump.start()
+        return listening
+
+    def wait_listening(self, listening: threading.Event) -> None:
+        """Wait for :meth:`launch`'s event; kill the broker and raise with its output if it
+        exits or does not listen within ``startup_timeout``."""
+        proc = self.proc
         deadline = time.monotonic() + self.startup_timeout
         while not listening.wait(0.01):
-            if proc.poll() is not None or time.monotonic() > deadline:
+            if proc is None or proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError("broker did not start:\n" + "\n".join(self.output))
         if self not in _running:
             _running.append(self)
-        return self
 
     def _read_output(self, fd: int, listening: threading.Event) -> None:
         self._output_fd = fd

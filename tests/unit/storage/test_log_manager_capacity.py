@@ -62,7 +62,7 @@ def test_partition_limit_is_a_policy_violation_and_creates_nothing(tmp_path: Pat
 def test_short_disk_or_descriptors_are_storage_errors(tmp_path: Path, monkeypatch) -> None:
     m = manager(tmp_path)
     monkeypatch.setattr(
-        log_manager_module.DiskSpace, "of", classmethod(lambda cls, p: DiskSpace(10 << 20, 10**6))
+        log_manager_module.DiskSpace, "of", classmethod(lambda cls, p: DiskSpace(4 << 20, 10**6))
     )
     with pytest.raises(KafkaError) as raised:
         m.create_logs(specs("t", 3))

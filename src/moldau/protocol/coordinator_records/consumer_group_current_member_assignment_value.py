@@ -57,6 +57,7 @@ class ConsumerGroupCurrentMemberAssignmentValue:
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -76,6 +77,8 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerGroupCurrentMemberAssignmentValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_assigned_partitions: Any
+    v_partitions_pending_revocation: Any
     (
         v_member_epoch,
         v_previous_member_epoch,

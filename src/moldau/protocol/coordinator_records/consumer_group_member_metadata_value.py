@@ -74,6 +74,8 @@ class ConsumerGroupMemberMetadataValue:
 
 
 def _d_ClassicProtocol_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_metadata: Any
     v_name, pos = read_compact_string(buf, pos)
     v_metadata, pos = read_compact_bytes(buf, pos)
     v_metadata = bytes(v_metadata)
@@ -89,6 +91,7 @@ def _d_ClassicProtocol_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ClassicMemberMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_supported_protocols: Any
     (v_session_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)
@@ -112,6 +115,14 @@ def _d_ClassicMemberMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerGroupMemberMetadataValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_instance_id: Any
+    v_rack_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_subscribed_topic_names: Any
+    v_subscribed_topic_regex: Any
+    v_server_assignor: Any
+    v_classic_member_metadata: Any
     v_instance_id, pos = read_nullable_compact_string(buf, pos)
     v_rack_id, pos = read_nullable_compact_string(buf, pos)
     v_client_id, pos = read_compact_string(buf, pos)

@@ -37,6 +37,7 @@ class ConsumerGroupMetadataKey:
 
 
 def _d_ConsumerGroupMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     return ConsumerGroupMetadataKey(group_id=v_group_id), pos
 

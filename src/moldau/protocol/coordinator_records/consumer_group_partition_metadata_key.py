@@ -37,6 +37,7 @@ class ConsumerGroupPartitionMetadataKey:
 
 
 def _d_ConsumerGroupPartitionMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     return ConsumerGroupPartitionMetadataKey(group_id=v_group_id), pos
 

@@ -38,6 +38,8 @@ class ConsumerGroupTargetAssignmentMemberKey:
 
 
 def _d_ConsumerGroupTargetAssignmentMemberKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
     v_group_id, pos = read_string(buf, pos)
     v_member_id, pos = read_string(buf, pos)
     return ConsumerGroupTargetAssignmentMemberKey(group_id=v_group_id, member_id=v_member_id), pos

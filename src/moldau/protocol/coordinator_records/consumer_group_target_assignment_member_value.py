@@ -52,6 +52,7 @@ class ConsumerGroupTargetAssignmentMemberValue:
 
 
 def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -71,6 +72,7 @@ def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerGroupTargetAssignmentMemberValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_partitions: Any
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field TopicPartitions was null")

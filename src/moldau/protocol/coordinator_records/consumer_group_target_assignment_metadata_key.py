@@ -37,6 +37,7 @@ class ConsumerGroupTargetAssignmentMetadataKey:
 
 
 def _d_ConsumerGroupTargetAssignmentMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     return ConsumerGroupTargetAssignmentMetadataKey(group_id=v_group_id), pos
 

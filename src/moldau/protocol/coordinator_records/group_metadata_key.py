@@ -35,6 +35,7 @@ class GroupMetadataKey:
 
 
 def _d_GroupMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group: Any
     v_group, pos = read_string(buf, pos)
     return GroupMetadataKey(group=v_group), pos
 

@@ -74,6 +74,11 @@ class GroupMetadataValue:
 
 
 def _d_MemberMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_subscription: Any
+    v_assignment: Any
     v_member_id, pos = read_string(buf, pos)
     v_client_id, pos = read_string(buf, pos)
     v_client_host, pos = read_string(buf, pos)
@@ -94,6 +99,10 @@ def _d_MemberMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_GroupMetadataValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol: Any
+    v_leader: Any
+    v_members: Any
     v_protocol_type, pos = read_string(buf, pos)
     (v_generation,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -116,6 +125,11 @@ def _d_GroupMetadataValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MemberMetadata_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_subscription: Any
+    v_assignment: Any
     v_member_id, pos = read_string(buf, pos)
     v_client_id, pos = read_string(buf, pos)
     v_client_host, pos = read_string(buf, pos)
@@ -140,6 +154,10 @@ def _d_MemberMetadata_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_GroupMetadataValue_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol: Any
+    v_leader: Any
+    v_members: Any
     v_protocol_type, pos = read_string(buf, pos)
     (v_generation,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -162,6 +180,10 @@ def _d_GroupMetadataValue_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_GroupMetadataValue_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol: Any
+    v_leader: Any
+    v_members: Any
     v_protocol_type, pos = read_string(buf, pos)
     (v_generation,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -187,6 +209,12 @@ def _d_GroupMetadataValue_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MemberMetadata_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_subscription: Any
+    v_assignment: Any
     v_member_id, pos = read_string(buf, pos)
     v_group_instance_id, pos = read_nullable_string(buf, pos)
     v_client_id, pos = read_string(buf, pos)
@@ -213,6 +241,10 @@ def _d_MemberMetadata_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_GroupMetadataValue_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol: Any
+    v_leader: Any
+    v_members: Any
     v_protocol_type, pos = read_string(buf, pos)
     (v_generation,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -238,6 +270,12 @@ def _d_GroupMetadataValue_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MemberMetadata_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_subscription: Any
+    v_assignment: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_group_instance_id, pos = read_nullable_compact_string(buf, pos)
     v_client_id, pos = read_compact_string(buf, pos)
@@ -272,6 +310,10 @@ def _d_MemberMetadata_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_GroupMetadataValue_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol: Any
+    v_leader: Any
+    v_members: Any
     v_protocol_type, pos = read_compact_string(buf, pos)
     (v_generation,) = _S_i.unpack_from(buf, pos)
     pos += 4

@@ -39,6 +39,8 @@ class OffsetCommitKey:
 
 
 def _d_OffsetCommitKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group: Any
+    v_topic: Any
     v_group, pos = read_string(buf, pos)
     v_topic, pos = read_string(buf, pos)
     (v_partition,) = _S_i.unpack_from(buf, pos)

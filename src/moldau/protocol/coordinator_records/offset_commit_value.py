@@ -51,6 +51,7 @@ class OffsetCommitValue:
 
 
 def _d_OffsetCommitValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (v_offset,) = _S_q.unpack_from(buf, pos)
     pos += 8
     v_metadata, pos = read_string(buf, pos)
@@ -62,6 +63,7 @@ def _d_OffsetCommitValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitValue_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (v_offset,) = _S_q.unpack_from(buf, pos)
     pos += 8
     v_metadata, pos = read_string(buf, pos)
@@ -79,6 +81,7 @@ def _d_OffsetCommitValue_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitValue_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (
         v_offset,
         v_leader_epoch,
@@ -96,6 +99,7 @@ def _d_OffsetCommitValue_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitValue_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (
         v_offset,
         v_leader_epoch,

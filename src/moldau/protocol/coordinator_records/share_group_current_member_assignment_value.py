@@ -56,6 +56,7 @@ class ShareGroupCurrentMemberAssignmentValue:
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -75,6 +76,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareGroupCurrentMemberAssignmentValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_assigned_partitions: Any
     (
         v_member_epoch,
         v_previous_member_epoch,

@@ -38,6 +38,8 @@ class ShareGroupMemberMetadataKey:
 
 
 def _d_ShareGroupMemberMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
     v_group_id, pos = read_string(buf, pos)
     v_member_id, pos = read_string(buf, pos)
     return ShareGroupMemberMetadataKey(group_id=v_group_id, member_id=v_member_id), pos

@@ -49,6 +49,10 @@ class ShareGroupMemberMetadataValue:
 
 
 def _d_ShareGroupMemberMetadataValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_rack_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_subscribed_topic_names: Any
     v_rack_id, pos = read_nullable_compact_string(buf, pos)
     v_client_id, pos = read_compact_string(buf, pos)
     v_client_host, pos = read_compact_string(buf, pos)

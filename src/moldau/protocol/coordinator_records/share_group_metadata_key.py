@@ -37,6 +37,7 @@ class ShareGroupMetadataKey:
 
 
 def _d_ShareGroupMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     return ShareGroupMetadataKey(group_id=v_group_id), pos
 

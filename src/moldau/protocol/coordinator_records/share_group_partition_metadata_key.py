@@ -37,6 +37,7 @@ class ShareGroupPartitionMetadataKey:
 
 
 def _d_ShareGroupPartitionMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     return ShareGroupPartitionMetadataKey(group_id=v_group_id), pos
 

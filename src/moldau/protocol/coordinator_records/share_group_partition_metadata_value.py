@@ -63,6 +63,7 @@ class ShareGroupPartitionMetadataValue:
 
 
 def _d_PartitionMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_racks: Any
     (v_partition,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 1)
@@ -84,6 +85,8 @@ def _d_PartitionMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_metadata: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     v_topic_name, pos = read_compact_string(buf, pos)
@@ -113,6 +116,7 @@ def _d_TopicMetadata_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareGroupPartitionMetadataValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 23)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

@@ -37,6 +37,7 @@ class ShareGroupStatePartitionMetadataKey:
 
 
 def _d_ShareGroupStatePartitionMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     return ShareGroupStatePartitionMetadataKey(group_id=v_group_id), pos
 

@@ -62,6 +62,8 @@ class ShareGroupStatePartitionMetadataValue:
 
 
 def _d_TopicPartitionsInfo_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     v_topic_name, pos = read_compact_string(buf, pos)
@@ -84,6 +86,7 @@ def _d_TopicPartitionsInfo_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicInfo_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     v_topic_name, pos = read_compact_string(buf, pos)
@@ -99,6 +102,8 @@ def _d_TopicInfo_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareGroupStatePartitionMetadataValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_initialized_topics: Any
+    v_deleting_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 19)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field InitializedTopics was null")

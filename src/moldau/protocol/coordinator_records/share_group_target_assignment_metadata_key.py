@@ -37,6 +37,7 @@ class ShareGroupTargetAssignmentMetadataKey:
 
 
 def _d_ShareGroupTargetAssignmentMetadataKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     return ShareGroupTargetAssignmentMetadataKey(group_id=v_group_id), pos
 

@@ -35,6 +35,7 @@ class TransactionLogKey:
 
 
 def _d_TransactionLogKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
     v_transactional_id, pos = read_string(buf, pos)
     return TransactionLogKey(transactional_id=v_transactional_id), pos
 

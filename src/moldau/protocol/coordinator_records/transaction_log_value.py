@@ -68,6 +68,8 @@ class TransactionLogValue:
 
 
 def _d_PartitionsSchema_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partition_ids: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -78,6 +80,7 @@ def _d_PartitionsSchema_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TransactionLogValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transaction_partitions: Any
     (
         v_producer_id,
         v_producer_epoch,
@@ -110,6 +113,8 @@ def _d_TransactionLogValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionsSchema_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partition_ids: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -128,6 +133,7 @@ def _d_PartitionsSchema_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TransactionLogValue_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transaction_partitions: Any
     (
         v_producer_id,
         v_producer_epoch,

@@ -50,6 +50,8 @@ class AddOffsetsToTxnRequest:
 
 
 def _d_AddOffsetsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_group_id: Any
     v_transactional_id, pos = read_string(buf, pos)
     (
         v_producer_id,
@@ -66,6 +68,8 @@ def _d_AddOffsetsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AddOffsetsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_group_id: Any
     v_transactional_id, pos = read_compact_string(buf, pos)
     (
         v_producer_id,

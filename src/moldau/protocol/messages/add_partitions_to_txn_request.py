@@ -71,6 +71,8 @@ class AddPartitionsToTxnRequest:
 
 
 def _d_AddPartitionsToTxnTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -81,6 +83,8 @@ def _d_AddPartitionsToTxnTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AddPartitionsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_v3_and_below_transactional_id: Any
+    v_v3_and_below_topics: Any
     v_v3_and_below_transactional_id, pos = read_string(buf, pos)
     (
         v_v3_and_below_producer_id,
@@ -103,6 +107,8 @@ def _d_AddPartitionsToTxnRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_AddPartitionsToTxnTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -121,6 +127,8 @@ def _d_AddPartitionsToTxnTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AddPartitionsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_v3_and_below_transactional_id: Any
+    v_v3_and_below_topics: Any
     v_v3_and_below_transactional_id, pos = read_compact_string(buf, pos)
     (
         v_v3_and_below_producer_id,
@@ -151,6 +159,8 @@ def _d_AddPartitionsToTxnRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_AddPartitionsToTxnTransaction_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_topics: Any
     v_transactional_id, pos = read_compact_string(buf, pos)
     (
         v_producer_id,
@@ -183,6 +193,7 @@ def _d_AddPartitionsToTxnTransaction_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_AddPartitionsToTxnRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactions: Any
     _n, pos = read_compact_array_len(buf, pos, 14)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Transactions was null")

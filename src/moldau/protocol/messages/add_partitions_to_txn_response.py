@@ -84,6 +84,8 @@ def _d_AddPartitionsToTxnPartitionResult_0(buf: memoryview, pos: int) -> tuple[A
 
 
 def _d_AddPartitionsToTxnTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_results_by_partition: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -98,6 +100,7 @@ def _d_AddPartitionsToTxnTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_AddPartitionsToTxnResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results_by_topic_v3_and_below: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -133,6 +136,8 @@ def _d_AddPartitionsToTxnPartitionResult_1(buf: memoryview, pos: int) -> tuple[A
 
 
 def _d_AddPartitionsToTxnTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_results_by_partition: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 7)
     if _n < 0:
@@ -155,6 +160,7 @@ def _d_AddPartitionsToTxnTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_AddPartitionsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results_by_topic_v3_and_below: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)
@@ -179,6 +185,8 @@ def _d_AddPartitionsToTxnResponse_1(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_AddPartitionsToTxnResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_topic_results: Any
     v_transactional_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -201,6 +209,7 @@ def _d_AddPartitionsToTxnResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AddPartitionsToTxnResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results_by_transaction: Any
     (
         v_throttle_time_ms,
         v_error_code,

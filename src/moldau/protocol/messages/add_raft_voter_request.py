@@ -59,6 +59,8 @@ class AddRaftVoterRequest:
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (v_port,) = _S_H.unpack_from(buf, pos)
@@ -75,6 +77,8 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AddRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_listeners: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     (
         v_timeout_ms,

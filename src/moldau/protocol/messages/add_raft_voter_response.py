@@ -47,6 +47,7 @@ class AddRaftVoterResponse:
 
 
 def _d_AddRaftVoterResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (
         v_throttle_time_ms,
         v_error_code,

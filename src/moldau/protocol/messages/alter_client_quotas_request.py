@@ -74,12 +74,15 @@ class AlterClientQuotasRequest:
 
 
 def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_entity_name: Any
     v_entity_type, pos = read_string(buf, pos)
     v_entity_name, pos = read_nullable_string(buf, pos)
     return EntityData(entity_type=v_entity_type, entity_name=v_entity_name), pos
 
 
 def _d_OpData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
     v_key, pos = read_string(buf, pos)
     (
         v_value,
@@ -90,6 +93,8 @@ def _d_OpData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity: Any
+    v_ops: Any
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Entity was null")
@@ -108,6 +113,7 @@ def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entries: Any
     _n, pos = read_array_len(buf, pos, 8)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Entries was null")
@@ -121,6 +127,8 @@ def _d_AlterClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_entity_name: Any
     v_entity_type, pos = read_compact_string(buf, pos)
     v_entity_name, pos = read_nullable_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -135,6 +143,7 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OpData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
     v_key, pos = read_compact_string(buf, pos)
     (
         v_value,
@@ -153,6 +162,8 @@ def _d_OpData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity: Any
+    v_ops: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Entity was null")
@@ -179,6 +190,7 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entries: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Entries was null")

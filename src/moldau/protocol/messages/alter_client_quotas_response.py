@@ -68,12 +68,16 @@ class AlterClientQuotasResponse:
 
 
 def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_entity_name: Any
     v_entity_type, pos = read_string(buf, pos)
     v_entity_name, pos = read_nullable_string(buf, pos)
     return EntityData(entity_type=v_entity_type, entity_name=v_entity_name), pos
 
 
 def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_entity: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -88,6 +92,7 @@ def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entries: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 8)
@@ -101,6 +106,8 @@ def _d_AlterClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_entity_name: Any
     v_entity_type, pos = read_compact_string(buf, pos)
     v_entity_name, pos = read_nullable_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -115,6 +122,8 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_entity: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -137,6 +146,7 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entries: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)

@@ -66,12 +66,16 @@ class AlterConfigsRequest:
 
 
 def _d_AlterableConfig_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_string(buf, pos)
     v_value, pos = read_nullable_string(buf, pos)
     return AlterableConfig(name=v_name, value=v_value), pos
 
 
 def _d_AlterConfigsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_configs: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_string(buf, pos)
@@ -88,6 +92,7 @@ def _d_AlterConfigsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_array_len(buf, pos, 7)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")
@@ -101,6 +106,8 @@ def _d_AlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterableConfig_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_compact_string(buf, pos)
     v_value, pos = read_nullable_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -115,6 +122,8 @@ def _d_AlterableConfig_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_configs: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_compact_string(buf, pos)
@@ -139,6 +148,7 @@ def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")

@@ -64,6 +64,8 @@ class AlterConfigsResponse:
 
 
 def _d_AlterConfigsResourceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -79,6 +81,7 @@ def _d_AlterConfigsResourceResponse_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_AlterConfigsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 7)
@@ -92,6 +95,8 @@ def _d_AlterConfigsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterConfigsResourceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -115,6 +120,7 @@ def _d_AlterConfigsResourceResponse_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_AlterConfigsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 6)

@@ -60,6 +60,7 @@ class AlterPartitionReassignmentsRequest:
 
 
 def _d_ReassignablePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replicas: Any
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -80,6 +81,8 @@ def _d_ReassignablePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ReassignableTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 6)
     if _n < 0:
@@ -100,6 +103,7 @@ def _d_ReassignableTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

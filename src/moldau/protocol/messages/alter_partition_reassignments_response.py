@@ -64,6 +64,7 @@ class AlterPartitionReassignmentsResponse:
 
 
 def _d_ReassignablePartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (
         v_partition_index,
         v_error_code,
@@ -84,6 +85,8 @@ def _d_ReassignablePartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_ReassignableTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 8)
     if _n < 0:
@@ -104,6 +107,8 @@ def _d_ReassignableTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_AlterPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_responses: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -77,6 +77,7 @@ class AlterPartitionRequest:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_new_isr: Any
     (
         v_partition_index,
         v_leader_epoch,
@@ -106,6 +107,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 14)
     if _n < 0:
@@ -126,6 +129,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_broker_id,
         v_broker_epoch,
@@ -152,6 +156,7 @@ def _d_AlterPartitionRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_new_isr: Any
     (
         v_partition_index,
         v_leader_epoch,
@@ -185,6 +190,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 15)
     if _n < 0:
@@ -205,6 +212,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_broker_id,
         v_broker_epoch,
@@ -231,6 +239,7 @@ def _d_AlterPartitionRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 15)
@@ -252,6 +261,7 @@ def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_broker_id,
         v_broker_epoch,
@@ -295,6 +305,7 @@ def _d_BrokerState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_new_isr_with_epochs: Any
     (
         v_partition_index,
         v_leader_epoch,
@@ -330,6 +341,7 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 15)
@@ -351,6 +363,7 @@ def _d_TopicData_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_broker_id,
         v_broker_epoch,

@@ -72,6 +72,7 @@ class AlterPartitionResponse:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
     (
         v_partition_index,
         v_error_code,
@@ -105,6 +106,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 20)
     if _n < 0:
@@ -125,6 +128,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -151,6 +155,7 @@ def _d_AlterPartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
     (
         v_partition_index,
         v_error_code,
@@ -188,6 +193,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 21)
     if _n < 0:
@@ -208,6 +215,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -234,6 +242,7 @@ def _d_AlterPartitionResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 21)
@@ -255,6 +264,7 @@ def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterPartitionResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -61,6 +61,8 @@ class AlterReplicaLogDirsRequest:
 
 
 def _d_AlterReplicaLogDirTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -71,6 +73,8 @@ def _d_AlterReplicaLogDirTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterReplicaLogDir_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_path: Any
+    v_topics: Any
     v_path, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -83,6 +87,7 @@ def _d_AlterReplicaLogDir_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterReplicaLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_dirs: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Dirs was null")
@@ -94,6 +99,8 @@ def _d_AlterReplicaLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_AlterReplicaLogDirTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -112,6 +119,8 @@ def _d_AlterReplicaLogDirTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterReplicaLogDir_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_path: Any
+    v_topics: Any
     v_path, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -132,6 +141,7 @@ def _d_AlterReplicaLogDir_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterReplicaLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_dirs: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Dirs was null")

@@ -76,6 +76,8 @@ def _d_AlterReplicaLogDirPartitionResult_0(buf: memoryview, pos: int) -> tuple[A
 
 
 def _d_AlterReplicaLogDirTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -88,6 +90,7 @@ def _d_AlterReplicaLogDirTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_AlterReplicaLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -120,6 +123,8 @@ def _d_AlterReplicaLogDirPartitionResult_1(buf: memoryview, pos: int) -> tuple[A
 
 
 def _d_AlterReplicaLogDirTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 7)
     if _n < 0:
@@ -140,6 +145,7 @@ def _d_AlterReplicaLogDirTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_AlterReplicaLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

@@ -66,6 +66,7 @@ class AlterUserScramCredentialsRequest:
 
 
 def _d_ScramCredentialDeletion_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_mechanism,) = _S_b.unpack_from(buf, pos)
     pos += 1
@@ -81,6 +82,9 @@ def _d_ScramCredentialDeletion_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ScramCredentialUpsertion_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_salt: Any
+    v_salted_password: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_mechanism,
@@ -109,6 +113,8 @@ def _d_ScramCredentialUpsertion_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_deletions: Any
+    v_upsertions: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Deletions was null")

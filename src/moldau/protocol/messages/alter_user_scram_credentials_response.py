@@ -57,6 +57,8 @@ class AlterUserScramCredentialsResponse:
 
 
 def _d_AlterUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_user: Any
+    v_error_message: Any
     v_user, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -75,6 +77,7 @@ def _d_AlterUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_AlterUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)

@@ -46,6 +46,8 @@ def _d_ApiVersionsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ApiVersionsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_client_software_name: Any
+    v_client_software_version: Any
     v_client_software_name, pos = read_compact_string(buf, pos)
     v_client_software_version, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)

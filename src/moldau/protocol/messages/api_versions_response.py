@@ -90,6 +90,7 @@ def _d_ApiVersion_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ApiVersionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_api_keys: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 6)
@@ -103,6 +104,7 @@ def _d_ApiVersionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ApiVersionsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_api_keys: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 6)
@@ -138,6 +140,7 @@ def _d_ApiVersion_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SupportedFeatureKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_min_version,
@@ -158,6 +161,7 @@ def _d_SupportedFeatureKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FinalizedFeatureKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_max_version_level,
@@ -178,6 +182,9 @@ def _d_FinalizedFeatureKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ApiVersionsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_api_keys: Any
+    v_supported_features: Any
+    v_finalized_features: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 7)

@@ -81,6 +81,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 5)
@@ -102,6 +103,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 18)
@@ -123,6 +125,7 @@ def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AssignReplicasToDirsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_directories: Any
     (
         v_broker_id,
         v_broker_epoch,

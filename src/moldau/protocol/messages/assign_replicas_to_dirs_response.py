@@ -84,6 +84,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 7)
@@ -105,6 +106,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 18)
@@ -126,6 +128,7 @@ def _d_DirectoryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AssignReplicasToDirsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_directories: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -93,6 +93,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 12)
     if _n < 0:
@@ -105,6 +107,8 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_BeginQuorumEpochRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     v_cluster_id, pos = read_nullable_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -141,6 +145,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 29)
     if _n < 0:
@@ -161,6 +167,8 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (v_port,) = _S_H.unpack_from(buf, pos)
@@ -177,6 +185,9 @@ def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_BeginQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
+    v_leader_endpoints: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     (v_voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4

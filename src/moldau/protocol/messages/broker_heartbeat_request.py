@@ -78,6 +78,7 @@ def _d_BrokerHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_BrokerHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_offline_log_dirs: Any
     (
         v_broker_id,
         v_broker_epoch,

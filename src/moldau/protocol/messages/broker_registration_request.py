@@ -77,6 +77,8 @@ class BrokerRegistrationRequest:
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (
@@ -98,6 +100,7 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_min_supported_version,
@@ -120,6 +123,10 @@ def _d_Feature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_BrokerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_listeners: Any
+    v_features: Any
+    v_rack: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = read_compact_string(buf, pos)
@@ -159,6 +166,10 @@ def _d_BrokerRegistrationRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_listeners: Any
+    v_features: Any
+    v_rack: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = read_compact_string(buf, pos)
@@ -201,6 +212,11 @@ def _d_BrokerRegistrationRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_listeners: Any
+    v_features: Any
+    v_rack: Any
+    v_log_dirs: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = read_compact_string(buf, pos)
@@ -252,6 +268,11 @@ def _d_BrokerRegistrationRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_BrokerRegistrationRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_listeners: Any
+    v_features: Any
+    v_rack: Any
+    v_log_dirs: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = read_compact_string(buf, pos)

@@ -92,6 +92,8 @@ class ConsumerGroupDescribeResponse:
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     v_topic_name, pos = read_compact_string(buf, pos)
@@ -114,6 +116,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_partitions: Any
     _n, pos = read_compact_array_len(buf, pos, 19)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field TopicPartitions was null")
@@ -133,6 +136,15 @@ def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Member_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_instance_id: Any
+    v_rack_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_subscribed_topic_names: Any
+    v_subscribed_topic_regex: Any
+    v_assignment: Any
+    v_target_assignment: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_instance_id, pos = read_nullable_compact_string(buf, pos)
     v_rack_id, pos = read_nullable_compact_string(buf, pos)
@@ -173,6 +185,11 @@ def _d_Member_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_group_id: Any
+    v_group_state: Any
+    v_assignor_name: Any
+    v_members: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -215,6 +232,7 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerGroupDescribeResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 20)

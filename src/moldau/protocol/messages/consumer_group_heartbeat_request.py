@@ -65,6 +65,7 @@ class ConsumerGroupHeartbeatRequest:
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -84,6 +85,13 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_instance_id: Any
+    v_rack_id: Any
+    v_subscribed_topic_names: Any
+    v_server_assignor: Any
+    v_topic_partitions: Any
     v_group_id, pos = read_compact_string(buf, pos)
     v_member_id, pos = read_compact_string(buf, pos)
     (v_member_epoch,) = _S_i.unpack_from(buf, pos)
@@ -131,6 +139,14 @@ def _d_ConsumerGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_ConsumerGroupHeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_instance_id: Any
+    v_rack_id: Any
+    v_subscribed_topic_names: Any
+    v_subscribed_topic_regex: Any
+    v_server_assignor: Any
+    v_topic_partitions: Any
     v_group_id, pos = read_compact_string(buf, pos)
     v_member_id, pos = read_compact_string(buf, pos)
     (v_member_epoch,) = _S_i.unpack_from(buf, pos)

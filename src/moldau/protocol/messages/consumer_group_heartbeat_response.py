@@ -68,6 +68,7 @@ class ConsumerGroupHeartbeatResponse:
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -87,6 +88,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_partitions: Any
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field TopicPartitions was null")
@@ -106,6 +108,9 @@ def _d_Assignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerGroupHeartbeatResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_member_id: Any
+    v_assignment: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -53,6 +53,8 @@ class ConsumerProtocolAssignment:
 
 
 def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -63,6 +65,8 @@ def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerProtocolAssignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_assigned_partitions: Any
+    v_user_data: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field AssignedPartitions was null")

@@ -59,6 +59,8 @@ class ConsumerProtocolSubscription:
 
 
 def _d_ConsumerProtocolSubscription_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_user_data: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -73,6 +75,8 @@ def _d_ConsumerProtocolSubscription_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -83,6 +87,9 @@ def _d_TopicPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ConsumerProtocolSubscription_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_user_data: Any
+    v_owned_partitions: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -106,6 +113,9 @@ def _d_ConsumerProtocolSubscription_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_ConsumerProtocolSubscription_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_user_data: Any
+    v_owned_partitions: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -134,6 +144,10 @@ def _d_ConsumerProtocolSubscription_2(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_ConsumerProtocolSubscription_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_user_data: Any
+    v_owned_partitions: Any
+    v_rack_id: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

@@ -59,6 +59,7 @@ class ControlledShutdownResponse:
 
 
 def _d_RemainingPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_string(buf, pos)
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -66,6 +67,7 @@ def _d_RemainingPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ControlledShutdownResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_remaining_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 6)
@@ -81,6 +83,7 @@ def _d_ControlledShutdownResponse_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_RemainingPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -96,6 +99,7 @@ def _d_RemainingPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ControlledShutdownResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_remaining_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 6)

@@ -61,6 +61,9 @@ class CreateAclsRequest:
 
 
 def _d_AclCreation_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_principal: Any
+    v_host: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_string(buf, pos)
@@ -82,6 +85,7 @@ def _d_AclCreation_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateAclsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_creations: Any
     _n, pos = read_array_len(buf, pos, 9)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Creations was null")
@@ -93,6 +97,9 @@ def _d_CreateAclsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AclCreation_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_principal: Any
+    v_host: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_string(buf, pos)
@@ -117,6 +124,7 @@ def _d_AclCreation_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateAclsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_creations: Any
     _n, pos = read_array_len(buf, pos, 10)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Creations was null")
@@ -128,6 +136,9 @@ def _d_CreateAclsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AclCreation_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_principal: Any
+    v_host: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_compact_string(buf, pos)
@@ -160,6 +171,7 @@ def _d_AclCreation_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateAclsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_creations: Any
     _n, pos = read_compact_array_len(buf, pos, 8)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Creations was null")

@@ -57,6 +57,7 @@ class CreateAclsResponse:
 
 
 def _d_AclCreationResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -64,6 +65,7 @@ def _d_AclCreationResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateAclsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 4)
@@ -77,6 +79,7 @@ def _d_CreateAclsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AclCreationResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -92,6 +95,7 @@ def _d_AclCreationResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateAclsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 4)

@@ -61,12 +61,15 @@ class CreateDelegationTokenRequest:
 
 
 def _d_CreatableRenewers_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
     v_principal_type, pos = read_string(buf, pos)
     v_principal_name, pos = read_string(buf, pos)
     return CreatableRenewers(principal_type=v_principal_type, principal_name=v_principal_name), pos
 
 
 def _d_CreateDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_renewers: Any
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Renewers was null")
@@ -80,6 +83,8 @@ def _d_CreateDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_CreatableRenewers_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
     v_principal_type, pos = read_compact_string(buf, pos)
     v_principal_name, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -94,6 +99,7 @@ def _d_CreatableRenewers_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_renewers: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Renewers was null")
@@ -115,6 +121,9 @@ def _d_CreateDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_CreateDelegationTokenRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_owner_principal_type: Any
+    v_owner_principal_name: Any
+    v_renewers: Any
     v_owner_principal_type, pos = read_nullable_compact_string(buf, pos)
     v_owner_principal_name, pos = read_nullable_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)

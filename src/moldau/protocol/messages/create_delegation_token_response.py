@@ -63,6 +63,10 @@ class CreateDelegationTokenResponse:
 
 
 def _d_CreateDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
+    v_token_id: Any
+    v_hmac: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_principal_type, pos = read_string(buf, pos)
@@ -92,6 +96,10 @@ def _d_CreateDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_CreateDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
+    v_token_id: Any
+    v_hmac: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_principal_type, pos = read_compact_string(buf, pos)
@@ -129,6 +137,12 @@ def _d_CreateDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_CreateDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
+    v_token_requester_principal_type: Any
+    v_token_requester_principal_name: Any
+    v_token_id: Any
+    v_hmac: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_principal_type, pos = read_compact_string(buf, pos)

@@ -66,6 +66,7 @@ class CreatePartitionsRequest:
 
 
 def _d_CreatePartitionsAssignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_broker_ids: Any
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field BrokerIds was null")
@@ -75,6 +76,8 @@ def _d_CreatePartitionsAssignment_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_CreatePartitionsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_assignments: Any
     v_name, pos = read_string(buf, pos)
     (v_count,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -90,6 +93,7 @@ def _d_CreatePartitionsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatePartitionsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 10)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -108,6 +112,7 @@ def _d_CreatePartitionsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatePartitionsAssignment_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_broker_ids: Any
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field BrokerIds was null")
@@ -125,6 +130,8 @@ def _d_CreatePartitionsAssignment_1(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_CreatePartitionsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_assignments: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_count,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -148,6 +155,7 @@ def _d_CreatePartitionsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatePartitionsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 7)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

@@ -62,6 +62,8 @@ class CreatePartitionsResponse:
 
 
 def _d_CreatePartitionsTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_error_message: Any
     v_name, pos = read_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -72,6 +74,7 @@ def _d_CreatePartitionsTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_CreatePartitionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -85,6 +88,8 @@ def _d_CreatePartitionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatePartitionsTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_error_message: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -103,6 +108,7 @@ def _d_CreatePartitionsTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_CreatePartitionsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)

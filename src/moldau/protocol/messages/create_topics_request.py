@@ -76,6 +76,7 @@ class CreateTopicsRequest:
 
 
 def _d_CreatableReplicaAssignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_broker_ids: Any
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 4)
@@ -89,12 +90,17 @@ def _d_CreatableReplicaAssignment_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_CreatableTopicConfig_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_string(buf, pos)
     v_value, pos = read_nullable_string(buf, pos)
     return CreatableTopicConfig(name=v_name, value=v_value), pos
 
 
 def _d_CreatableTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_assignments: Any
+    v_configs: Any
     v_name, pos = read_string(buf, pos)
     (
         v_num_partitions,
@@ -125,6 +131,7 @@ def _d_CreatableTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 16)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -138,6 +145,7 @@ def _d_CreateTopicsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 16)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -156,6 +164,7 @@ def _d_CreateTopicsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatableReplicaAssignment_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_broker_ids: Any
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -177,6 +186,8 @@ def _d_CreatableReplicaAssignment_1(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_CreatableTopicConfig_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_compact_string(buf, pos)
     v_value, pos = read_nullable_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -191,6 +202,9 @@ def _d_CreatableTopicConfig_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatableTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_assignments: Any
+    v_configs: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_num_partitions,
@@ -229,6 +243,7 @@ def _d_CreatableTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 10)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

@@ -81,6 +81,7 @@ class CreateTopicsResponse:
 
 
 def _d_CreatableTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -88,6 +89,7 @@ def _d_CreatableTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -99,6 +101,8 @@ def _d_CreateTopicsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatableTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_error_message: Any
     v_name, pos = read_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -109,6 +113,7 @@ def _d_CreatableTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -120,6 +125,7 @@ def _d_CreateTopicsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -133,6 +139,8 @@ def _d_CreateTopicsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatableTopicConfigs_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_compact_string(buf, pos)
     v_value, pos = read_nullable_compact_string(buf, pos)
     (
@@ -159,6 +167,9 @@ def _d_CreatableTopicConfigs_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatableTopicResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_error_message: Any
+    v_configs: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -200,6 +211,7 @@ def _d_CreatableTopicResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 12)
@@ -221,6 +233,9 @@ def _d_CreateTopicsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreatableTopicResult_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_error_message: Any
+    v_configs: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_topic_id,
@@ -266,6 +281,7 @@ def _d_CreatableTopicResult_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_CreateTopicsResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 28)

@@ -47,6 +47,8 @@ class DefaultPrincipalData:
 
 
 def _d_DefaultPrincipalData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_type: Any
+    v_name: Any
     v_type, pos = read_compact_string(buf, pos)
     v_name, pos = read_compact_string(buf, pos)
     (v_token_authenticated,) = _S_o.unpack_from(buf, pos)

@@ -61,6 +61,9 @@ class DeleteAclsRequest:
 
 
 def _d_DeleteAclsFilter_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name_filter: Any
+    v_principal_filter: Any
+    v_host_filter: Any
     (v_resource_type_filter,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = read_nullable_string(buf, pos)
@@ -82,6 +85,7 @@ def _d_DeleteAclsFilter_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_filters: Any
     _n, pos = read_array_len(buf, pos, 9)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Filters was null")
@@ -93,6 +97,9 @@ def _d_DeleteAclsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsFilter_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name_filter: Any
+    v_principal_filter: Any
+    v_host_filter: Any
     (v_resource_type_filter,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = read_nullable_string(buf, pos)
@@ -117,6 +124,7 @@ def _d_DeleteAclsFilter_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_filters: Any
     _n, pos = read_array_len(buf, pos, 10)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Filters was null")
@@ -128,6 +136,9 @@ def _d_DeleteAclsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsFilter_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name_filter: Any
+    v_principal_filter: Any
+    v_host_filter: Any
     (v_resource_type_filter,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = read_nullable_compact_string(buf, pos)
@@ -160,6 +171,7 @@ def _d_DeleteAclsFilter_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_filters: Any
     _n, pos = read_compact_array_len(buf, pos, 8)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Filters was null")

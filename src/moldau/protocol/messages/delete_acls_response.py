@@ -75,6 +75,10 @@ class DeleteAclsResponse:
 
 
 def _d_DeleteAclsMatchingAcl_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
+    v_principal: Any
+    v_host: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -101,6 +105,8 @@ def _d_DeleteAclsMatchingAcl_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsFilterResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_matching_acls: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -117,6 +123,7 @@ def _d_DeleteAclsFilterResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_filter_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 8)
@@ -132,6 +139,10 @@ def _d_DeleteAclsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsMatchingAcl_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
+    v_principal: Any
+    v_host: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -161,6 +172,8 @@ def _d_DeleteAclsMatchingAcl_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsFilterResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_matching_acls: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -177,6 +190,7 @@ def _d_DeleteAclsFilterResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_filter_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 8)
@@ -192,6 +206,10 @@ def _d_DeleteAclsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsMatchingAcl_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
+    v_principal: Any
+    v_host: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -229,6 +247,8 @@ def _d_DeleteAclsMatchingAcl_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsFilterResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_matching_acls: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -253,6 +273,7 @@ def _d_DeleteAclsFilterResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteAclsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_filter_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)

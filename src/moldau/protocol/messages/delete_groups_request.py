@@ -47,6 +47,7 @@ class DeleteGroupsRequest:
 
 
 def _d_DeleteGroupsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups_names: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field GroupsNames was null")
@@ -58,6 +59,7 @@ def _d_DeleteGroupsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteGroupsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups_names: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field GroupsNames was null")

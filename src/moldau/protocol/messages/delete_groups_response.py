@@ -59,6 +59,7 @@ class DeleteGroupsResponse:
 
 
 def _d_DeletableGroupResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -66,6 +67,7 @@ def _d_DeletableGroupResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteGroupsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 4)
@@ -79,6 +81,7 @@ def _d_DeleteGroupsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeletableGroupResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
     v_group_id, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -94,6 +97,7 @@ def _d_DeletableGroupResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteGroupsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 4)

@@ -74,6 +74,8 @@ def _d_DeleteRecordsPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteRecordsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 12)
     if _n < 0:
@@ -86,6 +88,7 @@ def _d_DeleteRecordsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteRecordsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -116,6 +119,8 @@ def _d_DeleteRecordsPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteRecordsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 13)
     if _n < 0:
@@ -136,6 +141,7 @@ def _d_DeleteRecordsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteRecordsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

@@ -78,6 +78,8 @@ def _d_DeleteRecordsPartitionResult_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_DeleteRecordsTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 14)
     if _n < 0:
@@ -90,6 +92,7 @@ def _d_DeleteRecordsTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteRecordsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -123,6 +126,8 @@ def _d_DeleteRecordsPartitionResult_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_DeleteRecordsTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 15)
     if _n < 0:
@@ -143,6 +148,7 @@ def _d_DeleteRecordsTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteRecordsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

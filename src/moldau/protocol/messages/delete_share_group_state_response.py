@@ -62,6 +62,7 @@ class DeleteShareGroupStateResponse:
 
 
 def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (
         v_partition,
         v_error_code,
@@ -82,6 +83,7 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteStateResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 8)
@@ -103,6 +105,7 @@ def _d_DeleteStateResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Results was null")

@@ -60,6 +60,7 @@ class DeleteTopicsRequest:
 
 
 def _d_DeleteTopicsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_names: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field TopicNames was null")
@@ -73,6 +74,7 @@ def _d_DeleteTopicsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_names: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field TopicNames was null")
@@ -94,6 +96,7 @@ def _d_DeleteTopicsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_nullable_compact_string(buf, pos)
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
@@ -109,6 +112,7 @@ def _d_DeleteTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

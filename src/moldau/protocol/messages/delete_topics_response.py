@@ -64,6 +64,7 @@ class DeleteTopicsResponse:
 
 
 def _d_DeletableTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -71,6 +72,7 @@ def _d_DeletableTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -82,6 +84,7 @@ def _d_DeleteTopicsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 4)
@@ -95,6 +98,7 @@ def _d_DeleteTopicsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeletableTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -110,6 +114,7 @@ def _d_DeletableTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -131,6 +136,8 @@ def _d_DeleteTopicsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeletableTopicResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_error_message: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -149,6 +156,7 @@ def _d_DeletableTopicResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)
@@ -170,6 +178,8 @@ def _d_DeleteTopicsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeletableTopicResult_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_error_message: Any
     v_name, pos = read_nullable_compact_string(buf, pos)
     (
         v_topic_id,
@@ -191,6 +201,7 @@ def _d_DeletableTopicResult_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DeleteTopicsResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 21)

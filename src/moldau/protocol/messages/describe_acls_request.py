@@ -52,6 +52,9 @@ class DescribeAclsRequest:
 
 
 def _d_DescribeAclsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name_filter: Any
+    v_principal_filter: Any
+    v_host_filter: Any
     (v_resource_type_filter,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = read_nullable_string(buf, pos)
@@ -73,6 +76,9 @@ def _d_DescribeAclsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name_filter: Any
+    v_principal_filter: Any
+    v_host_filter: Any
     (v_resource_type_filter,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = read_nullable_string(buf, pos)
@@ -97,6 +103,9 @@ def _d_DescribeAclsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name_filter: Any
+    v_principal_filter: Any
+    v_host_filter: Any
     (v_resource_type_filter,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = read_nullable_compact_string(buf, pos)

@@ -74,6 +74,8 @@ class DescribeAclsResponse:
 
 
 def _d_AclDescription_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal: Any
+    v_host: Any
     v_principal, pos = read_string(buf, pos)
     v_host, pos = read_string(buf, pos)
     (
@@ -87,6 +89,8 @@ def _d_AclDescription_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_acls: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_string(buf, pos)
@@ -103,6 +107,8 @@ def _d_DescribeAclsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resources: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -125,6 +131,8 @@ def _d_DescribeAclsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_acls: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_string(buf, pos)
@@ -146,6 +154,8 @@ def _d_DescribeAclsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resources: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -168,6 +178,8 @@ def _d_DescribeAclsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AclDescription_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal: Any
+    v_host: Any
     v_principal, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (
@@ -189,6 +201,8 @@ def _d_AclDescription_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsResource_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_acls: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_compact_string(buf, pos)
@@ -218,6 +232,8 @@ def _d_DescribeAclsResource_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeAclsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resources: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -62,6 +62,8 @@ class DescribeClientQuotasRequest:
 
 
 def _d_ComponentData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_match: Any
     v_entity_type, pos = read_string(buf, pos)
     (v_match_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
@@ -70,6 +72,7 @@ def _d_ComponentData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_components: Any
     _n, pos = read_array_len(buf, pos, 5)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Components was null")
@@ -83,6 +86,8 @@ def _d_DescribeClientQuotasRequest_0(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_ComponentData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_match: Any
     v_entity_type, pos = read_compact_string(buf, pos)
     (v_match_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
@@ -99,6 +104,7 @@ def _d_ComponentData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClientQuotasRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_components: Any
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Components was null")

@@ -75,12 +75,15 @@ class DescribeClientQuotasResponse:
 
 
 def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_entity_name: Any
     v_entity_type, pos = read_string(buf, pos)
     v_entity_name, pos = read_nullable_string(buf, pos)
     return EntityData(entity_type=v_entity_type, entity_name=v_entity_name), pos
 
 
 def _d_ValueData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
     v_key, pos = read_string(buf, pos)
     (v_value,) = _S_d.unpack_from(buf, pos)
     pos += 8
@@ -88,6 +91,8 @@ def _d_ValueData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity: Any
+    v_values: Any
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Entity was null")
@@ -106,6 +111,8 @@ def _d_EntryData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_entries: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -129,6 +136,8 @@ def _d_DescribeClientQuotasResponse_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_entity_name: Any
     v_entity_type, pos = read_compact_string(buf, pos)
     v_entity_name, pos = read_nullable_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -143,6 +152,7 @@ def _d_EntityData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ValueData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
     v_key, pos = read_compact_string(buf, pos)
     (v_value,) = _S_d.unpack_from(buf, pos)
     pos += 8
@@ -158,6 +168,8 @@ def _d_ValueData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity: Any
+    v_values: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Entity was null")
@@ -184,6 +196,8 @@ def _d_EntryData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClientQuotasResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_entries: Any
     (
         v_throttle_time_ms,
         v_error_code,

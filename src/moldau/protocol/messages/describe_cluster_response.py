@@ -67,6 +67,8 @@ class DescribeClusterResponse:
 
 
 def _d_DescribeClusterBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -85,6 +87,9 @@ def _d_DescribeClusterBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_cluster_id: Any
+    v_brokers: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -123,6 +128,9 @@ def _d_DescribeClusterResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_cluster_id: Any
+    v_brokers: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -164,6 +172,8 @@ def _d_DescribeClusterResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClusterBroker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -186,6 +196,9 @@ def _d_DescribeClusterBroker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeClusterResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_cluster_id: Any
+    v_brokers: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -62,6 +62,8 @@ class DescribeConfigsRequest:
 
 
 def _d_DescribeConfigsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_configuration_keys: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_string(buf, pos)
@@ -81,6 +83,7 @@ def _d_DescribeConfigsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_array_len(buf, pos, 7)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")
@@ -92,6 +95,7 @@ def _d_DescribeConfigsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_array_len(buf, pos, 7)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")
@@ -105,6 +109,7 @@ def _d_DescribeConfigsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_array_len(buf, pos, 7)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")
@@ -125,6 +130,8 @@ def _d_DescribeConfigsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_configuration_keys: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_compact_string(buf, pos)
@@ -152,6 +159,7 @@ def _d_DescribeConfigsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")

@@ -87,6 +87,8 @@ class DescribeConfigsResponse:
 
 
 def _d_DescribeConfigsResourceResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_string(buf, pos)
     v_value, pos = read_nullable_string(buf, pos)
     (
@@ -105,6 +107,9 @@ def _d_DescribeConfigsResourceResult_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_DescribeConfigsResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
+    v_configs: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -128,6 +133,7 @@ def _d_DescribeConfigsResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 11)
@@ -141,6 +147,8 @@ def _d_DescribeConfigsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsSynonym_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_string(buf, pos)
     v_value, pos = read_nullable_string(buf, pos)
     (v_source,) = _S_b.unpack_from(buf, pos)
@@ -149,6 +157,9 @@ def _d_DescribeConfigsSynonym_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResourceResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
+    v_synonyms: Any
     v_name, pos = read_string(buf, pos)
     v_value, pos = read_nullable_string(buf, pos)
     (
@@ -175,6 +186,9 @@ def _d_DescribeConfigsResourceResult_1(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_DescribeConfigsResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
+    v_configs: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -198,6 +212,7 @@ def _d_DescribeConfigsResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 11)
@@ -211,6 +226,10 @@ def _d_DescribeConfigsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResourceResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
+    v_synonyms: Any
+    v_documentation: Any
     v_name, pos = read_string(buf, pos)
     v_value, pos = read_nullable_string(buf, pos)
     (
@@ -242,6 +261,9 @@ def _d_DescribeConfigsResourceResult_2(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_DescribeConfigsResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
+    v_configs: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -265,6 +287,7 @@ def _d_DescribeConfigsResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 11)
@@ -278,6 +301,8 @@ def _d_DescribeConfigsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsSynonym_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_compact_string(buf, pos)
     v_value, pos = read_nullable_compact_string(buf, pos)
     (v_source,) = _S_b.unpack_from(buf, pos)
@@ -294,6 +319,10 @@ def _d_DescribeConfigsSynonym_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResourceResult_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
+    v_synonyms: Any
+    v_documentation: Any
     v_name, pos = read_compact_string(buf, pos)
     v_value, pos = read_nullable_compact_string(buf, pos)
     (
@@ -333,6 +362,9 @@ def _d_DescribeConfigsResourceResult_3(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_DescribeConfigsResult_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
+    v_configs: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -364,6 +396,7 @@ def _d_DescribeConfigsResult_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeConfigsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 7)

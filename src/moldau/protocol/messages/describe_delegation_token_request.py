@@ -55,6 +55,8 @@ class DescribeDelegationTokenRequest:
 
 
 def _d_DescribeDelegationTokenOwner_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
     v_principal_type, pos = read_string(buf, pos)
     v_principal_name, pos = read_string(buf, pos)
     return DescribeDelegationTokenOwner(
@@ -63,6 +65,7 @@ def _d_DescribeDelegationTokenOwner_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_DescribeDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_owners: Any
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
         v_owners = None
@@ -75,6 +78,8 @@ def _d_DescribeDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any,
 
 
 def _d_DescribeDelegationTokenOwner_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
     v_principal_type, pos = read_compact_string(buf, pos)
     v_principal_name, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -91,6 +96,7 @@ def _d_DescribeDelegationTokenOwner_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_DescribeDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_owners: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         v_owners = None

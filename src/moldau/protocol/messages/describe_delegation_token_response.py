@@ -79,6 +79,8 @@ class DescribeDelegationTokenResponse:
 
 
 def _d_DescribedDelegationTokenRenewer_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
     v_principal_type, pos = read_string(buf, pos)
     v_principal_name, pos = read_string(buf, pos)
     return DescribedDelegationTokenRenewer(
@@ -87,6 +89,11 @@ def _d_DescribedDelegationTokenRenewer_0(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_DescribedDelegationToken_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
+    v_token_id: Any
+    v_hmac: Any
+    v_renewers: Any
     v_principal_type, pos = read_string(buf, pos)
     v_principal_name, pos = read_string(buf, pos)
     (
@@ -118,6 +125,7 @@ def _d_DescribedDelegationToken_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_tokens: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 38)
@@ -135,6 +143,8 @@ def _d_DescribeDelegationTokenResponse_0(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_DescribedDelegationTokenRenewer_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
     v_principal_type, pos = read_compact_string(buf, pos)
     v_principal_name, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -151,6 +161,11 @@ def _d_DescribedDelegationTokenRenewer_1(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_DescribedDelegationToken_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
+    v_token_id: Any
+    v_hmac: Any
+    v_renewers: Any
     v_principal_type, pos = read_compact_string(buf, pos)
     v_principal_name, pos = read_compact_string(buf, pos)
     (
@@ -190,6 +205,7 @@ def _d_DescribedDelegationToken_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_tokens: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 30)
@@ -215,6 +231,13 @@ def _d_DescribeDelegationTokenResponse_1(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_DescribedDelegationToken_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_principal_type: Any
+    v_principal_name: Any
+    v_token_requester_principal_type: Any
+    v_token_requester_principal_name: Any
+    v_token_id: Any
+    v_hmac: Any
+    v_renewers: Any
     v_principal_type, pos = read_compact_string(buf, pos)
     v_principal_name, pos = read_compact_string(buf, pos)
     v_token_requester_principal_type, pos = read_compact_string(buf, pos)
@@ -258,6 +281,7 @@ def _d_DescribedDelegationToken_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeDelegationTokenResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_tokens: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 32)

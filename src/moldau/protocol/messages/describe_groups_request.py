@@ -52,6 +52,7 @@ class DescribeGroupsRequest:
 
 
 def _d_DescribeGroupsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Groups was null")
@@ -63,6 +64,7 @@ def _d_DescribeGroupsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeGroupsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Groups was null")
@@ -78,6 +80,7 @@ def _d_DescribeGroupsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeGroupsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Groups was null")

@@ -80,6 +80,11 @@ class DescribeGroupsResponse:
 
 
 def _d_DescribedGroupMember_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_member_metadata: Any
+    v_member_assignment: Any
     v_member_id, pos = read_string(buf, pos)
     v_client_id, pos = read_string(buf, pos)
     v_client_host, pos = read_string(buf, pos)
@@ -97,6 +102,11 @@ def _d_DescribedGroupMember_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_group_state: Any
+    v_protocol_type: Any
+    v_protocol_data: Any
+    v_members: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = read_string(buf, pos)
@@ -121,6 +131,7 @@ def _d_DescribedGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeGroupsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     _n, pos = read_array_len(buf, pos, 14)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Groups was null")
@@ -132,6 +143,7 @@ def _d_DescribeGroupsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeGroupsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 14)
@@ -145,6 +157,11 @@ def _d_DescribeGroupsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribedGroup_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_group_state: Any
+    v_protocol_type: Any
+    v_protocol_data: Any
+    v_members: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = read_string(buf, pos)
@@ -172,6 +189,7 @@ def _d_DescribedGroup_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeGroupsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 18)
@@ -185,6 +203,12 @@ def _d_DescribeGroupsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribedGroupMember_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_member_metadata: Any
+    v_member_assignment: Any
     v_member_id, pos = read_string(buf, pos)
     v_group_instance_id, pos = read_nullable_string(buf, pos)
     v_client_id, pos = read_string(buf, pos)
@@ -204,6 +228,11 @@ def _d_DescribedGroupMember_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribedGroup_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_group_state: Any
+    v_protocol_type: Any
+    v_protocol_data: Any
+    v_members: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = read_string(buf, pos)
@@ -231,6 +260,7 @@ def _d_DescribedGroup_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeGroupsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 18)
@@ -244,6 +274,12 @@ def _d_DescribeGroupsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribedGroupMember_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_client_id: Any
+    v_client_host: Any
+    v_member_metadata: Any
+    v_member_assignment: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_group_instance_id, pos = read_nullable_compact_string(buf, pos)
     v_client_id, pos = read_compact_string(buf, pos)
@@ -271,6 +307,11 @@ def _d_DescribedGroupMember_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribedGroup_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_group_state: Any
+    v_protocol_type: Any
+    v_protocol_data: Any
+    v_members: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = read_compact_string(buf, pos)
@@ -306,6 +347,7 @@ def _d_DescribedGroup_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeGroupsResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 12)

@@ -55,6 +55,8 @@ class DescribeLogDirsRequest:
 
 
 def _d_DescribableLogDirTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -65,6 +67,7 @@ def _d_DescribableLogDirTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         v_topics = None
@@ -77,6 +80,8 @@ def _d_DescribeLogDirsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribableLogDirTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -95,6 +100,7 @@ def _d_DescribableLogDirTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         v_topics = None

@@ -96,6 +96,8 @@ def _d_DescribeLogDirsPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 21)
     if _n < 0:
@@ -108,6 +110,8 @@ def _d_DescribeLogDirsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_log_dir: Any
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = read_string(buf, pos)
@@ -122,6 +126,7 @@ def _d_DescribeLogDirsResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 8)
@@ -159,6 +164,8 @@ def _d_DescribeLogDirsPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 22)
     if _n < 0:
@@ -179,6 +186,8 @@ def _d_DescribeLogDirsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_log_dir: Any
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = read_compact_string(buf, pos)
@@ -201,6 +210,7 @@ def _d_DescribeLogDirsResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)
@@ -222,6 +232,7 @@ def _d_DescribeLogDirsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -248,6 +259,8 @@ def _d_DescribeLogDirsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_log_dir: Any
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = read_compact_string(buf, pos)
@@ -281,6 +294,7 @@ def _d_DescribeLogDirsResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeLogDirsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -51,6 +51,8 @@ class DescribeProducersRequest:
 
 
 def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -69,6 +71,7 @@ def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeProducersRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

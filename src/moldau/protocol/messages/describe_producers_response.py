@@ -103,6 +103,8 @@ def _d_ProducerState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_active_producers: Any
     (
         v_partition_index,
         v_error_code,
@@ -133,6 +135,8 @@ def _d_PartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 9)
     if _n < 0:
@@ -153,6 +157,7 @@ def _d_TopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeProducersResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

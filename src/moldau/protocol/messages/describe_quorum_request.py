@@ -72,6 +72,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 5)
     if _n < 0:
@@ -92,6 +94,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeQuorumRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

@@ -117,6 +117,8 @@ def _d_ReplicaState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_current_voters: Any
+    v_observers: Any
     (
         v_partition_index,
         v_error_code,
@@ -159,6 +161,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 25)
     if _n < 0:
@@ -179,6 +183,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeQuorumResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 3)
@@ -224,6 +229,8 @@ def _d_ReplicaState_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_current_voters: Any
+    v_observers: Any
     (
         v_partition_index,
         v_error_code,
@@ -266,6 +273,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 25)
     if _n < 0:
@@ -286,6 +295,7 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeQuorumResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 3)
@@ -333,6 +343,9 @@ def _d_ReplicaState_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_current_voters: Any
+    v_observers: Any
     (
         v_partition_index,
         v_error_code,
@@ -380,6 +393,8 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 26)
     if _n < 0:
@@ -400,6 +415,8 @@ def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (v_port,) = _S_H.unpack_from(buf, pos)
@@ -416,6 +433,7 @@ def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Node_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_listeners: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)
@@ -437,6 +455,9 @@ def _d_Node_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeQuorumResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_topics: Any
+    v_nodes: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)

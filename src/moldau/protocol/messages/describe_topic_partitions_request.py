@@ -61,6 +61,7 @@ class DescribeTopicPartitionsRequest:
 
 
 def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):
@@ -74,6 +75,7 @@ def _d_TopicRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -89,6 +91,8 @@ def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeTopicPartitionsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_cursor: Any
     _n, pos = read_compact_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")

@@ -84,6 +84,11 @@ class DescribeTopicPartitionsResponse:
 
 
 def _d_DescribeTopicPartitionsResponsePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_nodes: Any
+    v_isr_nodes: Any
+    v_eligible_leader_replicas: Any
+    v_last_known_elr: Any
+    v_offline_replicas: Any
     (
         v_error_code,
         v_partition_index,
@@ -140,6 +145,8 @@ def _d_DescribeTopicPartitionsResponsePartition_0(buf: memoryview, pos: int) -> 
 
 
 def _d_DescribeTopicPartitionsResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_nullable_compact_string(buf, pos)
@@ -176,6 +183,7 @@ def _d_DescribeTopicPartitionsResponseTopic_0(buf: memoryview, pos: int) -> tupl
 
 
 def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -191,6 +199,8 @@ def _d_Cursor_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeTopicPartitionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_next_cursor: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 26)

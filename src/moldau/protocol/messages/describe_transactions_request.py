@@ -45,6 +45,7 @@ class DescribeTransactionsRequest:
 
 
 def _d_DescribeTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_ids: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field TransactionalIds was null")

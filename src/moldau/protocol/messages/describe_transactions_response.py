@@ -68,6 +68,8 @@ class DescribeTransactionsResponse:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -86,6 +88,9 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_transaction_state: Any
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_transactional_id, pos = read_compact_string(buf, pos)
@@ -125,6 +130,7 @@ def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transaction_states: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 28)

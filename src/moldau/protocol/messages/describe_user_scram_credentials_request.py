@@ -50,6 +50,7 @@ class DescribeUserScramCredentialsRequest:
 
 
 def _d_UserName_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):
@@ -63,6 +64,7 @@ def _d_UserName_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeUserScramCredentialsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_users: Any
     _n, pos = read_compact_array_len(buf, pos, 2)
     if _n < 0:
         v_users = None

@@ -84,6 +84,9 @@ def _d_CredentialInfo_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_DescribeUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_user: Any
+    v_error_message: Any
+    v_credential_infos: Any
     v_user, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -112,6 +115,8 @@ def _d_DescribeUserScramCredentialsResult_0(buf: memoryview, pos: int) -> tuple[
 
 
 def _d_DescribeUserScramCredentialsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_results: Any
     (
         v_throttle_time_ms,
         v_error_code,

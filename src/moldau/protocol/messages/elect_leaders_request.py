@@ -58,6 +58,8 @@ class ElectLeadersRequest:
 
 
 def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -68,6 +70,7 @@ def _d_TopicPartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ElectLeadersRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_partitions: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         v_topic_partitions = None
@@ -82,6 +85,7 @@ def _d_ElectLeadersRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ElectLeadersRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_partitions: Any
     (v_election_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     _n, pos = read_array_len(buf, pos, 6)
@@ -100,6 +104,8 @@ def _d_ElectLeadersRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicPartitions_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -118,6 +124,7 @@ def _d_TopicPartitions_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ElectLeadersRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_partitions: Any
     (v_election_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     _n, pos = read_compact_array_len(buf, pos, 3)

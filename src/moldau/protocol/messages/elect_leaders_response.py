@@ -69,6 +69,7 @@ class ElectLeadersResponse:
 
 
 def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (
         v_partition_id,
         v_error_code,
@@ -81,6 +82,8 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ReplicaElectionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partition_result: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 8)
     if _n < 0:
@@ -93,6 +96,7 @@ def _d_ReplicaElectionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ElectLeadersResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_election_results: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -108,6 +112,7 @@ def _d_ElectLeadersResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ElectLeadersResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_election_results: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -128,6 +133,7 @@ def _d_ElectLeadersResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (
         v_partition_id,
         v_error_code,
@@ -148,6 +154,8 @@ def _d_PartitionResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ReplicaElectionResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partition_result: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 8)
     if _n < 0:
@@ -168,6 +176,7 @@ def _d_ReplicaElectionResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ElectLeadersResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_election_results: Any
     (
         v_throttle_time_ms,
         v_error_code,

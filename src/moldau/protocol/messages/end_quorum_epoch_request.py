@@ -86,6 +86,7 @@ class EndQuorumEpochRequest:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_preferred_successors: Any
     (
         v_partition_index,
         v_leader_id,
@@ -106,6 +107,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 16)
     if _n < 0:
@@ -118,6 +121,8 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EndQuorumEpochRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     v_cluster_id, pos = read_nullable_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -149,6 +154,7 @@ def _d_ReplicaInfo_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_preferred_candidates: Any
     (
         v_partition_index,
         v_leader_id,
@@ -179,6 +185,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 14)
     if _n < 0:
@@ -199,6 +207,8 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (v_port,) = _S_H.unpack_from(buf, pos)
@@ -215,6 +225,9 @@ def _d_LeaderEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EndQuorumEpochRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
+    v_leader_endpoints: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:

@@ -48,6 +48,7 @@ class EndTxnRequest:
 
 
 def _d_EndTxnRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
     v_transactional_id, pos = read_string(buf, pos)
     (
         v_producer_id,
@@ -64,6 +65,7 @@ def _d_EndTxnRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_EndTxnRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
     v_transactional_id, pos = read_compact_string(buf, pos)
     (
         v_producer_id,

@@ -44,6 +44,9 @@ class EnvelopeRequest:
 
 
 def _d_EnvelopeRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_request_data: Any
+    v_request_principal: Any
+    v_client_host_address: Any
     v_request_data, pos = read_compact_bytes(buf, pos)
     v_request_data = bytes(v_request_data)
     v_request_principal, pos = read_nullable_compact_bytes(buf, pos)

@@ -44,6 +44,7 @@ class EnvelopeResponse:
 
 
 def _d_EnvelopeResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_response_data: Any
     v_response_data, pos = read_nullable_compact_bytes(buf, pos)
     if v_response_data is not None:
         v_response_data = bytes(v_response_data)

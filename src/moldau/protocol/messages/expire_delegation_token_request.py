@@ -48,6 +48,7 @@ class ExpireDelegationTokenRequest:
 
 
 def _d_ExpireDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_hmac: Any
     v_hmac, pos = read_bytes(buf, pos)
     v_hmac = bytes(v_hmac)
     (v_expiry_time_period_ms,) = _S_q.unpack_from(buf, pos)
@@ -58,6 +59,7 @@ def _d_ExpireDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_ExpireDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_hmac: Any
     v_hmac, pos = read_compact_bytes(buf, pos)
     v_hmac = bytes(v_hmac)
     (v_expiry_time_period_ms,) = _S_q.unpack_from(buf, pos)

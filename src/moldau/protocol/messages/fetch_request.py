@@ -118,6 +118,8 @@ def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 16)
     if _n < 0:
@@ -130,6 +132,7 @@ def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -149,6 +152,7 @@ def _d_FetchRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -173,6 +177,7 @@ def _d_FetchRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -215,6 +220,8 @@ def _d_FetchPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 24)
     if _n < 0:
@@ -227,6 +234,7 @@ def _d_FetchTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -253,6 +261,8 @@ def _d_FetchRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -263,6 +273,8 @@ def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_forgotten_topics_data: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -319,6 +331,8 @@ def _d_FetchPartition_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 28)
     if _n < 0:
@@ -331,6 +345,8 @@ def _d_FetchTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_forgotten_topics_data: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -369,6 +385,9 @@ def _d_FetchRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_forgotten_topics_data: Any
+    v_rack_id: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -437,6 +456,8 @@ def _d_FetchPartition_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 33)
     if _n < 0:
@@ -457,6 +478,8 @@ def _d_FetchTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ForgottenTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -475,6 +498,10 @@ def _d_ForgottenTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_7(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
+    v_forgotten_topics_data: Any
+    v_rack_id: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -527,6 +554,7 @@ def _d_FetchRequest_7(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchTopic_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 33)
@@ -548,6 +576,7 @@ def _d_FetchTopic_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ForgottenTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -567,6 +596,10 @@ def _d_ForgottenTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_8(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
+    v_forgotten_topics_data: Any
+    v_rack_id: Any
     (
         v_replica_id,
         v_max_wait_ms,
@@ -636,6 +669,11 @@ def _d_ReplicaState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_9(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_replica_state: Any
+    v_topics: Any
+    v_forgotten_topics_data: Any
+    v_rack_id: Any
     (
         v_max_wait_ms,
         v_min_bytes,
@@ -723,6 +761,7 @@ def _d_FetchPartition_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchTopic_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 33)
@@ -744,6 +783,11 @@ def _d_FetchTopic_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchRequest_10(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_replica_state: Any
+    v_topics: Any
+    v_forgotten_topics_data: Any
+    v_rack_id: Any
     (
         v_max_wait_ms,
         v_min_bytes,

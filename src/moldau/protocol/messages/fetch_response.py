@@ -121,6 +121,7 @@ class FetchResponse:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_records: Any
     (
         v_partition_index,
         v_error_code,
@@ -137,6 +138,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 18)
     if _n < 0:
@@ -149,6 +152,7 @@ def _d_FetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -160,6 +164,7 @@ def _d_FetchResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -182,6 +187,8 @@ def _d_AbortedTransaction_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_aborted_transactions: Any
+    v_records: Any
     (
         v_partition_index,
         v_error_code,
@@ -209,6 +216,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchableTopicResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 30)
     if _n < 0:
@@ -221,6 +230,7 @@ def _d_FetchableTopicResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -234,6 +244,8 @@ def _d_FetchResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_aborted_transactions: Any
+    v_records: Any
     (
         v_partition_index,
         v_error_code,
@@ -263,6 +275,8 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchableTopicResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 38)
     if _n < 0:
@@ -275,6 +289,7 @@ def _d_FetchableTopicResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -288,6 +303,7 @@ def _d_FetchResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -310,6 +326,8 @@ def _d_FetchResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_aborted_transactions: Any
+    v_records: Any
     (
         v_partition_index,
         v_error_code,
@@ -342,6 +360,8 @@ def _d_PartitionData_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchableTopicResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 42)
     if _n < 0:
@@ -354,6 +374,7 @@ def _d_FetchableTopicResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -444,6 +465,11 @@ def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_diverging_epoch: Any
+    v_current_leader: Any
+    v_snapshot_id: Any
+    v_aborted_transactions: Any
+    v_records: Any
     (
         v_partition_index,
         v_error_code,
@@ -496,6 +522,8 @@ def _d_PartitionData_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchableTopicResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 37)
     if _n < 0:
@@ -516,6 +544,7 @@ def _d_FetchableTopicResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -546,6 +575,7 @@ def _d_FetchResponse_6(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchableTopicResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 37)
@@ -567,6 +597,7 @@ def _d_FetchableTopicResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_7(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -597,6 +628,8 @@ def _d_FetchResponse_7(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -615,6 +648,8 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchResponse_8(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
+    v_node_endpoints: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -94,6 +94,7 @@ def _d_SnapshotId_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_snapshot_id: Any
     (
         v_partition,
         v_current_leader_epoch,
@@ -119,6 +120,8 @@ def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 30)
     if _n < 0:
@@ -139,6 +142,8 @@ def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchSnapshotRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     (
         v_replica_id,
         v_max_bytes,
@@ -168,6 +173,7 @@ def _d_FetchSnapshotRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionSnapshot_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_snapshot_id: Any
     (
         v_partition,
         v_current_leader_epoch,
@@ -198,6 +204,8 @@ def _d_PartitionSnapshot_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicSnapshot_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 30)
     if _n < 0:
@@ -218,6 +226,8 @@ def _d_TopicSnapshot_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchSnapshotRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     (
         v_replica_id,
         v_max_bytes,

@@ -127,6 +127,9 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_snapshot_id: Any
+    v_current_leader: Any
+    v_unaligned_records: Any
     (
         v_index,
         v_error_code,
@@ -162,6 +165,8 @@ def _d_PartitionSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 37)
     if _n < 0:
@@ -182,6 +187,7 @@ def _d_TopicSnapshot_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchSnapshotResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -208,6 +214,7 @@ def _d_FetchSnapshotResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -225,6 +232,8 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchSnapshotResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_node_endpoints: Any
     (
         v_throttle_time_ms,
         v_error_code,

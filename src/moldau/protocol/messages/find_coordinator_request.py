@@ -51,11 +51,13 @@ class FindCoordinatorRequest:
 
 
 def _d_FindCoordinatorRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
     v_key, pos = read_string(buf, pos)
     return FindCoordinatorRequest(key=v_key), pos
 
 
 def _d_FindCoordinatorRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
     v_key, pos = read_string(buf, pos)
     (v_key_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
@@ -63,6 +65,7 @@ def _d_FindCoordinatorRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FindCoordinatorRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
     v_key, pos = read_compact_string(buf, pos)
     (v_key_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
@@ -78,6 +81,7 @@ def _d_FindCoordinatorRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FindCoordinatorRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_coordinator_keys: Any
     (v_key_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     _n, pos = read_compact_array_len(buf, pos, 1)

@@ -69,6 +69,7 @@ class FindCoordinatorResponse:
 
 
 def _d_FindCoordinatorResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
     (
         v_error_code,
         v_node_id,
@@ -83,6 +84,8 @@ def _d_FindCoordinatorResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FindCoordinatorResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_host: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -105,6 +108,8 @@ def _d_FindCoordinatorResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FindCoordinatorResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_host: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -135,6 +140,9 @@ def _d_FindCoordinatorResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Coordinator_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_key: Any
+    v_host: Any
+    v_error_message: Any
     v_key, pos = read_compact_string(buf, pos)
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -164,6 +172,7 @@ def _d_Coordinator_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FindCoordinatorResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_coordinators: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 14)

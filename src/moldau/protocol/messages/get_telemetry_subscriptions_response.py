@@ -57,6 +57,8 @@ class GetTelemetrySubscriptionsResponse:
 
 
 def _d_GetTelemetrySubscriptionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_accepted_compression_types: Any
+    v_requested_metrics: Any
     (
         v_throttle_time_ms,
         v_error_code,

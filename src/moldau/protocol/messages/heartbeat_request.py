@@ -50,6 +50,8 @@ class HeartbeatRequest:
 
 
 def _d_HeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -60,6 +62,9 @@ def _d_HeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_HeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -74,6 +79,9 @@ def _d_HeartbeatRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_HeartbeatRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
     v_group_id, pos = read_compact_string(buf, pos)
     (v_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4

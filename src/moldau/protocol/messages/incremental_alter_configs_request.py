@@ -69,6 +69,8 @@ class IncrementalAlterConfigsRequest:
 
 
 def _d_AlterableConfig_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_string(buf, pos)
     (v_config_operation,) = _S_b.unpack_from(buf, pos)
     pos += 1
@@ -77,6 +79,8 @@ def _d_AlterableConfig_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterConfigsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_configs: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_string(buf, pos)
@@ -93,6 +97,7 @@ def _d_AlterConfigsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_IncrementalAlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_array_len(buf, pos, 7)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")
@@ -106,6 +111,8 @@ def _d_IncrementalAlterConfigsRequest_0(buf: memoryview, pos: int) -> tuple[Any,
 
 
 def _d_AlterableConfig_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_value: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_config_operation,) = _S_b.unpack_from(buf, pos)
     pos += 1
@@ -122,6 +129,8 @@ def _d_AlterableConfig_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_configs: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_compact_string(buf, pos)
@@ -146,6 +155,7 @@ def _d_AlterConfigsResource_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_IncrementalAlterConfigsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resources: Any
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Resources was null")

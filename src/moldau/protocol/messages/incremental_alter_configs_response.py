@@ -64,6 +64,8 @@ class IncrementalAlterConfigsResponse:
 
 
 def _d_AlterConfigsResourceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -79,6 +81,7 @@ def _d_AlterConfigsResourceResponse_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_IncrementalAlterConfigsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 7)
@@ -94,6 +97,8 @@ def _d_IncrementalAlterConfigsResponse_0(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_AlterConfigsResourceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_resource_name: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -117,6 +122,7 @@ def _d_AlterConfigsResourceResponse_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_IncrementalAlterConfigsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 6)

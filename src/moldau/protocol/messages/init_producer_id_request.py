@@ -51,6 +51,7 @@ class InitProducerIdRequest:
 
 
 def _d_InitProducerIdRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
     v_transactional_id, pos = read_nullable_string(buf, pos)
     (v_transaction_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -60,6 +61,7 @@ def _d_InitProducerIdRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_InitProducerIdRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
     v_transactional_id, pos = read_nullable_compact_string(buf, pos)
     (v_transaction_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -77,6 +79,7 @@ def _d_InitProducerIdRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_InitProducerIdRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
     v_transactional_id, pos = read_nullable_compact_string(buf, pos)
     (
         v_transaction_timeout_ms,

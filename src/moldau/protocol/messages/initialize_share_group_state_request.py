@@ -83,6 +83,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_InitializeStateData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 17)
@@ -104,6 +105,8 @@ def _d_InitializeStateData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_InitializeShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:

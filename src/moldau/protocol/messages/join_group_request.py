@@ -69,6 +69,8 @@ class JoinGroupRequest:
 
 
 def _d_JoinGroupRequestProtocol_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_metadata: Any
     v_name, pos = read_string(buf, pos)
     v_metadata, pos = read_bytes(buf, pos)
     v_metadata = bytes(v_metadata)
@@ -76,6 +78,10 @@ def _d_JoinGroupRequestProtocol_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_protocol_type: Any
+    v_protocols: Any
     v_group_id, pos = read_string(buf, pos)
     (v_session_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -98,6 +104,10 @@ def _d_JoinGroupRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_protocol_type: Any
+    v_protocols: Any
     v_group_id, pos = read_string(buf, pos)
     (
         v_session_timeout_ms,
@@ -124,6 +134,11 @@ def _d_JoinGroupRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_protocol_type: Any
+    v_protocols: Any
     v_group_id, pos = read_string(buf, pos)
     (
         v_session_timeout_ms,
@@ -152,6 +167,8 @@ def _d_JoinGroupRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupRequestProtocol_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_metadata: Any
     v_name, pos = read_compact_string(buf, pos)
     v_metadata, pos = read_compact_bytes(buf, pos)
     v_metadata = bytes(v_metadata)
@@ -167,6 +184,11 @@ def _d_JoinGroupRequestProtocol_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_protocol_type: Any
+    v_protocols: Any
     v_group_id, pos = read_compact_string(buf, pos)
     (
         v_session_timeout_ms,
@@ -203,6 +225,12 @@ def _d_JoinGroupRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_protocol_type: Any
+    v_protocols: Any
+    v_reason: Any
     v_group_id, pos = read_compact_string(buf, pos)
     (
         v_session_timeout_ms,

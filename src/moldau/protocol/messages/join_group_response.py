@@ -72,6 +72,8 @@ class JoinGroupResponse:
 
 
 def _d_JoinGroupResponseMember_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_metadata: Any
     v_member_id, pos = read_string(buf, pos)
     v_metadata, pos = read_bytes(buf, pos)
     v_metadata = bytes(v_metadata)
@@ -79,6 +81,10 @@ def _d_JoinGroupResponseMember_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_name: Any
+    v_leader: Any
+    v_member_id: Any
+    v_members: Any
     (
         v_error_code,
         v_generation_id,
@@ -105,6 +111,10 @@ def _d_JoinGroupResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_name: Any
+    v_leader: Any
+    v_member_id: Any
+    v_members: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -133,6 +143,9 @@ def _d_JoinGroupResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponseMember_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_metadata: Any
     v_member_id, pos = read_string(buf, pos)
     v_group_instance_id, pos = read_nullable_string(buf, pos)
     v_metadata, pos = read_bytes(buf, pos)
@@ -143,6 +156,10 @@ def _d_JoinGroupResponseMember_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_name: Any
+    v_leader: Any
+    v_member_id: Any
+    v_members: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -171,6 +188,9 @@ def _d_JoinGroupResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponseMember_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_metadata: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_group_instance_id, pos = read_nullable_compact_string(buf, pos)
     v_metadata, pos = read_compact_bytes(buf, pos)
@@ -189,6 +209,10 @@ def _d_JoinGroupResponseMember_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_name: Any
+    v_leader: Any
+    v_member_id: Any
+    v_members: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -225,6 +249,11 @@ def _d_JoinGroupResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol_name: Any
+    v_leader: Any
+    v_member_id: Any
+    v_members: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -263,6 +292,11 @@ def _d_JoinGroupResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_JoinGroupResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol_name: Any
+    v_leader: Any
+    v_member_id: Any
+    v_members: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -95,6 +95,9 @@ class LeaderAndIsrRequest:
 
 
 def _d_LeaderAndIsrPartitionState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_isr: Any
+    v_replicas: Any
     v_topic_name, pos = read_string(buf, pos)
     (
         v_partition_index,
@@ -128,6 +131,7 @@ def _d_LeaderAndIsrPartitionState_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrLiveLeader_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host_name: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host_name, pos = read_string(buf, pos)
@@ -137,6 +141,8 @@ def _d_LeaderAndIsrLiveLeader_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partition_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -165,6 +171,9 @@ def _d_LeaderAndIsrRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrPartitionState_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_isr: Any
+    v_replicas: Any
     v_topic_name, pos = read_string(buf, pos)
     (
         v_partition_index,
@@ -201,6 +210,8 @@ def _d_LeaderAndIsrPartitionState_1(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partition_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -229,6 +240,8 @@ def _d_LeaderAndIsrRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrPartitionState_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
     (
         v_partition_index,
         v_controller_epoch,
@@ -263,6 +276,8 @@ def _d_LeaderAndIsrPartitionState_2(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 29)
     if _n < 0:
@@ -275,6 +290,8 @@ def _d_LeaderAndIsrTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -305,6 +322,10 @@ def _d_LeaderAndIsrRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrPartitionState_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_adding_replicas: Any
+    v_removing_replicas: Any
     (
         v_partition_index,
         v_controller_epoch,
@@ -351,6 +372,8 @@ def _d_LeaderAndIsrPartitionState_3(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrTopicState_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 37)
     if _n < 0:
@@ -363,6 +386,8 @@ def _d_LeaderAndIsrTopicState_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -393,6 +418,10 @@ def _d_LeaderAndIsrRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrPartitionState_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_adding_replicas: Any
+    v_removing_replicas: Any
     (
         v_partition_index,
         v_controller_epoch,
@@ -447,6 +476,8 @@ def _d_LeaderAndIsrPartitionState_4(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrTopicState_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 26)
     if _n < 0:
@@ -467,6 +498,7 @@ def _d_LeaderAndIsrTopicState_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrLiveLeader_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host_name: Any
     (v_broker_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host_name, pos = read_compact_string(buf, pos)
@@ -484,6 +516,8 @@ def _d_LeaderAndIsrLiveLeader_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -522,6 +556,8 @@ def _d_LeaderAndIsrRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrTopicState_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
@@ -546,6 +582,8 @@ def _d_LeaderAndIsrTopicState_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -586,6 +624,10 @@ def _d_LeaderAndIsrRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrPartitionState_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_adding_replicas: Any
+    v_removing_replicas: Any
     (
         v_partition_index,
         v_controller_epoch,
@@ -644,6 +686,8 @@ def _d_LeaderAndIsrPartitionState_5(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrTopicState_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
@@ -668,6 +712,8 @@ def _d_LeaderAndIsrTopicState_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrRequest_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -708,6 +754,8 @@ def _d_LeaderAndIsrRequest_6(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrRequest_7(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_leaders: Any
     (
         v_controller_id,
         v_is_k_raft_controller,

@@ -69,6 +69,7 @@ class LeaderAndIsrResponse:
 
 
 def _d_LeaderAndIsrPartitionError_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_string(buf, pos)
     (
         v_partition_index,
@@ -81,6 +82,7 @@ def _d_LeaderAndIsrPartitionError_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partition_errors: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 8)
@@ -94,6 +96,7 @@ def _d_LeaderAndIsrResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrPartitionError_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (
         v_partition_index,
@@ -114,6 +117,7 @@ def _d_LeaderAndIsrPartitionError_1(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partition_errors: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 8)
@@ -154,6 +158,7 @@ def _d_LeaderAndIsrPartitionError_2(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_LeaderAndIsrTopicError_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partition_errors: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 7)
@@ -175,6 +180,7 @@ def _d_LeaderAndIsrTopicError_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderAndIsrResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 18)

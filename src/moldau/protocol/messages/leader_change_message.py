@@ -69,6 +69,8 @@ def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderChangeMessage_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_voters: Any
+    v_granting_voters: Any
     (
         v_version,
         v_leader_id,
@@ -119,6 +121,8 @@ def _d_Voter_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaderChangeMessage_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_voters: Any
+    v_granting_voters: Any
     (
         v_version,
         v_leader_id,

@@ -58,18 +58,24 @@ class LeaveGroupRequest:
 
 
 def _d_LeaveGroupRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
     v_group_id, pos = read_string(buf, pos)
     v_member_id, pos = read_string(buf, pos)
     return LeaveGroupRequest(group_id=v_group_id, member_id=v_member_id), pos
 
 
 def _d_MemberIdentity_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
     v_member_id, pos = read_string(buf, pos)
     v_group_instance_id, pos = read_nullable_string(buf, pos)
     return MemberIdentity(member_id=v_member_id, group_instance_id=v_group_instance_id), pos
 
 
 def _d_LeaveGroupRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_members: Any
     v_group_id, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -82,6 +88,8 @@ def _d_LeaveGroupRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MemberIdentity_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_group_instance_id, pos = read_nullable_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -96,6 +104,8 @@ def _d_MemberIdentity_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaveGroupRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_members: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -116,6 +126,9 @@ def _d_LeaveGroupRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MemberIdentity_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_reason: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_group_instance_id, pos = read_nullable_compact_string(buf, pos)
     v_reason, pos = read_nullable_compact_string(buf, pos)
@@ -133,6 +146,8 @@ def _d_MemberIdentity_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaveGroupRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_members: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:

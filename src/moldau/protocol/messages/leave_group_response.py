@@ -76,6 +76,8 @@ def _d_LeaveGroupResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MemberResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
     v_member_id, pos = read_string(buf, pos)
     v_group_instance_id, pos = read_nullable_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
@@ -86,6 +88,7 @@ def _d_MemberResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaveGroupResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_members: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -104,6 +107,8 @@ def _d_LeaveGroupResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MemberResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_group_instance_id: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_group_instance_id, pos = read_nullable_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
@@ -122,6 +127,7 @@ def _d_MemberResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_LeaveGroupResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_members: Any
     (
         v_throttle_time_ms,
         v_error_code,

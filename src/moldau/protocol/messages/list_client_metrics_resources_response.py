@@ -54,6 +54,7 @@ class ListClientMetricsResourcesResponse:
 
 
 def _d_ClientMetricsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):
@@ -67,6 +68,7 @@ def _d_ClientMetricsResource_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListClientMetricsResourcesResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_client_metrics_resources: Any
     (
         v_throttle_time_ms,
         v_error_code,

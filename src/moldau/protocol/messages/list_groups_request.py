@@ -60,6 +60,7 @@ def _d_ListGroupsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListGroupsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_states_filter: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field StatesFilter was null")
@@ -79,6 +80,8 @@ def _d_ListGroupsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListGroupsRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_states_filter: Any
+    v_types_filter: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field StatesFilter was null")

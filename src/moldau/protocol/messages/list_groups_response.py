@@ -60,12 +60,15 @@ class ListGroupsResponse:
 
 
 def _d_ListedGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_protocol_type: Any
     v_group_id, pos = read_string(buf, pos)
     v_protocol_type, pos = read_string(buf, pos)
     return ListedGroup(group_id=v_group_id, protocol_type=v_protocol_type), pos
 
 
 def _d_ListGroupsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 4)
@@ -79,6 +82,7 @@ def _d_ListGroupsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListGroupsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -97,6 +101,8 @@ def _d_ListGroupsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListedGroup_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_protocol_type: Any
     v_group_id, pos = read_compact_string(buf, pos)
     v_protocol_type, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -111,6 +117,7 @@ def _d_ListedGroup_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListGroupsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -137,6 +144,9 @@ def _d_ListGroupsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListedGroup_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_protocol_type: Any
+    v_group_state: Any
     v_group_id, pos = read_compact_string(buf, pos)
     v_protocol_type, pos = read_compact_string(buf, pos)
     v_group_state, pos = read_compact_string(buf, pos)
@@ -154,6 +164,7 @@ def _d_ListedGroup_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListGroupsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -180,6 +191,10 @@ def _d_ListGroupsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListedGroup_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_protocol_type: Any
+    v_group_state: Any
+    v_group_type: Any
     v_group_id, pos = read_compact_string(buf, pos)
     v_protocol_type, pos = read_compact_string(buf, pos)
     v_group_state, pos = read_compact_string(buf, pos)
@@ -201,6 +216,7 @@ def _d_ListedGroup_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListGroupsResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (
         v_throttle_time_ms,
         v_error_code,

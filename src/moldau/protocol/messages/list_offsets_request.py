@@ -82,6 +82,8 @@ def _d_ListOffsetsPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 16)
     if _n < 0:
@@ -94,6 +96,7 @@ def _d_ListOffsetsTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -116,6 +119,8 @@ def _d_ListOffsetsPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 12)
     if _n < 0:
@@ -128,6 +133,7 @@ def _d_ListOffsetsTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -141,6 +147,7 @@ def _d_ListOffsetsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_isolation_level,
@@ -173,6 +180,8 @@ def _d_ListOffsetsPartition_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 16)
     if _n < 0:
@@ -185,6 +194,7 @@ def _d_ListOffsetsTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_isolation_level,
@@ -225,6 +235,8 @@ def _d_ListOffsetsPartition_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 17)
     if _n < 0:
@@ -245,6 +257,7 @@ def _d_ListOffsetsTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_isolation_level,
@@ -271,6 +284,7 @@ def _d_ListOffsetsRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_replica_id,
         v_isolation_level,

@@ -69,6 +69,7 @@ class ListOffsetsResponse:
 
 
 def _d_ListOffsetsPartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_old_style_offsets: Any
     (
         v_partition_index,
         v_error_code,
@@ -87,6 +88,8 @@ def _d_ListOffsetsPartitionResponse_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_ListOffsetsTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 10)
     if _n < 0:
@@ -99,6 +102,7 @@ def _d_ListOffsetsTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -126,6 +130,8 @@ def _d_ListOffsetsPartitionResponse_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_ListOffsetsTopicResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 22)
     if _n < 0:
@@ -138,6 +144,7 @@ def _d_ListOffsetsTopicResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -149,6 +156,7 @@ def _d_ListOffsetsResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -180,6 +188,8 @@ def _d_ListOffsetsPartitionResponse_2(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_ListOffsetsTopicResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 26)
     if _n < 0:
@@ -192,6 +202,7 @@ def _d_ListOffsetsTopicResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -231,6 +242,8 @@ def _d_ListOffsetsPartitionResponse_3(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_ListOffsetsTopicResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 27)
     if _n < 0:
@@ -251,6 +264,7 @@ def _d_ListOffsetsTopicResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListOffsetsResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

@@ -54,6 +54,8 @@ class ListPartitionReassignmentsRequest:
 
 
 def _d_ListPartitionReassignmentsTopics_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -72,6 +74,7 @@ def _d_ListPartitionReassignmentsTopics_0(buf: memoryview, pos: int) -> tuple[An
 
 
 def _d_ListPartitionReassignmentsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

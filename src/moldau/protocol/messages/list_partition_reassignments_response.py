@@ -66,6 +66,9 @@ class ListPartitionReassignmentsResponse:
 
 
 def _d_OngoingPartitionReassignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replicas: Any
+    v_adding_replicas: Any
+    v_removing_replicas: Any
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -100,6 +103,8 @@ def _d_OngoingPartitionReassignment_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OngoingTopicReassignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 8)
     if _n < 0:
@@ -120,6 +125,8 @@ def _d_OngoingTopicReassignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListPartitionReassignmentsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_topics: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -49,6 +49,8 @@ class ListTransactionsRequest:
 
 
 def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_state_filters: Any
+    v_producer_id_filters: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field StateFilters was null")
@@ -75,6 +77,8 @@ def _d_ListTransactionsRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListTransactionsRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_state_filters: Any
+    v_producer_id_filters: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field StateFilters was null")

@@ -58,6 +58,8 @@ class ListTransactionsResponse:
 
 
 def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_transaction_state: Any
     v_transactional_id, pos = read_compact_string(buf, pos)
     (v_producer_id,) = _S_q.unpack_from(buf, pos)
     pos += 8
@@ -78,6 +80,8 @@ def _d_TransactionState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ListTransactionsResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_unknown_state_filters: Any
+    v_transaction_states: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -63,11 +63,13 @@ class MetadataRequest:
 
 
 def _d_MetadataRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_string(buf, pos)
     return MetadataRequestTopic(name=v_name), pos
 
 
 def _d_MetadataRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -79,6 +81,7 @@ def _d_MetadataRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         v_topics = None
@@ -91,6 +94,7 @@ def _d_MetadataRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         v_topics = None
@@ -107,6 +111,7 @@ def _d_MetadataRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 2)
     if _n < 0:
         v_topics = None
@@ -130,6 +135,7 @@ def _d_MetadataRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):
@@ -143,6 +149,7 @@ def _d_MetadataRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 2)
     if _n < 0:
         v_topics = None
@@ -174,6 +181,7 @@ def _d_MetadataRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequestTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     v_name, pos = read_nullable_compact_string(buf, pos)
@@ -189,6 +197,7 @@ def _d_MetadataRequestTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         v_topics = None
@@ -220,6 +229,7 @@ def _d_MetadataRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataRequest_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         v_topics = None

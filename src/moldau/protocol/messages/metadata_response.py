@@ -91,6 +91,7 @@ class MetadataResponse:
 
 
 def _d_MetadataResponseBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_string(buf, pos)
@@ -100,6 +101,8 @@ def _d_MetadataResponseBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponsePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_nodes: Any
+    v_isr_nodes: Any
     (
         v_error_code,
         v_partition_index,
@@ -126,6 +129,8 @@ def _d_MetadataResponsePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_MetadataResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_string(buf, pos)
@@ -140,6 +145,8 @@ def _d_MetadataResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 10)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Brokers was null")
@@ -158,6 +165,8 @@ def _d_MetadataResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponseBroker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_string(buf, pos)
@@ -168,6 +177,8 @@ def _d_MetadataResponseBroker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponseTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_string(buf, pos)
@@ -186,6 +197,8 @@ def _d_MetadataResponseTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 12)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Brokers was null")
@@ -206,6 +219,9 @@ def _d_MetadataResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 12)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Brokers was null")
@@ -229,6 +245,9 @@ def _d_MetadataResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 12)
@@ -258,6 +277,9 @@ def _d_MetadataResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponsePartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_nodes: Any
+    v_isr_nodes: Any
+    v_offline_replicas: Any
     (
         v_error_code,
         v_partition_index,
@@ -290,6 +312,8 @@ def _d_MetadataResponsePartition_1(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_MetadataResponseTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_string(buf, pos)
@@ -308,6 +332,9 @@ def _d_MetadataResponseTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 12)
@@ -337,6 +364,9 @@ def _d_MetadataResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponsePartition_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_nodes: Any
+    v_isr_nodes: Any
+    v_offline_replicas: Any
     (
         v_error_code,
         v_partition_index,
@@ -371,6 +401,8 @@ def _d_MetadataResponsePartition_2(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_MetadataResponseTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_string(buf, pos)
@@ -389,6 +421,9 @@ def _d_MetadataResponseTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 12)
@@ -418,6 +453,8 @@ def _d_MetadataResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponseTopic_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_string(buf, pos)
@@ -442,6 +479,9 @@ def _d_MetadataResponseTopic_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 12)
@@ -474,6 +514,8 @@ def _d_MetadataResponse_6(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponseBroker_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -492,6 +534,9 @@ def _d_MetadataResponseBroker_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponsePartition_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replica_nodes: Any
+    v_isr_nodes: Any
+    v_offline_replicas: Any
     (
         v_error_code,
         v_partition_index,
@@ -534,6 +579,8 @@ def _d_MetadataResponsePartition_3(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_compact_string(buf, pos)
@@ -566,6 +613,9 @@ def _d_MetadataResponseTopic_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 11)
@@ -606,6 +656,8 @@ def _d_MetadataResponse_7(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_compact_string(buf, pos)
@@ -642,6 +694,9 @@ def _d_MetadataResponseTopic_6(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 11)
@@ -682,6 +737,9 @@ def _d_MetadataResponse_8(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 11)
@@ -719,6 +777,8 @@ def _d_MetadataResponse_9(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponseTopic_7(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = read_nullable_compact_string(buf, pos)
@@ -755,6 +815,9 @@ def _d_MetadataResponseTopic_7(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_MetadataResponse_10(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_brokers: Any
+    v_cluster_id: Any
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 11)

@@ -75,6 +75,7 @@ class OffsetCommitRequest:
 
 
 def _d_OffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_committed_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -89,6 +90,8 @@ def _d_OffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 14)
     if _n < 0:
@@ -101,6 +104,8 @@ def _d_OffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -113,6 +118,7 @@ def _d_OffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_committed_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -129,6 +135,8 @@ def _d_OffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 22)
     if _n < 0:
@@ -141,6 +149,9 @@ def _d_OffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -161,6 +172,9 @@ def _d_OffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -184,6 +198,9 @@ def _d_OffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -204,6 +221,7 @@ def _d_OffsetCommitRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_committed_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -220,6 +238,8 @@ def _d_OffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 18)
     if _n < 0:
@@ -232,6 +252,9 @@ def _d_OffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -252,6 +275,10 @@ def _d_OffsetCommitRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -274,6 +301,7 @@ def _d_OffsetCommitRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequestPartition_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_committed_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -298,6 +326,8 @@ def _d_OffsetCommitRequestPartition_3(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetCommitRequestTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
@@ -318,6 +348,10 @@ def _d_OffsetCommitRequestTopic_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitRequest_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     (v_generation_id_or_member_epoch,) = _S_i.unpack_from(buf, pos)
     pos += 4

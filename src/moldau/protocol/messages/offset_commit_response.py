@@ -76,6 +76,8 @@ def _d_OffsetCommitResponsePartition_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_OffsetCommitResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -88,6 +90,7 @@ def _d_OffsetCommitResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_OffsetCommitResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -99,6 +102,7 @@ def _d_OffsetCommitResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetCommitResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -131,6 +135,8 @@ def _d_OffsetCommitResponsePartition_1(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_OffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 7)
     if _n < 0:
@@ -151,6 +157,7 @@ def _d_OffsetCommitResponseTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_OffsetCommitResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

@@ -62,6 +62,8 @@ def _d_OffsetDeleteRequestPartition_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetDeleteRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -74,6 +76,8 @@ def _d_OffsetDeleteRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetDeleteRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:

@@ -72,6 +72,8 @@ def _d_OffsetDeleteResponsePartition_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_OffsetDeleteResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -84,6 +86,7 @@ def _d_OffsetDeleteResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_OffsetDeleteResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_error_code,
         v_throttle_time_ms,

@@ -74,6 +74,8 @@ class OffsetFetchRequest:
 
 
 def _d_OffsetFetchRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -84,6 +86,8 @@ def _d_OffsetFetchRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -96,6 +100,8 @@ def _d_OffsetFetchRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -109,6 +115,8 @@ def _d_OffsetFetchRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -127,6 +135,8 @@ def _d_OffsetFetchRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -148,6 +158,8 @@ def _d_OffsetFetchRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -173,6 +185,8 @@ def _d_OffsetFetchRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequestTopics_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -191,6 +205,8 @@ def _d_OffsetFetchRequestTopics_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequestGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -212,6 +228,7 @@ def _d_OffsetFetchRequestGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Groups was null")
@@ -233,6 +250,9 @@ def _d_OffsetFetchRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequestGroup_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     v_member_id, pos = read_nullable_compact_string(buf, pos)
     (v_member_epoch,) = _S_i.unpack_from(buf, pos)
@@ -259,6 +279,7 @@ def _d_OffsetFetchRequestGroup_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     _n, pos = read_compact_array_len(buf, pos, 8)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Groups was null")

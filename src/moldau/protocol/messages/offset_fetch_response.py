@@ -94,6 +94,7 @@ class OffsetFetchResponse:
 
 
 def _d_OffsetFetchResponsePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -111,6 +112,8 @@ def _d_OffsetFetchResponsePartition_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetFetchResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 16)
     if _n < 0:
@@ -123,6 +126,7 @@ def _d_OffsetFetchResponseTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -134,6 +138,7 @@ def _d_OffsetFetchResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -147,6 +152,7 @@ def _d_OffsetFetchResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -164,6 +170,7 @@ def _d_OffsetFetchResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponsePartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -183,6 +190,8 @@ def _d_OffsetFetchResponsePartition_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetFetchResponseTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 20)
     if _n < 0:
@@ -195,6 +204,7 @@ def _d_OffsetFetchResponseTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -212,6 +222,7 @@ def _d_OffsetFetchResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponsePartition_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -239,6 +250,8 @@ def _d_OffsetFetchResponsePartition_2(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetFetchResponseTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 20)
     if _n < 0:
@@ -259,6 +272,7 @@ def _d_OffsetFetchResponseTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)
@@ -284,6 +298,7 @@ def _d_OffsetFetchResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponsePartitions_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -311,6 +326,8 @@ def _d_OffsetFetchResponsePartitions_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_OffsetFetchResponseTopics_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 20)
     if _n < 0:
@@ -331,6 +348,8 @@ def _d_OffsetFetchResponseTopics_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_OffsetFetchResponseGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -355,6 +374,7 @@ def _d_OffsetFetchResponseGroup_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetFetchResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_groups: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)

@@ -76,6 +76,8 @@ def _d_OffsetForLeaderPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 8)
     if _n < 0:
@@ -88,6 +90,7 @@ def _d_OffsetForLeaderTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderEpochRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -113,6 +116,8 @@ def _d_OffsetForLeaderPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 12)
     if _n < 0:
@@ -125,6 +130,7 @@ def _d_OffsetForLeaderTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderEpochRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -136,6 +142,7 @@ def _d_OffsetForLeaderEpochRequest_1(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_OffsetForLeaderEpochRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -171,6 +178,8 @@ def _d_OffsetForLeaderPartition_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 13)
     if _n < 0:
@@ -191,6 +200,7 @@ def _d_OffsetForLeaderTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderEpochRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_replica_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

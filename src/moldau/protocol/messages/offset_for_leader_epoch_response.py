@@ -80,6 +80,8 @@ def _d_EpochEndOffset_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 14)
     if _n < 0:
@@ -92,6 +94,7 @@ def _d_OffsetForLeaderTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_OffsetForLeaderEpochResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -119,6 +122,8 @@ def _d_EpochEndOffset_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 18)
     if _n < 0:
@@ -131,6 +136,7 @@ def _d_OffsetForLeaderTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_OffsetForLeaderEpochResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -142,6 +148,7 @@ def _d_OffsetForLeaderEpochResponse_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_OffsetForLeaderEpochResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 6)
@@ -179,6 +186,8 @@ def _d_EpochEndOffset_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_OffsetForLeaderTopicResult_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic: Any
+    v_partitions: Any
     v_topic, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 19)
     if _n < 0:
@@ -199,6 +208,7 @@ def _d_OffsetForLeaderTopicResult_2(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_OffsetForLeaderEpochResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_throttle_time_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 3)

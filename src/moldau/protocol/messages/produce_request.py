@@ -69,6 +69,7 @@ class ProduceRequest:
 
 
 def _d_PartitionProduceData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_records: Any
     (v_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_records, pos = read_nullable_bytes(buf, pos)
@@ -76,6 +77,8 @@ def _d_PartitionProduceData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_data: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 8)
     if _n < 0:
@@ -88,6 +91,7 @@ def _d_TopicProduceData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_data: Any
     (
         v_acks,
         v_timeout_ms,
@@ -104,6 +108,8 @@ def _d_ProduceRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_topic_data: Any
     v_transactional_id, pos = read_nullable_string(buf, pos)
     (
         v_acks,
@@ -126,6 +132,7 @@ def _d_ProduceRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionProduceData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_records: Any
     (v_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_records, pos = read_nullable_compact_bytes(buf, pos)
@@ -141,6 +148,8 @@ def _d_PartitionProduceData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_data: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 6)
     if _n < 0:
@@ -161,6 +170,8 @@ def _d_TopicProduceData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_topic_data: Any
     v_transactional_id, pos = read_nullable_compact_string(buf, pos)
     (
         v_acks,

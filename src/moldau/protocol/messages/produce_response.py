@@ -108,6 +108,8 @@ def _d_PartitionProduceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_responses: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 14)
     if _n < 0:
@@ -120,6 +122,7 @@ def _d_TopicProduceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -131,6 +134,7 @@ def _d_ProduceResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -160,6 +164,8 @@ def _d_PartitionProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_responses: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 22)
     if _n < 0:
@@ -172,6 +178,7 @@ def _d_TopicProduceResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -203,6 +210,8 @@ def _d_PartitionProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_responses: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 30)
     if _n < 0:
@@ -215,6 +224,7 @@ def _d_TopicProduceResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -228,6 +238,7 @@ def _d_ProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_BatchIndexAndErrorMessage_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_batch_index_error_message: Any
     (v_batch_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_batch_index_error_message, pos = read_nullable_string(buf, pos)
@@ -237,6 +248,8 @@ def _d_BatchIndexAndErrorMessage_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_PartitionProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_record_errors: Any
+    v_error_message: Any
     (
         v_index,
         v_error_code,
@@ -265,6 +278,8 @@ def _d_PartitionProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_responses: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 36)
     if _n < 0:
@@ -277,6 +292,7 @@ def _d_TopicProduceResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -290,6 +306,7 @@ def _d_ProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_BatchIndexAndErrorMessage_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_batch_index_error_message: Any
     (v_batch_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_batch_index_error_message, pos = read_nullable_compact_string(buf, pos)
@@ -307,6 +324,8 @@ def _d_BatchIndexAndErrorMessage_1(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_record_errors: Any
+    v_error_message: Any
     (
         v_index,
         v_error_code,
@@ -343,6 +362,8 @@ def _d_PartitionProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_responses: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 33)
     if _n < 0:
@@ -363,6 +384,7 @@ def _d_TopicProduceResponse_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -401,6 +423,9 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_record_errors: Any
+    v_error_message: Any
+    v_current_leader: Any
     (
         v_index,
         v_error_code,
@@ -441,6 +466,8 @@ def _d_PartitionProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_responses: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 33)
     if _n < 0:
@@ -461,6 +488,8 @@ def _d_TopicProduceResponse_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -479,6 +508,8 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ProduceResponse_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_responses: Any
+    v_node_endpoints: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")

@@ -50,6 +50,7 @@ class PushTelemetryRequest:
 
 
 def _d_PushTelemetryRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_metrics: Any
     (
         v_client_instance_id,
         v_subscription_id,

@@ -99,6 +99,8 @@ def _d_StateBatch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_state_batches: Any
     (
         v_partition,
         v_error_code,
@@ -136,6 +138,7 @@ def _d_PartitionResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ReadStateResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 21)
@@ -157,6 +160,7 @@ def _d_ReadStateResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ReadShareGroupStateResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_results: Any
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Results was null")

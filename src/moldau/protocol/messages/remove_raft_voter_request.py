@@ -48,6 +48,7 @@ class RemoveRaftVoterRequest:
 
 
 def _d_RemoveRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     (
         v_voter_id,

@@ -47,6 +47,7 @@ class RemoveRaftVoterResponse:
 
 
 def _d_RemoveRaftVoterResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (
         v_throttle_time_ms,
         v_error_code,

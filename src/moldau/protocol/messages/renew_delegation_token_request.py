@@ -48,6 +48,7 @@ class RenewDelegationTokenRequest:
 
 
 def _d_RenewDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_hmac: Any
     v_hmac, pos = read_bytes(buf, pos)
     v_hmac = bytes(v_hmac)
     (v_renew_period_ms,) = _S_q.unpack_from(buf, pos)
@@ -56,6 +57,7 @@ def _d_RenewDelegationTokenRequest_0(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_RenewDelegationTokenRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_hmac: Any
     v_hmac, pos = read_compact_bytes(buf, pos)
     v_hmac = bytes(v_hmac)
     (v_renew_period_ms,) = _S_q.unpack_from(buf, pos)

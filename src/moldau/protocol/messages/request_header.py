@@ -60,6 +60,7 @@ def _d_RequestHeader_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_RequestHeader_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_client_id: Any
     (
         v_request_api_key,
         v_request_api_version,
@@ -76,6 +77,7 @@ def _d_RequestHeader_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_RequestHeader_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_client_id: Any
     (
         v_request_api_key,
         v_request_api_version,

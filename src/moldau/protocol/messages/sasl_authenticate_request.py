@@ -45,12 +45,14 @@ class SaslAuthenticateRequest:
 
 
 def _d_SaslAuthenticateRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_auth_bytes: Any
     v_auth_bytes, pos = read_bytes(buf, pos)
     v_auth_bytes = bytes(v_auth_bytes)
     return SaslAuthenticateRequest(auth_bytes=v_auth_bytes), pos
 
 
 def _d_SaslAuthenticateRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_auth_bytes: Any
     v_auth_bytes, pos = read_compact_bytes(buf, pos)
     v_auth_bytes = bytes(v_auth_bytes)
     _tc, pos = read_uvarint(buf, pos)

@@ -55,6 +55,8 @@ class SaslAuthenticateResponse:
 
 
 def _d_SaslAuthenticateResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_auth_bytes: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -66,6 +68,8 @@ def _d_SaslAuthenticateResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SaslAuthenticateResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_auth_bytes: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_string(buf, pos)
@@ -82,6 +86,8 @@ def _d_SaslAuthenticateResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SaslAuthenticateResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_auth_bytes: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = read_nullable_compact_string(buf, pos)

@@ -37,6 +37,7 @@ class SaslHandshakeRequest:
 
 
 def _d_SaslHandshakeRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_mechanism: Any
     v_mechanism, pos = read_string(buf, pos)
     return SaslHandshakeRequest(mechanism=v_mechanism), pos
 

@@ -47,6 +47,7 @@ class SaslHandshakeResponse:
 
 
 def _d_SaslHandshakeResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_mechanisms: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 2)

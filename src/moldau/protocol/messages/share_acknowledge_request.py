@@ -72,6 +72,7 @@ class ShareAcknowledgeRequest:
 
 
 def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_acknowledge_types: Any
     (
         v_first_offset,
         v_last_offset,
@@ -98,6 +99,7 @@ def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AcknowledgePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_acknowledgement_batches: Any
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 18)
@@ -121,6 +123,7 @@ def _d_AcknowledgePartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_AcknowledgeTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 6)
@@ -142,6 +145,9 @@ def _d_AcknowledgeTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
     v_group_id, pos = read_nullable_compact_string(buf, pos)
     v_member_id, pos = read_nullable_compact_string(buf, pos)
     (v_share_session_epoch,) = _S_i.unpack_from(buf, pos)

@@ -101,6 +101,8 @@ def _d_LeaderIdAndEpoch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_current_leader: Any
     (
         v_partition_index,
         v_error_code,
@@ -125,6 +127,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareAcknowledgeTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 17)
@@ -146,6 +149,8 @@ def _d_ShareAcknowledgeTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, 
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -164,6 +169,9 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_responses: Any
+    v_node_endpoints: Any
     (
         v_throttle_time_ms,
         v_error_code,

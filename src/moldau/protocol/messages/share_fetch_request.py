@@ -82,6 +82,7 @@ class ShareFetchRequest:
 
 
 def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_acknowledge_types: Any
     (
         v_first_offset,
         v_last_offset,
@@ -108,6 +109,7 @@ def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_acknowledgement_batches: Any
     (
         v_partition_index,
         v_partition_max_bytes,
@@ -136,6 +138,7 @@ def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 10)
@@ -157,6 +160,7 @@ def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 4)
@@ -176,6 +180,10 @@ def _d_ForgottenTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
+    v_forgotten_topics_data: Any
     v_group_id, pos = read_nullable_compact_string(buf, pos)
     v_member_id, pos = read_nullable_compact_string(buf, pos)
     (

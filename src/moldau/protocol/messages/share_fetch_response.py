@@ -133,6 +133,11 @@ def _d_AcquiredRecords_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_acknowledge_error_message: Any
+    v_current_leader: Any
+    v_records: Any
+    v_acquired_records: Any
     (
         v_partition_index,
         v_error_code,
@@ -172,6 +177,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareFetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 22)
@@ -193,6 +199,8 @@ def _d_ShareFetchableTopicResponse_0(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_rack: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -211,6 +219,9 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_responses: Any
+    v_node_endpoints: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -48,6 +48,7 @@ class ShareGroupDescribeRequest:
 
 
 def _d_ShareGroupDescribeRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_ids: Any
     _n, pos = read_compact_array_len(buf, pos, 1)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field GroupIds was null")

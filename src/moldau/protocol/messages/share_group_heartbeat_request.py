@@ -52,6 +52,10 @@ class ShareGroupHeartbeatRequest:
 
 
 def _d_ShareGroupHeartbeatRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_rack_id: Any
+    v_subscribed_topic_names: Any
     v_group_id, pos = read_compact_string(buf, pos)
     v_member_id, pos = read_compact_string(buf, pos)
     (v_member_epoch,) = _S_i.unpack_from(buf, pos)

@@ -85,6 +85,7 @@ class StopReplicaRequest:
 
 
 def _d_StopReplicaPartitionV0_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_string(buf, pos)
     (v_partition_index,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -92,6 +93,7 @@ def _d_StopReplicaPartitionV0_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partitions: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -114,6 +116,8 @@ def _d_StopReplicaRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaTopicV1_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -124,6 +128,7 @@ def _d_StopReplicaTopicV1_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -148,6 +153,8 @@ def _d_StopReplicaRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaTopicV1_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -166,6 +173,7 @@ def _d_StopReplicaTopicV1_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -220,6 +228,8 @@ def _d_StopReplicaPartitionState_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_StopReplicaTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 10)
     if _n < 0:
@@ -240,6 +250,7 @@ def _d_StopReplicaTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -270,6 +281,7 @@ def _d_StopReplicaRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
     (
         v_controller_id,
         v_is_k_raft_controller,

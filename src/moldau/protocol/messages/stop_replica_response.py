@@ -58,6 +58,7 @@ class StopReplicaResponse:
 
 
 def _d_StopReplicaPartitionError_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_string(buf, pos)
     (
         v_partition_index,
@@ -70,6 +71,7 @@ def _d_StopReplicaPartitionError_0(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_StopReplicaResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partition_errors: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_array_len(buf, pos, 8)
@@ -83,6 +85,7 @@ def _d_StopReplicaResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_StopReplicaPartitionError_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (
         v_partition_index,
@@ -103,6 +106,7 @@ def _d_StopReplicaPartitionError_1(buf: memoryview, pos: int) -> tuple[Any, int]
 
 
 def _d_StopReplicaResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partition_errors: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 8)

@@ -67,6 +67,8 @@ class SyncGroupRequest:
 
 
 def _d_SyncGroupRequestAssignment_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_assignment: Any
     v_member_id, pos = read_string(buf, pos)
     v_assignment, pos = read_bytes(buf, pos)
     v_assignment = bytes(v_assignment)
@@ -74,6 +76,9 @@ def _d_SyncGroupRequestAssignment_0(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_SyncGroupRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_assignments: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -94,6 +99,10 @@ def _d_SyncGroupRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SyncGroupRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_assignments: Any
     v_group_id, pos = read_string(buf, pos)
     (v_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -116,6 +125,8 @@ def _d_SyncGroupRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SyncGroupRequestAssignment_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_member_id: Any
+    v_assignment: Any
     v_member_id, pos = read_compact_string(buf, pos)
     v_assignment, pos = read_compact_bytes(buf, pos)
     v_assignment = bytes(v_assignment)
@@ -131,6 +142,10 @@ def _d_SyncGroupRequestAssignment_1(buf: memoryview, pos: int) -> tuple[Any, int
 
 
 def _d_SyncGroupRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_assignments: Any
     v_group_id, pos = read_compact_string(buf, pos)
     (v_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -161,6 +176,12 @@ def _d_SyncGroupRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SyncGroupRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_protocol_type: Any
+    v_protocol_name: Any
+    v_assignments: Any
     v_group_id, pos = read_compact_string(buf, pos)
     (v_generation_id,) = _S_i.unpack_from(buf, pos)
     pos += 4

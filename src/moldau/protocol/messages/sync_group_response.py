@@ -52,6 +52,7 @@ class SyncGroupResponse:
 
 
 def _d_SyncGroupResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_assignment: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     v_assignment, pos = read_bytes(buf, pos)
@@ -60,6 +61,7 @@ def _d_SyncGroupResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SyncGroupResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_assignment: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -73,6 +75,7 @@ def _d_SyncGroupResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SyncGroupResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_assignment: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -94,6 +97,9 @@ def _d_SyncGroupResponse_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_SyncGroupResponse_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_protocol_type: Any
+    v_protocol_name: Any
+    v_assignment: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -77,6 +77,7 @@ class TxnOffsetCommitRequest:
 
 
 def _d_TxnOffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_committed_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -91,6 +92,8 @@ def _d_TxnOffsetCommitRequestPartition_0(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_TxnOffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 14)
     if _n < 0:
@@ -103,6 +106,9 @@ def _d_TxnOffsetCommitRequestTopic_0(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_TxnOffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_group_id: Any
+    v_topics: Any
     v_transactional_id, pos = read_string(buf, pos)
     v_group_id, pos = read_string(buf, pos)
     (
@@ -127,6 +133,7 @@ def _d_TxnOffsetCommitRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TxnOffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_committed_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -143,6 +150,8 @@ def _d_TxnOffsetCommitRequestPartition_1(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_TxnOffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 18)
     if _n < 0:
@@ -155,6 +164,9 @@ def _d_TxnOffsetCommitRequestTopic_1(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_TxnOffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_group_id: Any
+    v_topics: Any
     v_transactional_id, pos = read_string(buf, pos)
     v_group_id, pos = read_string(buf, pos)
     (
@@ -179,6 +191,7 @@ def _d_TxnOffsetCommitRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TxnOffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_committed_metadata: Any
     (
         v_partition_index,
         v_committed_offset,
@@ -203,6 +216,8 @@ def _d_TxnOffsetCommitRequestPartition_2(buf: memoryview, pos: int) -> tuple[Any
 
 
 def _d_TxnOffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
@@ -223,6 +238,11 @@ def _d_TxnOffsetCommitRequestTopic_2(buf: memoryview, pos: int) -> tuple[Any, in
 
 
 def _d_TxnOffsetCommitRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_transactional_id: Any
+    v_group_id: Any
+    v_member_id: Any
+    v_group_instance_id: Any
+    v_topics: Any
     v_transactional_id, pos = read_compact_string(buf, pos)
     v_group_id, pos = read_compact_string(buf, pos)
     (

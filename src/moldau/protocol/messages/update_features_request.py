@@ -60,6 +60,7 @@ class UpdateFeaturesRequest:
 
 
 def _d_FeatureUpdateKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_feature: Any
     v_feature, pos = read_compact_string(buf, pos)
     (
         v_max_version_level,
@@ -80,6 +81,7 @@ def _d_FeatureUpdateKey_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateFeaturesRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_feature_updates: Any
     (v_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)
@@ -101,6 +103,7 @@ def _d_UpdateFeaturesRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_FeatureUpdateKey_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_feature: Any
     v_feature, pos = read_compact_string(buf, pos)
     (
         v_max_version_level,
@@ -121,6 +124,7 @@ def _d_FeatureUpdateKey_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateFeaturesRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_feature_updates: Any
     (v_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 5)

@@ -59,6 +59,8 @@ class UpdateFeaturesResponse:
 
 
 def _d_UpdatableFeatureResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_feature: Any
+    v_error_message: Any
     v_feature, pos = read_compact_string(buf, pos)
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
@@ -77,6 +79,8 @@ def _d_UpdatableFeatureResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateFeaturesResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_results: Any
     (
         v_throttle_time_ms,
         v_error_code,
@@ -107,6 +111,7 @@ def _d_UpdateFeaturesResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateFeaturesResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -106,6 +106,9 @@ class UpdateMetadataRequest:
 
 
 def _d_UpdateMetadataPartitionState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_isr: Any
+    v_replicas: Any
     v_topic_name, pos = read_string(buf, pos)
     (
         v_partition_index,
@@ -139,6 +142,7 @@ def _d_UpdateMetadataPartitionState_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_UpdateMetadataBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_v0_host: Any
     (v_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_v0_host, pos = read_string(buf, pos)
@@ -148,6 +152,8 @@ def _d_UpdateMetadataBroker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partition_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -176,6 +182,7 @@ def _d_UpdateMetadataRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
     (v_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_string(buf, pos)
@@ -187,6 +194,7 @@ def _d_UpdateMetadataEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataBroker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_endpoints: Any
     (v_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 8)
@@ -200,6 +208,8 @@ def _d_UpdateMetadataBroker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partition_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -228,6 +238,8 @@ def _d_UpdateMetadataRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataBroker_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_endpoints: Any
+    v_rack: Any
     (v_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 8)
@@ -242,6 +254,8 @@ def _d_UpdateMetadataBroker_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partition_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -270,6 +284,8 @@ def _d_UpdateMetadataRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataEndpoint_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_listener: Any
     (v_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_string(buf, pos)
@@ -282,6 +298,8 @@ def _d_UpdateMetadataEndpoint_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataBroker_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_endpoints: Any
+    v_rack: Any
     (v_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_len(buf, pos, 10)
@@ -296,6 +314,8 @@ def _d_UpdateMetadataBroker_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partition_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -324,6 +344,10 @@ def _d_UpdateMetadataRequest_3(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataPartitionState_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_isr: Any
+    v_replicas: Any
+    v_offline_replicas: Any
     v_topic_name, pos = read_string(buf, pos)
     (
         v_partition_index,
@@ -363,6 +387,8 @@ def _d_UpdateMetadataPartitionState_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_UpdateMetadataRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_ungrouped_partition_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -391,6 +417,9 @@ def _d_UpdateMetadataRequest_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataPartitionState_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_offline_replicas: Any
     (
         v_partition_index,
         v_controller_epoch,
@@ -428,6 +457,8 @@ def _d_UpdateMetadataPartitionState_2(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_UpdateMetadataTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 32)
     if _n < 0:
@@ -442,6 +473,8 @@ def _d_UpdateMetadataTopicState_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -472,6 +505,9 @@ def _d_UpdateMetadataRequest_5(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataPartitionState_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_offline_replicas: Any
     (
         v_partition_index,
         v_controller_epoch,
@@ -517,6 +553,8 @@ def _d_UpdateMetadataPartitionState_3(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_UpdateMetadataTopicState_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 24)
     if _n < 0:
@@ -539,6 +577,8 @@ def _d_UpdateMetadataTopicState_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataEndpoint_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
+    v_listener: Any
     (v_port,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -559,6 +599,8 @@ def _d_UpdateMetadataEndpoint_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataBroker_4(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_endpoints: Any
+    v_rack: Any
     (v_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_compact_array_len(buf, pos, 9)
@@ -581,6 +623,8 @@ def _d_UpdateMetadataBroker_4(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_6(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -619,6 +663,8 @@ def _d_UpdateMetadataRequest_6(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataTopicState_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partition_states: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
@@ -643,6 +689,8 @@ def _d_UpdateMetadataTopicState_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_7(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_controller_epoch,
@@ -681,6 +729,8 @@ def _d_UpdateMetadataRequest_7(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateMetadataRequest_8(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_states: Any
+    v_live_brokers: Any
     (
         v_controller_id,
         v_is_k_raft_controller,

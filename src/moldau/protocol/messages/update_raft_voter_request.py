@@ -71,6 +71,8 @@ class UpdateRaftVoterRequest:
 
 
 def _d_Listener_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (v_port,) = _S_H.unpack_from(buf, pos)
@@ -106,6 +108,9 @@ def _d_KRaftVersionFeature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateRaftVoterRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_listeners: Any
+    v_k_raft_version_feature: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     (
         v_current_leader_epoch,

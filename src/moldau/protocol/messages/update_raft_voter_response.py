@@ -58,6 +58,7 @@ class UpdateRaftVoterResponse:
 
 
 def _d_CurrentLeader_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
     (
         v_leader_id,
         v_leader_epoch,
@@ -80,6 +81,7 @@ def _d_CurrentLeader_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_UpdateRaftVoterResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_current_leader: Any
     (
         v_throttle_time_ms,
         v_error_code,

@@ -96,6 +96,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 25)
     if _n < 0:
@@ -116,6 +118,8 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VoteRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
@@ -166,6 +170,8 @@ def _d_PartitionData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 57)
     if _n < 0:
@@ -186,6 +192,8 @@ def _d_TopicData_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VoteRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     (v_voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
@@ -240,6 +248,8 @@ def _d_PartitionData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 58)
     if _n < 0:
@@ -260,6 +270,8 @@ def _d_TopicData_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VoteRequest_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_cluster_id: Any
+    v_topics: Any
     v_cluster_id, pos = read_nullable_compact_string(buf, pos)
     (v_voter_id,) = _S_i.unpack_from(buf, pos)
     pos += 4

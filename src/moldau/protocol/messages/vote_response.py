@@ -99,6 +99,8 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topic_name: Any
+    v_partitions: Any
     v_topic_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 16)
     if _n < 0:
@@ -119,6 +121,7 @@ def _d_TopicData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VoteResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 3)
@@ -140,6 +143,7 @@ def _d_VoteResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_host: Any
     (v_node_id,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = read_compact_string(buf, pos)
@@ -157,6 +161,8 @@ def _d_NodeEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VoteResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
+    v_node_endpoints: Any
     (v_error_code,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 3)

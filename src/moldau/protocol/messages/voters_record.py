@@ -73,6 +73,8 @@ class VotersRecord:
 
 
 def _d_Endpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (v_port,) = _S_H.unpack_from(buf, pos)
@@ -108,6 +110,8 @@ def _d_KRaftVersionFeature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_endpoints: Any
+    v_k_raft_version_feature: Any
     (
         v_voter_id,
         v_voter_directory_id,
@@ -138,6 +142,7 @@ def _d_Voter_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_VotersRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_voters: Any
     (v_version,) = _S_h.unpack_from(buf, pos)
     pos += 2
     _n, pos = read_compact_array_len(buf, pos, 27)

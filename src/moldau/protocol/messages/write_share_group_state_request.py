@@ -98,6 +98,7 @@ def _d_StateBatch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_state_batches: Any
     (
         v_partition,
         v_state_epoch,
@@ -130,6 +131,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WriteStateData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
     _n, pos = read_compact_array_len(buf, pos, 22)
@@ -151,6 +153,8 @@ def _d_WriteStateData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WriteShareGroupStateRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_topics: Any
     v_group_id, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:

@@ -67,6 +67,8 @@ class WriteTxnMarkersRequest:
 
 
 def _d_WritableTxnMarkerTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 4)
     if _n < 0:
@@ -77,6 +79,7 @@ def _d_WritableTxnMarkerTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WritableTxnMarker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_producer_id,
         v_producer_epoch,
@@ -102,6 +105,7 @@ def _d_WritableTxnMarker_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WriteTxnMarkersRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_markers: Any
     _n, pos = read_array_len(buf, pos, 19)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Markers was null")
@@ -113,6 +117,8 @@ def _d_WriteTxnMarkersRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WritableTxnMarkerTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partition_indexes: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 4)
     if _n < 0:
@@ -131,6 +137,7 @@ def _d_WritableTxnMarkerTopic_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WritableTxnMarker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (
         v_producer_id,
         v_producer_epoch,
@@ -164,6 +171,7 @@ def _d_WritableTxnMarker_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WriteTxnMarkersRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_markers: Any
     _n, pos = read_compact_array_len(buf, pos, 17)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Markers was null")

@@ -81,6 +81,8 @@ def _d_WritableTxnMarkerPartitionResult_0(buf: memoryview, pos: int) -> tuple[An
 
 
 def _d_WritableTxnMarkerTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_string(buf, pos)
     _n, pos = read_array_len(buf, pos, 6)
     if _n < 0:
@@ -93,6 +95,7 @@ def _d_WritableTxnMarkerTopicResult_0(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_WritableTxnMarkerResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_producer_id,) = _S_q.unpack_from(buf, pos)
     pos += 8
     _n, pos = read_array_len(buf, pos, 6)
@@ -106,6 +109,7 @@ def _d_WritableTxnMarkerResult_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WriteTxnMarkersResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_markers: Any
     _n, pos = read_array_len(buf, pos, 12)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Markers was null")
@@ -136,6 +140,8 @@ def _d_WritableTxnMarkerPartitionResult_1(buf: memoryview, pos: int) -> tuple[An
 
 
 def _d_WritableTxnMarkerTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_partitions: Any
     v_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 7)
     if _n < 0:
@@ -156,6 +162,7 @@ def _d_WritableTxnMarkerTopicResult_1(buf: memoryview, pos: int) -> tuple[Any, i
 
 
 def _d_WritableTxnMarkerResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_topics: Any
     (v_producer_id,) = _S_q.unpack_from(buf, pos)
     pos += 8
     _n, pos = read_compact_array_len(buf, pos, 3)
@@ -177,6 +184,7 @@ def _d_WritableTxnMarkerResult_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_WriteTxnMarkersResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_markers: Any
     _n, pos = read_compact_array_len(buf, pos, 10)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Markers was null")

@@ -44,6 +44,7 @@ class AbortTransactionRecord:
 
 
 def _d_AbortTransactionRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_reason: Any
     v_reason = None
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):

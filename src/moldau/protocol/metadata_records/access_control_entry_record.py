@@ -55,6 +55,9 @@ class AccessControlEntryRecord:
 
 
 def _d_AccessControlEntryRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_principal: Any
+    v_host: Any
     (
         v_id,
         v_resource_type,

@@ -44,6 +44,7 @@ class BeginTransactionRecord:
 
 
 def _d_BeginTransactionRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name = None
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):

@@ -105,6 +105,7 @@ def _d_BrokerRegistrationChangeRecord_1(buf: memoryview, pos: int) -> tuple[Any,
 
 
 def _d_BrokerRegistrationChangeRecord_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_log_dirs: Any
     (
         v_broker_id,
         v_broker_epoch,

@@ -55,6 +55,8 @@ class ClientQuotaRecord:
 
 
 def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity_type: Any
+    v_entity_name: Any
     v_entity_type, pos = read_compact_string(buf, pos)
     v_entity_name, pos = read_nullable_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
@@ -69,6 +71,8 @@ def _d_EntityData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ClientQuotaRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_entity: Any
+    v_key: Any
     _n, pos = read_compact_array_len(buf, pos, 3)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Entity was null")

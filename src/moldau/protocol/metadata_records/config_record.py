@@ -47,6 +47,9 @@ class ConfigRecord:
 
 
 def _d_ConfigRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_resource_name: Any
+    v_name: Any
+    v_value: Any
     (v_resource_type,) = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = read_compact_string(buf, pos)

@@ -53,6 +53,10 @@ class DelegationTokenRecord:
 
 
 def _d_DelegationTokenRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_owner: Any
+    v_requester: Any
+    v_renewers: Any
+    v_token_id: Any
     v_owner, pos = read_compact_string(buf, pos)
     v_requester, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 1)

@@ -44,6 +44,7 @@ class FeatureLevelRecord:
 
 
 def _d_FeatureLevelRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_feature_level,) = _S_h.unpack_from(buf, pos)
     pos += 2

@@ -60,6 +60,10 @@ class PartitionChangeRecord:
 
 
 def _d_PartitionChangeRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_removing_replicas: Any
+    v_adding_replicas: Any
     (
         v_partition_id,
         v_topic_id,
@@ -126,6 +130,11 @@ def _d_PartitionChangeRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionChangeRecord_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_removing_replicas: Any
+    v_adding_replicas: Any
+    v_directories: Any
     (
         v_partition_id,
         v_topic_id,
@@ -204,6 +213,13 @@ def _d_PartitionChangeRecord_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionChangeRecord_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_isr: Any
+    v_replicas: Any
+    v_removing_replicas: Any
+    v_adding_replicas: Any
+    v_directories: Any
+    v_eligible_leader_replicas: Any
+    v_last_known_elr: Any
     (
         v_partition_id,
         v_topic_id,

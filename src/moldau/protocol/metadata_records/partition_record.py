@@ -60,6 +60,10 @@ class PartitionRecord:
 
 
 def _d_PartitionRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replicas: Any
+    v_isr: Any
+    v_removing_replicas: Any
+    v_adding_replicas: Any
     (
         v_partition_id,
         v_topic_id,
@@ -118,6 +122,11 @@ def _d_PartitionRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionRecord_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replicas: Any
+    v_isr: Any
+    v_removing_replicas: Any
+    v_adding_replicas: Any
+    v_directories: Any
     (
         v_partition_id,
         v_topic_id,
@@ -185,6 +194,13 @@ def _d_PartitionRecord_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_PartitionRecord_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_replicas: Any
+    v_isr: Any
+    v_removing_replicas: Any
+    v_adding_replicas: Any
+    v_directories: Any
+    v_eligible_leader_replicas: Any
+    v_last_known_elr: Any
     (
         v_partition_id,
         v_topic_id,

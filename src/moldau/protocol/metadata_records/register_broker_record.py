@@ -80,6 +80,8 @@ class RegisterBrokerRecord:
 
 
 def _d_BrokerEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (
@@ -101,6 +103,7 @@ def _d_BrokerEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_BrokerFeature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_min_supported_version,
@@ -123,6 +126,9 @@ def _d_BrokerFeature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_RegisterBrokerRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_end_points: Any
+    v_features: Any
+    v_rack: Any
     (
         v_broker_id,
         v_incarnation_id,
@@ -166,6 +172,9 @@ def _d_RegisterBrokerRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_RegisterBrokerRecord_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_end_points: Any
+    v_features: Any
+    v_rack: Any
     (
         v_broker_id,
         v_incarnation_id,
@@ -213,6 +222,9 @@ def _d_RegisterBrokerRecord_1(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_RegisterBrokerRecord_2(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_end_points: Any
+    v_features: Any
+    v_rack: Any
     (
         v_broker_id,
         v_is_migrating_zk_broker,
@@ -262,6 +274,10 @@ def _d_RegisterBrokerRecord_2(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_RegisterBrokerRecord_3(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_end_points: Any
+    v_features: Any
+    v_rack: Any
+    v_log_dirs: Any
     (
         v_broker_id,
         v_is_migrating_zk_broker,

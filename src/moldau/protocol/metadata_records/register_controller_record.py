@@ -69,6 +69,8 @@ class RegisterControllerRecord:
 
 
 def _d_ControllerEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_host: Any
     v_name, pos = read_compact_string(buf, pos)
     v_host, pos = read_compact_string(buf, pos)
     (
@@ -90,6 +92,7 @@ def _d_ControllerEndpoint_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ControllerFeature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (
         v_min_supported_version,
@@ -112,6 +115,8 @@ def _d_ControllerFeature_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_RegisterControllerRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_end_points: Any
+    v_features: Any
     (
         v_controller_id,
         v_incarnation_id,

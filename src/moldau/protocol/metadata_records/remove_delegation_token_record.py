@@ -43,6 +43,7 @@ class RemoveDelegationTokenRecord:
 
 
 def _d_RemoveDelegationTokenRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_token_id: Any
     v_token_id, pos = read_compact_string(buf, pos)
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):

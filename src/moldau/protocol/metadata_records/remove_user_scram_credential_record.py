@@ -46,6 +46,7 @@ class RemoveUserScramCredentialRecord:
 
 
 def _d_RemoveUserScramCredentialRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_mechanism,) = _S_b.unpack_from(buf, pos)
     pos += 1

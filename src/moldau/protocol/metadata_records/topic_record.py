@@ -45,6 +45,7 @@ class TopicRecord:
 
 
 def _d_TopicRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16

@@ -53,6 +53,10 @@ class UserScramCredentialRecord:
 
 
 def _d_UserScramCredentialRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_name: Any
+    v_salt: Any
+    v_stored_key: Any
+    v_server_key: Any
     v_name, pos = read_compact_string(buf, pos)
     (v_mechanism,) = _S_b.unpack_from(buf, pos)
     pos += 1

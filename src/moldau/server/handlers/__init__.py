@@ -49,6 +49,7 @@ _MODULES = [
     "describe_transactions",
     "list_transactions",
     "describe_producers",
+    "describe_topic_partitions",
 ]
 
 
