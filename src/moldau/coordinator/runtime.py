@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from moldau.clock import Scheduler, TimerHandle
 from moldau.coordinator.effects import Effects, RequestId
@@ -188,11 +188,12 @@ class CoordinatorRuntime(Generic[S]):
             hosted.last_written = end - 1
         if self._shards.get(partition) is not hosted:
             return
-        hosted.shard = loader.finish(self.clock.now_ms())  # type: ignore[assignment]
+        shard = cast(S, loader.finish(self.clock.now_ms()))  # the loader builds an S
+        hosted.shard = shard
         hosted.state = ShardState.ACTIVE
         self._arm(partition, hosted)
         if self.on_loaded is not None:
-            self.on_loaded(partition, hosted.shard)
+            self.on_loaded(partition, shard)
         if hosted.last_written >= 0:
             log.info(
                 "%s-%d: loaded in %d ms%s",

@@ -185,6 +185,7 @@ class _CleanedSegment:
     ) -> None:
         index = self.segment.txn_index
         for info, records, raw in _decoded_batches(segment, self.aborted):
+            data: bytes | bytearray | memoryview
             if info.is_control:
                 data = raw if txns.keep_control(info, raw, deadline, index) else b""
             elif txns.is_aborted(info):

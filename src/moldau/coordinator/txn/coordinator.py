@@ -134,7 +134,7 @@ class TransactionCoordinator:
         txn = self.txns.get(transactional_id)
         return None if txn is None or txn.state is TxnState.DEAD else copy.deepcopy(txn)
 
-    def list(
+    def list_transactions(
         self, states: set[TxnState], producer_ids: set[int], min_duration_ms: int, now_ms: int
     ) -> list[TransactionMetadata]:
         """ListTransactions' filters (empty: any; duration -1: any)."""

@@ -73,12 +73,12 @@ async def _write(
         appended[tp] = replica_manager.append_to_leader(
             tp, batch, origin=AppendOrigin.TXN_MARKER, required_acks=-1
         )
-    group_results = await asyncio.gather(
-        *(_offsets_marker(groups, tp[1], m) for tp in offsets),
+    group_results, _ = await asyncio.gather(
+        asyncio.gather(*(_offsets_marker(groups, tp[1], m) for tp in offsets)),
         replica_manager.await_replication(appended, timeout_ms),
     )
     results = {tp: r.error for tp, r in appended.items()}
-    results.update(zip(offsets, group_results[: len(offsets)], strict=True))
+    results.update(zip(offsets, group_results, strict=True))
     return results
 
 

@@ -54,7 +54,7 @@ def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
     """Raises ValueError if the value does not decode."""
     _, value = serde.deserialize_value(TRANSACTION_RECORD_TYPES, KEY_VERSION, data)
     state = TxnState.from_id(value.transaction_status)
-    partitions = set()
+    partitions: set[tuple[str, int]] = set()
     if state is not TxnState.EMPTY:
         for p in value.transaction_partitions or []:
             partitions.update((p.topic, i) for i in p.partition_ids)

@@ -13,6 +13,7 @@ periodic abort of timed-out transactions and expiry of idle transactional ids.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
@@ -282,7 +283,7 @@ class TransactionCoordinatorService:
             return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
         return ErrorCode.NONE, found
 
-    def list(
+    def list_transactions(
         self, state_names: Iterable[str], producer_ids: Iterable[int], min_duration_ms: int
     ) -> tuple[list[TransactionMetadata], list[str]]:
         """Transactions of every shard this node runs, and the unknown state filters."""
@@ -299,7 +300,7 @@ class TransactionCoordinatorService:
         found = [
             t
             for shard in self.runtime.active_shards()
-            for t in shard.list(states, pids, min_duration_ms, now)
+            for t in shard.list_transactions(states, pids, min_duration_ms, now)
         ]
         return found, unknown
 
@@ -313,11 +314,11 @@ class TransactionCoordinatorService:
         now = self.clock.now_ms()
         for partition in self.runtime.active_partitions():
             try:
-                ids = self.runtime.read(partition, lambda c: c.timed_out(now))
+                ids: list[str] = self.runtime.read(partition, lambda c: c.timed_out(now))
                 if not ids:
                     continue
                 tasks: list[MarkerTask] = await self.runtime.write(
-                    partition, lambda c, ids=ids: c.abort_timed_out(now, ids), ids
+                    partition, functools.partial(_abort_timed_out, now=now, ids=ids), ids
                 )
             except KafkaError as e:
                 log.info("%s-%d: aborting timed-out transactions failed: %s", TRANSACTION_STATE_TOPIC, partition, e)
@@ -334,10 +335,10 @@ class TransactionCoordinatorService:
         now = self.clock.now_ms()
         for partition in self.runtime.active_partitions():
             try:
-                ids = self.runtime.read(partition, lambda c: c.expired(now))
+                ids: list[str] = self.runtime.read(partition, lambda c: c.expired(now))
                 if ids:
                     await self.runtime.write(
-                        partition, lambda c, ids=ids: (None, c.expire(now, ids)), ids
+                        partition, functools.partial(_expire, now=now, ids=ids), ids
                     )
             except KafkaError as e:
                 log.info("%s-%d: expiring transactional ids failed: %s", TRANSACTION_STATE_TOPIC, partition, e)
@@ -390,7 +391,9 @@ class TransactionCoordinatorService:
             now = self.clock.now_ms()
             try:
                 await self.runtime.write(
-                    partition, lambda c, now=now: c.complete(now, task), [task.transactional_id]
+                    partition,
+                    functools.partial(_complete, now=now, task=task),
+                    [task.transactional_id],
                 )
                 return
             except KafkaError as e:
@@ -403,3 +406,17 @@ class TransactionCoordinatorService:
         self.markers.close()
         for task in list(self._tasks):
             task.cancel()
+
+
+def _abort_timed_out(
+    c: TransactionCoordinator, *, now: int, ids: list[str]
+) -> tuple[list[MarkerTask], Effects]:
+    return c.abort_timed_out(now, ids)
+
+
+def _expire(c: TransactionCoordinator, *, now: int, ids: list[str]) -> tuple[None, Effects]:
+    return None, c.expire(now, ids)
+
+
+def _complete(c: TransactionCoordinator, *, now: int, task: MarkerTask) -> tuple[bool, Effects]:
+    return c.complete(now, task)

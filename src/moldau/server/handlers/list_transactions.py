@@ -24,7 +24,7 @@ MAX_VERSION = 1
 async def handle(
     services: Services, ctx: RequestContext, request: ListTransactionsRequest
 ) -> ListTransactionsResponse:
-    found, unknown = services.transactions.list(
+    found, unknown = services.transactions.list_transactions(
         request.state_filters or [], request.producer_id_filters or [], request.duration_filter
     )
     return ListTransactionsResponse(
