@@ -1,0 +1,93 @@
+"""Exactly once through crashes: a consume-transform-produce process killed with -9 at
+random points and restarted, then every output exactly once under read_committed."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from moldau.testing import BrokerProcess
+from tests.integration.helpers import create_topic
+from tests.integration.txn_helpers import DEADLINE_S, end_offsets, read_confluent
+
+PARTITIONS = 3
+RECORDS = 900
+KILLS = 6
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_copier(bs: str, source: str, sink: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.txn_copier", bs, source, sink,
+         f"{source}-group", f"{source}-copier"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def output_size(bs: str, sink: str) -> int:
+    return sum(end_offsets(bs, sink, PARTITIONS, "read_uncommitted").values())
+
+
+@pytest.mark.slow
+def test_copier_killed_at_random_points_writes_everything_once(
+    tmp_path: Path, topic: str
+) -> None:
+    rng = random.Random(1234)
+    with BrokerProcess(tmp_path / "broker", {"num.partitions": str(PARTITIONS)}) as broker:
+        bs = broker.bootstrap
+        sink = f"{topic}-out"
+        create_topic(bs, topic, PARTITIONS)
+        create_topic(bs, sink, PARTITIONS)
+        producer = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+        for i in range(RECORDS):
+            producer.produce(topic, value=f"in-{i:05d}".encode(), partition=i % PARTITIONS)
+            if i % 100 == 99:
+                producer.flush(DEADLINE_S)  # the input arrives while the copier runs
+        producer.flush(DEADLINE_S)
+        for _ in range(KILLS):
+            copier = start_copier(bs, topic, sink)
+            try:
+                # Let it get somewhere (its output log grows), then kill it at a random
+                # point: inside a transaction, between batches, or in a commit.
+                before = output_size(bs, sink)
+                deadline = time.monotonic() + DEADLINE_S
+                while output_size(bs, sink) <= before:
+                    assert copier.poll() is None, "the copier died on its own"
+                    assert time.monotonic() < deadline, "the copier made no progress"
+                    time.sleep(0.05)
+                time.sleep(rng.uniform(0, 0.4))
+            finally:
+                copier.kill()
+                copier.wait()
+        copier = start_copier(bs, topic, sink)
+        try:
+            deadline = time.monotonic() + 2 * DEADLINE_S
+            while sum(map(len, read_confluent(bs, sink, PARTITIONS, "read_committed").values())) < RECORDS:
+                assert copier.poll() is None, "the copier died on its own"
+                assert time.monotonic() < deadline, "the copier never finished"
+                time.sleep(0.5)
+        finally:
+            copier.kill()
+            copier.wait()
+        out = read_confluent(bs, sink, PARTITIONS, "read_committed")
+        seen = Counter(v for values in out.values() for v in values)
+        expected = Counter(f"IN-{i:05d}".encode() for i in range(RECORDS))
+        assert seen == expected, f"duplicated: {+(seen - expected)}, lost: {+(expected - seen)}"
+        for p, values in out.items():  # per partition: in input order
+            assert values == sorted(values) and all(int(v[3:]) % PARTITIONS == p for v in values)
+        # Nothing hangs: the LSO reaches the HW.
+        deadline = time.monotonic() + DEADLINE_S
+        while end_offsets(bs, sink, PARTITIONS, "read_committed") != end_offsets(
+            bs, sink, PARTITIONS, "read_uncommitted"
+        ):
+            assert time.monotonic() < deadline, "a killed copier's transaction hangs"
+            time.sleep(0.5)
