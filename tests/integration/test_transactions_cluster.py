@@ -1,0 +1,139 @@
+"""Transactions on a 3-node KRaft cluster: markers reach the partition leaders on other
+nodes (WriteTxnMarkers), and killing the transaction coordinator's node mid-transaction
+or right after a commit loses no committed transaction and leaves none hanging."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from moldau.coordinator.group.partitioning import partition_for_group
+from moldau.metadata.topics import TRANSACTION_STATE_TOPIC
+from moldau.testing import ClusterProcess
+from moldau.testing.process import TEST_DEFAULTS
+from tests.integration.txn_helpers import (
+    DEADLINE_S,
+    end_offsets,
+    read_confluent,
+    send_txn,
+    txn_producer,
+)
+
+PARTITIONS = 6
+TXN_PARTITIONS = 5
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
+    with ClusterProcess(
+        3,
+        configs={
+            **TEST_DEFAULTS,
+            "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+        },
+        data_dir=tmp_path / "cluster",
+    ) as running:
+        yield running
+
+
+def values(prefix: str, n: int) -> list[tuple[int, bytes]]:
+    return [(i % PARTITIONS, f"{prefix}-{i}".encode()) for i in range(n)]
+
+
+def by_partition(records: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for partition, value in records:
+        out[partition].append(value)
+    return out
+
+
+def coordinator_of(cluster: ClusterProcess, transactional_id: str) -> int:
+    return cluster.leader(
+        TRANSACTION_STATE_TOPIC, partition_for_group(transactional_id, TXN_PARTITIONS)
+    )
+
+
+def wait_nothing_hangs(bs: str, topic: str) -> None:
+    deadline = time.monotonic() + 2 * DEADLINE_S
+    while end_offsets(bs, topic, PARTITIONS, "read_committed") != end_offsets(
+        bs, topic, PARTITIONS, "read_uncommitted"
+    ):
+        assert time.monotonic() < deadline, "a transaction hangs (LSO below the HW)"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_coordinator_node_killed_mid_transaction(cluster: ClusterProcess, topic: str) -> None:
+    bs = cluster.bootstrap_servers
+    cluster.create_topic(topic, PARTITIONS, replication_factor=3, min_insync_replicas=2)
+    assert len({cluster.leader(topic, p) for p in range(PARTITIONS)}) > 1  # markers travel
+    tid = f"{topic}-id"
+    producer = txn_producer(bs, tid)  # 60 s: longer than the failover
+    committed = values("first", 12)
+    send_txn(producer, topic, committed, commit=True)
+
+    # A transaction open when its coordinator dies: the producer commits it through the
+    # coordinator that takes the partition over.
+    producer.begin_transaction()
+    for p, v in values("second", 12):
+        producer.produce(topic, value=v, partition=p)
+    producer.flush(DEADLINE_S)
+    first = coordinator_of(cluster, tid)
+    cluster.kill(first)
+    producer.commit_transaction(2 * DEADLINE_S)
+    committed += values("second", 12)
+
+    # A commit whose markers are still going out when the coordinator dies: the new
+    # coordinator resumes PrepareCommit from the log.
+    cluster.start_node(first)  # two of three nodes keep the quorum after the next kill
+    survivor = coordinator_of(cluster, tid)
+    send_txn(producer, topic, values("third", 12), commit=True)
+    committed += values("third", 12)
+    cluster.kill(survivor)
+    wait_nothing_hangs(bs, topic)
+    assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(committed)
+
+    # An open transaction whose producer is gone is aborted by the new coordinator.
+    lost = txn_producer(bs, f"{topic}-lost", **{"transaction.timeout.ms": 3000})
+    lost.begin_transaction()
+    for p, v in values("lost", 6):
+        lost.produce(topic, value=v, partition=p)
+    lost.flush(DEADLINE_S)
+    wait_nothing_hangs(bs, topic)
+    assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(committed)
+    uncommitted = read_confluent(bs, topic, PARTITIONS, "read_uncommitted")
+    assert sum(map(len, uncommitted.values())) == len(committed) + 6
+
+
+@pytest.mark.slow
+def test_offsets_in_transactions_on_a_cluster(cluster: ClusterProcess, topic: str) -> None:
+    """TxnOffsetCommit reaches the group coordinator (maybe on another node than the
+    transaction coordinator) and the offsets become visible with the commit."""
+    bs = cluster.bootstrap_servers
+    cluster.create_topic(topic, PARTITIONS, replication_factor=3)
+    group = f"{topic}-group"
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group})
+    producer = txn_producer(bs, f"{topic}-id")
+    try:
+        producer.begin_transaction()
+        for p, v in values("x", 6):
+            producer.produce(topic, value=v, partition=p)
+        offsets = [TopicPartition(topic, p, 10 + p) for p in range(PARTITIONS)]
+        producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(DEADLINE_S)
+        # read_committed consumers wait for stable offsets (require_stable)
+        reader = Consumer(
+            {"bootstrap.servers": bs, "group.id": group, "isolation.level": "read_committed"}
+        )
+        try:
+            got = reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 30)
+        finally:
+            reader.close()
+        assert [(tp.partition, tp.offset) for tp in got] == [(p, 10 + p) for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
