@@ -20,13 +20,26 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
 
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
+from moldau.protocol.messages.end_txn_request import EndTxnRequest
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.protocol.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
 )
+from moldau.records.record import build_batch
 from moldau.testing import BrokerProcess
-from tests.integration.helpers import RawClient, create_topic
+from tests.integration.helpers import (
+    PRODUCE_VERSION,
+    RawClient,
+    create_topic,
+    partition_results,
+    produce_request,
+)
 from tests.integration.txn_helpers import (
     DEADLINE_S,
     READERS,
@@ -267,6 +280,72 @@ def test_init_producer_id_answers(txn_broker: BrokerProcess, topic: str) -> None
         too_long = init(transaction_timeout_ms=120001)[0]
         assert too_long == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         assert init(transaction_timeout_ms=0)[0] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_partition_leaders_verify_transactions(txn_broker: BrokerProcess, topic: str) -> None:
+    """KIP-890: a transactional batch on a partition its producer never added is refused
+    (no hanging transaction can start), and AddPartitionsToTxn v4 (verify only) answers
+    per partition."""
+    bs = txn_broker.bootstrap
+    create_topic(bs, topic, PARTITIONS)
+    txn_producer(bs, f"{topic}-warmup")  # the coordinator's partitions exist and are loaded
+    tid = f"{topic}-id"
+    with RawClient(bs) as raw:
+        init = raw.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000), 4)
+        assert init.error_code == ErrorCode.NONE
+        pid, epoch = init.producer_id, init.producer_epoch
+        sequences = dict.fromkeys(range(PARTITIONS), 0)
+
+        def produce(partition: int) -> int:
+            batch = build_batch(
+                [(None, f"p{partition}".encode())], producer_id=pid, producer_epoch=epoch,
+                base_sequence=sequences[partition], is_transactional=True,
+            )  # fmt: skip
+            request = produce_request(topic, {partition: batch})
+            request.transactional_id = tid
+            code = partition_results(raw.request(request, PRODUCE_VERSION))[partition].error_code
+            if code == ErrorCode.NONE:
+                sequences[partition] += 1
+            return int(code)
+
+        def topics(*partitions: int) -> list[AddPartitionsToTxnTopic]:
+            return [AddPartitionsToTxnTopic(name=topic, partitions=list(partitions))]
+
+        assert produce(0) == ErrorCode.INVALID_TXN_STATE
+        added = raw.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics(0),
+            ),
+            3,
+        )  # fmt: skip
+        assert [r.partition_error_code for r in added.results_by_topic_v3_and_below[0].results_by_partition] == [0]
+        verified = raw.request(
+            AddPartitionsToTxnRequest(
+                transactions=[
+                    AddPartitionsToTxnTransaction(
+                        transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                        verify_only=True, topics=topics(0, 1),
+                    )
+                ]
+            ),
+            4,
+        )  # fmt: skip
+        (result,) = verified.results_by_transaction
+        assert {
+            r.partition_index: r.partition_error_code for r in result.topic_results[0].results_by_partition
+        } == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+        assert produce(0) == ErrorCode.NONE
+        assert produce(1) == ErrorCode.INVALID_TXN_STATE
+        ended = raw.request(
+            EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True), 3
+        )
+        assert ended.error_code == ErrorCode.NONE
+    deadline = time.monotonic() + DEADLINE_S
+    while end_offsets(bs, topic, PARTITIONS, "read_committed")[0] != 2:
+        assert time.monotonic() < deadline, "the commit marker never arrived"
+        time.sleep(0.1)
+    assert read_confluent(bs, topic, PARTITIONS, "read_uncommitted") == {0: [b"p0"], 1: [], 2: []}
 
 
 def test_kafka_python_and_aiokafka_producers(txn_broker: BrokerProcess, topic: str) -> None:
