@@ -1,0 +1,181 @@
+"""Transactional produce against the same load without transactions, and read_committed
+consume throughput.
+
+N records of 1 KiB go into a fresh 6-partition topic as fast as confluent-kafka sends
+them, twice: with an idempotent producer (acks=all), and with a transactional producer
+that commits every 100 ms (Kafka's design documents cite about 3% overhead there). Each
+topic is then read back from the beginning, the transactional one under read_committed
+(the broker stops at the LSO and sends the aborted-transaction list) and the plain one
+under read_uncommitted. Results go to benchmarks/results/transactions-*.json; nothing is
+asserted. The two modes alternate for ``--rounds`` rounds (the machine's load drifts);
+the medians are reported.
+
+    python -m benchmarks.transactions [--quick] [--records N] [--rounds R]
+                                      [--commit-interval-ms MS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.harness import add_broker_args, broker, create_topic, write_result
+
+PARTITIONS = 6
+VALUE_BYTES = 1024
+POOL = 1024  # distinct pre-built values, reused round robin
+STALL_S = 60.0
+PRODUCER_TUNING: dict[str, Any] = {
+    "linger.ms": 5,
+    "batch.size": 1_000_000,
+    "batch.num.messages": 1_000_000,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 2_097_151,
+    "compression.type": "none",
+    "acks": "all",
+    "delivery.report.only.error": True,
+}
+CONSUMER_TUNING: dict[str, Any] = {
+    "group.id": "moldau-bench-txn",
+    "enable.auto.commit": False,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "max.partition.fetch.bytes": 32 * 1024 * 1024,
+    "queued.max.messages.kbytes": 1_048_576,
+    "queued.min.messages": 10_000_000,
+}
+
+
+def _values() -> list[bytes]:
+    return [(f"{i:08d}".encode() * (VALUE_BYTES // 8 + 1))[:VALUE_BYTES] for i in range(POOL)]
+
+
+def produce(bootstrap: str, topic: str, records: int, transactional: bool, interval_ms: int) -> dict[str, Any]:
+    config = {"bootstrap.servers": bootstrap, **PRODUCER_TUNING}
+    if transactional:
+        config["transactional.id"] = f"bench-{topic}"
+    else:
+        config["enable.idempotence"] = True
+    producer = Producer(config)
+    values = _values()
+    transactions = 0
+    if transactional:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+    start = time.perf_counter()
+    next_commit = start + interval_ms / 1000
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, values[i % POOL], partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if transactional and i % 256 == 255 and time.perf_counter() >= next_commit:
+            producer.commit_transaction(STALL_S)
+            transactions += 1
+            producer.begin_transaction()
+            next_commit = time.perf_counter() + interval_ms / 1000
+    if transactional:
+        producer.commit_transaction(STALL_S)
+        transactions += 1
+    else:
+        producer.flush(STALL_S)
+    elapsed = time.perf_counter() - start
+    return {
+        "mode": "transactional" if transactional else "idempotent",
+        "records": records,
+        "transactions": transactions,
+        "seconds": round(elapsed, 3),
+        "records_per_s": round(records / elapsed),
+        "MB_per_s": round(records * VALUE_BYTES / elapsed / 1e6, 1),
+    }
+
+
+def consume(bootstrap: str, topic: str, records: int, isolation: str) -> dict[str, Any]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "isolation.level": isolation, **CONSUMER_TUNING}
+    )
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    got = 0
+    start = time.perf_counter()
+    last_progress = start
+    while got < records:
+        batch = consumer.consume(100_000, timeout=0.5)
+        got += sum(1 for m in batch if m.error() is None)
+        now = time.perf_counter()
+        if batch:
+            last_progress = now
+        elif now - last_progress > STALL_S:
+            break
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return {
+        "isolation": isolation,
+        "records": got,
+        "seconds": round(elapsed, 3),
+        "records_per_s": round(got / elapsed),
+        "MB_per_s": round(got * VALUE_BYTES / elapsed / 1e6, 1),
+    }
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the median throughput (all its figures, so they stay consistent)."""
+    ranked = sorted(runs, key=lambda r: r["records_per_s"])
+    middle = statistics.median_low([r["records_per_s"] for r in ranked])
+    return next(r for r in ranked if r["records_per_s"] == middle)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_broker_args(parser)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--commit-interval-ms", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    records = 10_000 if args.quick else args.records
+    rounds = 1 if args.quick else args.rounds
+    runs: dict[str, Any] = {"produce": [], "consume": []}
+    with broker(args) as bootstrap:
+        for transactional in (False, True):  # warm-up: coordinator, connections
+            topic = create_topic(bootstrap, "txn-bench", PARTITIONS)
+            produce(bootstrap, topic, min(records, 5_000), transactional, args.commit_interval_ms)
+        for _ in range(rounds):
+            for transactional in (False, True):
+                topic = create_topic(bootstrap, "txn-bench", PARTITIONS)
+                runs["produce"].append(
+                    produce(bootstrap, topic, records, transactional, args.commit_interval_ms)
+                )
+                isolation = "read_committed" if transactional else "read_uncommitted"
+                runs["consume"].append(consume(bootstrap, topic, records, isolation))
+    results: dict[str, Any] = {
+        "runs": runs,
+        "produce": [_median(runs["produce"][i::2]) for i in (0, 1)],
+        "consume": [_median(runs["consume"][i::2]) for i in (0, 1)],
+    }
+    plain, txn = results["produce"]
+    results["transactional_overhead_pct"] = round(
+        100 * (plain["records_per_s"] - txn["records_per_s"]) / plain["records_per_s"], 1
+    )
+    path = write_result("transactions", args, results)
+    table = Table(title=f"transactions ({records} x {VALUE_BYTES} B, {PARTITIONS} partitions)")
+    for column in ("what", "records/s", "MB/s", "seconds", "transactions"):
+        table.add_column(column)
+    for r in results["produce"]:
+        table.add_row(f"produce {r['mode']}", str(r["records_per_s"]), str(r["MB_per_s"]),
+                      str(r["seconds"]), str(r["transactions"]))  # fmt: skip
+    for r in results["consume"]:
+        table.add_row(f"consume {r['isolation']}", str(r["records_per_s"]), str(r["MB_per_s"]),
+                      str(r["seconds"]), "")  # fmt: skip
+    console = Console()
+    console.print(table)
+    console.print(f"transactional overhead: {results['transactional_overhead_pct']}%  ({path})")
+
+
+if __name__ == "__main__":
+    main()
