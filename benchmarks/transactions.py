@@ -8,7 +8,9 @@ topic is then read back from the beginning, the transactional one under read_com
 (the broker stops at the LSO and sends the aborted-transaction list) and the plain one
 under read_uncommitted. Results go to benchmarks/results/transactions-*.json; nothing is
 asserted. The two modes alternate for ``--rounds`` rounds (the machine's load drifts);
-the medians are reported.
+the medians are reported. Wall-clock rates on a shared machine swing with its load, so
+each run also records the broker's CPU time per MB (from /proc, for the broker started
+here), which load moves far less.
 
     python -m benchmarks.transactions [--quick] [--records N] [--rounds R]
                                       [--commit-interval-ms MS]
@@ -17,15 +19,19 @@ the medians are reported.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.harness import add_broker_args, broker, create_topic, write_result
+from benchmarks.harness import add_broker_args, create_topic, write_result
+from moldau.testing import BrokerProcess
 
 PARTITIONS = 6
 VALUE_BYTES = 1024
@@ -49,6 +55,38 @@ CONSUMER_TUNING: dict[str, Any] = {
     "queued.max.messages.kbytes": 1_048_576,
     "queued.min.messages": 10_000_000,
 }
+
+
+CpuClock = Callable[[], float]
+
+
+@contextmanager
+def broker(args: argparse.Namespace) -> Iterator[tuple[str, CpuClock | None]]:
+    """The broker under test and a reader of its CPU seconds (None for --bootstrap)."""
+    if args.bootstrap:
+        yield args.bootstrap, None
+        return
+    overrides = dict(pair.split("=", 1) for pair in args.broker_override)
+    with BrokerProcess(configs=overrides) as process:
+        assert process.proc is not None
+        stat = f"/proc/{process.proc.pid}/stat"
+        ticks = os.sysconf("SC_CLK_TCK")
+
+        def cpu_seconds() -> float:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+        yield process.bootstrap, cpu_seconds
+
+
+@contextmanager
+def measured(out: dict[str, Any], cpu: CpuClock | None, mb: float) -> Iterator[None]:
+    """Adds the broker's CPU ms per MB moved by the block to ``out``."""
+    before = cpu() if cpu is not None else 0.0
+    yield
+    if cpu is not None:
+        out["broker_cpu_ms_per_MB"] = round((cpu() - before) * 1000 / mb, 2)
 
 
 def _values() -> list[bytes]:
@@ -141,18 +179,23 @@ def main() -> None:
     records = 10_000 if args.quick else args.records
     rounds = 1 if args.quick else args.rounds
     runs: dict[str, Any] = {"produce": [], "consume": []}
-    with broker(args) as bootstrap:
+    mb = records * VALUE_BYTES / 1e6
+    with broker(args) as (bootstrap, cpu):
         for transactional in (False, True):  # warm-up: coordinator, connections
             topic = create_topic(bootstrap, "txn-bench", PARTITIONS)
             produce(bootstrap, topic, min(records, 5_000), transactional, args.commit_interval_ms)
         for _ in range(rounds):
             for transactional in (False, True):
                 topic = create_topic(bootstrap, "txn-bench", PARTITIONS)
-                runs["produce"].append(
-                    produce(bootstrap, topic, records, transactional, args.commit_interval_ms)
-                )
+                run: dict[str, Any] = {}
+                with measured(run, cpu, mb):
+                    run |= produce(bootstrap, topic, records, transactional, args.commit_interval_ms)
+                runs["produce"].append(run)
                 isolation = "read_committed" if transactional else "read_uncommitted"
-                runs["consume"].append(consume(bootstrap, topic, records, isolation))
+                run = {}
+                with measured(run, cpu, mb):
+                    run |= consume(bootstrap, topic, records, isolation)
+                runs["consume"].append(run)
     results: dict[str, Any] = {
         "runs": runs,
         "produce": [_median(runs["produce"][i::2]) for i in (0, 1)],
@@ -162,19 +205,32 @@ def main() -> None:
     results["transactional_overhead_pct"] = round(
         100 * (plain["records_per_s"] - txn["records_per_s"]) / plain["records_per_s"], 1
     )
+    cpu_figures = [r.get("broker_cpu_ms_per_MB") for r in runs["produce"]]
+    if cpu_figures and None not in cpu_figures:
+        plain_cpu = statistics.median(cpu_figures[0::2])
+        txn_cpu = statistics.median(cpu_figures[1::2])
+        results["broker_cpu_ms_per_MB_median"] = {"idempotent": plain_cpu, "transactional": txn_cpu}
+        results["transactional_broker_cpu_overhead_pct"] = round(
+            100 * (txn_cpu - plain_cpu) / plain_cpu, 1
+        )
     path = write_result("transactions", args, results)
     table = Table(title=f"transactions ({records} x {VALUE_BYTES} B, {PARTITIONS} partitions)")
-    for column in ("what", "records/s", "MB/s", "seconds", "transactions"):
+    for column in ("what", "records/s", "MB/s", "seconds", "transactions", "broker CPU ms/MB"):
         table.add_column(column)
     for r in results["produce"]:
         table.add_row(f"produce {r['mode']}", str(r["records_per_s"]), str(r["MB_per_s"]),
-                      str(r["seconds"]), str(r["transactions"]))  # fmt: skip
+                      str(r["seconds"]), str(r["transactions"]),
+                      str(r.get("broker_cpu_ms_per_MB", "-")))  # fmt: skip
     for r in results["consume"]:
         table.add_row(f"consume {r['isolation']}", str(r["records_per_s"]), str(r["MB_per_s"]),
-                      str(r["seconds"]), "")  # fmt: skip
+                      str(r["seconds"]), "", str(r.get("broker_cpu_ms_per_MB", "-")))  # fmt: skip
     console = Console()
     console.print(table)
-    console.print(f"transactional overhead: {results['transactional_overhead_pct']}%  ({path})")
+    console.print(
+        f"transactional overhead: {results['transactional_overhead_pct']}% of throughput, "
+        f"{results.get('transactional_broker_cpu_overhead_pct', '-')}% of broker CPU "
+        f"(medians)  ({path})"
+    )
 
 
 if __name__ == "__main__":
