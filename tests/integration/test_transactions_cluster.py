@@ -110,7 +110,6 @@ def test_coordinator_node_killed_mid_transaction(cluster: ClusterProcess, topic:
     assert sum(map(len, uncommitted.values())) == len(committed) + 6
 
 
-@pytest.mark.slow
 def test_offsets_in_transactions_on_a_cluster(cluster: ClusterProcess, topic: str) -> None:
     """TxnOffsetCommit reaches the group coordinator (maybe on another node than the
     transaction coordinator) and the offsets become visible with the commit."""
