@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+from kafka.structs import OffsetAndMetadata as KpOffsetAndMetadata
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.add_partitions_to_txn_request import (
@@ -229,6 +232,48 @@ def test_offsets_committed_in_a_transaction(txn_broker: BrokerProcess, topic: st
         assert committed.offset == 7
     finally:
         consumer.close()
+
+
+def test_kafka_python_and_aiokafka_send_offsets(txn_broker: BrokerProcess, topic: str) -> None:
+    """The older TxnOffsetCommit/AddOffsetsToTxn versions of kafka-python and aiokafka:
+    offsets become committed with the transaction, not with an aborted one."""
+    bs = txn_broker.bootstrap
+    create_topic(bs, topic, 1)
+    kp_group, aio_group = f"{topic}-kp", f"{topic}-aio"
+    kp = KafkaProducer(bootstrap_servers=bs, transactional_id=f"{topic}-kp")
+    kp.init_transactions()
+    for offset, commit in ((5, True), (8, False)):
+        kp.begin_transaction()
+        kp.send(topic, value=b"kp", partition=0)
+        kp.send_offsets_to_transaction(
+            {KpTopicPartition(topic, 0): KpOffsetAndMetadata(offset, "", -1)},
+            kp_group,
+        )
+        kp.flush()
+        kp.commit_transaction() if commit else kp.abort_transaction()
+    kp.close()
+
+    async def aio() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=f"{topic}-aio")
+        await producer.start()
+        try:
+            for offset, commit in ((3, True), (9, False)):
+                await producer.begin_transaction()
+                await (await producer.send(topic, value=b"aio", partition=0))
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition(topic, 0): offset}, aio_group
+                )
+                if commit:
+                    await producer.commit_transaction()
+                else:
+                    await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    assert stable_offset(bs, kp_group, topic) == 5
+    assert stable_offset(bs, aio_group, topic) == 3
+    assert read_confluent(bs, topic, 1, "read_committed") == {0: [b"kp", b"aio"]}
 
 
 def test_timed_out_transaction_is_aborted(txn_broker: BrokerProcess, topic: str) -> None:
