@@ -27,17 +27,22 @@ PARTITIONS = 6
 TXN_PARTITIONS = 5
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
-    with ClusterProcess(
+def start_cluster(tmp_path: Path, **configs: str) -> ClusterProcess:
+    return ClusterProcess(
         3,
         configs={
             **TEST_DEFAULTS,
             "transaction.state.log.num.partitions": str(TXN_PARTITIONS),
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+            **configs,
         },
         data_dir=tmp_path / "cluster",
-    ) as running:
+    )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
+    with start_cluster(tmp_path) as running:
         yield running
 
 
@@ -136,3 +141,39 @@ def test_offsets_in_transactions_on_a_cluster(cluster: ClusterProcess, topic: st
         assert [(tp.partition, tp.offset) for tp in got] == [(p, 10 + p) for p in range(PARTITIONS)]
     finally:
         consumer.close()
+
+
+@pytest.mark.slow
+def test_new_coordinator_resumes_a_prepared_commit(tmp_path: Path, topic: str) -> None:
+    """The leader of one partition is paused (SIGSTOP) so the COMMIT marker cannot reach
+    it; the commit is decided (PrepareCommit, once the paused node leaves the ISR) and the
+    coordinator's node is killed before it could finish. The node that takes
+    ``__transaction_state`` over finds PrepareCommit and sends the markers itself."""
+    with start_cluster(tmp_path, **{"replica.lag.time.max.ms": "2000"}) as cluster:
+        bs = cluster.bootstrap_servers
+        cluster.create_topic(topic, PARTITIONS, replication_factor=3, min_insync_replicas=2)
+        tid = f"{topic}-id"
+        producer = txn_producer(bs, tid)
+        coordinator = coordinator_of(cluster, tid)
+        blocked = next(
+            leader
+            for leader in (cluster.leader(topic, p) for p in range(PARTITIONS))
+            if leader != coordinator
+        )
+        producer.begin_transaction()
+        records = values("resumed", 12)
+        for p, v in records:
+            producer.produce(topic, value=v, partition=p)
+        producer.flush(DEADLINE_S)
+        cluster.pause(blocked)
+        try:
+            producer.commit_transaction(2 * DEADLINE_S)
+            cluster.kill(coordinator)
+        finally:
+            cluster.resume(blocked)
+        wait_nothing_hangs(bs, topic)
+        assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(records)
+        successor = coordinator_of(cluster, tid)
+        assert successor != coordinator
+        resumed = [line for line in cluster.node(successor).output if "resuming COMMIT" in line]
+        assert resumed and tid in resumed[0], "the new coordinator did not resume the commit"
