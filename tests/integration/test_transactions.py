@@ -463,3 +463,42 @@ def test_broker_killed_mid_transaction(tmp_path: Path, topic: str) -> None:
         successor = txn_producer(bs, f"{topic}-id")
         send_txn(successor, topic, [(0, b"next")], commit=True)
         assert read_confluent(bs, topic, PARTITIONS, "read_committed")[0][-1] == b"next"
+
+
+def test_compaction_drops_aborted_transactions(tmp_path: Path, topic: str) -> None:
+    """The cleaner removes aborted records (whatever their keys) and keeps each key's
+    latest committed value; read_committed and read_uncommitted then agree."""
+    with BrokerProcess(tmp_path / "broker", {"log.cleaner.backoff.ms": "200"}) as broker:
+        bs = broker.bootstrap
+        create_topic(
+            bs, topic, 1,
+            {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01"},
+        )  # fmt: skip
+        producer = txn_producer(bs, f"{topic}-id")
+        latest: dict[bytes, bytes] = {}
+        for n in range(40):
+            commit = n % 3 != 2
+            key = f"k{n % 4}".encode()
+            value = f"v{n}-{'committed' if commit else 'aborted'}".encode()
+            producer.begin_transaction()
+            producer.produce(topic, key=key, value=value, partition=0)
+            producer.produce(topic, key=f"aborted-only-{n}".encode(), value=value, partition=0)
+            producer.flush(DEADLINE_S)
+            if commit:
+                producer.commit_transaction(DEADLINE_S)
+                latest[key] = value
+                latest[f"aborted-only-{n}".encode()] = value
+            else:
+                producer.abort_transaction(DEADLINE_S)
+        # A last committed transaction rolls the segment holding the rest.
+        producer.begin_transaction()
+        producer.produce(topic, key=b"last", value=b"x" * 3000, partition=0)
+        producer.commit_transaction(DEADLINE_S)
+        latest[b"last"] = b"x" * 3000
+        deadline = time.monotonic() + DEADLINE_S
+        while b"aborted" in b"".join(read_confluent(bs, topic, 1, "read_uncommitted")[0]):
+            assert time.monotonic() < deadline, "the cleaner left aborted records"
+            time.sleep(0.3)
+        kept = read_confluent(bs, topic, 1, "read_committed")[0]
+        assert kept == read_confluent(bs, topic, 1, "read_uncommitted")[0]
+        assert sorted(kept) == sorted(latest.values())
