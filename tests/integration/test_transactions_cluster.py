@@ -4,13 +4,16 @@ or right after a commit loses no committed transaction and leaves none hanging."
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from moldau.cli.transactions import TransactionsAdmin
 from moldau.coordinator.group.partitioning import partition_for_group
 from moldau.metadata.topics import TRANSACTION_STATE_TOPIC
 from moldau.testing import ClusterProcess
@@ -55,6 +58,18 @@ def by_partition(records: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
     for partition, value in records:
         out[partition].append(value)
     return out
+
+
+async def admin(bs: str, tid: str, topic: str) -> tuple[list[Any], dict[str, Any], list[Any]]:
+    client = TransactionsAdmin(bs)
+    try:
+        return (
+            await client.list_all([], [], -1),
+            await client.describe(tid),
+            await client.producers(topic, 3),
+        )
+    finally:
+        client.close()
 
 
 def coordinator_of(cluster: ClusterProcess, transactional_id: str) -> int:
@@ -117,18 +132,30 @@ def test_coordinator_node_killed_mid_transaction(cluster: ClusterProcess, topic:
 
 def test_offsets_in_transactions_on_a_cluster(cluster: ClusterProcess, topic: str) -> None:
     """TxnOffsetCommit reaches the group coordinator (maybe on another node than the
-    transaction coordinator) and the offsets become visible with the commit."""
+    transaction coordinator) and the offsets become visible with the commit; the admin
+    requests find the transaction on its coordinator's node."""
     bs = cluster.bootstrap_servers
     cluster.create_topic(topic, PARTITIONS, replication_factor=3)
     group = f"{topic}-group"
     consumer = Consumer({"bootstrap.servers": bs, "group.id": group})
-    producer = txn_producer(bs, f"{topic}-id")
+    tid = f"{topic}-id"
+    producer = txn_producer(bs, tid)
     try:
         producer.begin_transaction()
         for p, v in values("x", 6):
             producer.produce(topic, value=v, partition=p)
         offsets = [TopicPartition(topic, p, 10 + p) for p in range(PARTITIONS)]
         producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
+        producer.flush(DEADLINE_S)
+        listed, described, producers = asyncio.run(admin(bs, tid, topic))
+        coordinator = coordinator_of(cluster, tid)
+        assert [(t["coordinator"], t["state"]) for t in listed if t["transactional_id"] == tid] == [
+            (coordinator, "Ongoing")
+        ]
+        assert described["coordinator"] == coordinator and described["state"] == "Ongoing"
+        assert len(described["partitions"]) == PARTITIONS + 1  # and __consumer_offsets
+        (entry,) = producers
+        assert entry["producer_id"] == described["producer_id"]
         producer.commit_transaction(DEADLINE_S)
         # read_committed consumers wait for stable offsets (require_stable)
         reader = Consumer(
