@@ -10,7 +10,8 @@ under read_uncommitted. Results go to benchmarks/results/transactions-*.json; no
 asserted. The two modes alternate for ``--rounds`` rounds (the machine's load drifts);
 the medians are reported. Wall-clock rates on a shared machine swing with its load, so
 each run also records the broker's CPU time per MB (from /proc, for the broker started
-here), which load moves far less.
+here), which load moves far less, and the broker's CPU per transaction of one record on
+each partition (the coordinator's fixed cost: AddPartitionsToTxn, EndTxn, markers).
 
     python -m benchmarks.transactions [--quick] [--records N] [--rounds R]
                                       [--commit-interval-ms MS]
@@ -135,6 +136,32 @@ def produce(bootstrap: str, topic: str, records: int, transactional: bool, inter
     }
 
 
+def small_transactions(bootstrap: str, topic: str, count: int, cpu: CpuClock | None) -> dict[str, Any]:
+    """``count`` transactions of one record per partition, one after the other."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": f"bench-small-{topic}", "linger.ms": 0}
+    )
+    producer.init_transactions(30)
+
+    def one() -> None:
+        producer.begin_transaction()
+        for p in range(PARTITIONS):
+            producer.produce(topic, b"v", partition=p)
+        producer.commit_transaction(STALL_S)
+
+    for _ in range(10):  # warm-up
+        one()
+    before = cpu() if cpu is not None else 0.0
+    start = time.perf_counter()
+    for _ in range(count):
+        one()
+    elapsed = time.perf_counter() - start
+    out: dict[str, Any] = {"transactions": count, "ms_each": round(elapsed * 1000 / count, 2)}
+    if cpu is not None:
+        out["broker_cpu_ms_each"] = round((cpu() - before) * 1000 / count, 2)
+    return out
+
+
 def consume(bootstrap: str, topic: str, records: int, isolation: str) -> dict[str, Any]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "isolation.level": isolation, **CONSUMER_TUNING}
@@ -196,7 +223,11 @@ def main() -> None:
                 with measured(run, cpu, mb):
                     run |= consume(bootstrap, topic, records, isolation)
                 runs["consume"].append(run)
+        small = small_transactions(
+            bootstrap, create_topic(bootstrap, "txn-small", PARTITIONS), 20 if args.quick else 300, cpu
+        )
     results: dict[str, Any] = {
+        "small_transactions": small,
         "runs": runs,
         "produce": [_median(runs["produce"][i::2]) for i in (0, 1)],
         "consume": [_median(runs["consume"][i::2]) for i in (0, 1)],
@@ -226,6 +257,10 @@ def main() -> None:
                       str(r["seconds"]), "", str(r.get("broker_cpu_ms_per_MB", "-")))  # fmt: skip
     console = Console()
     console.print(table)
+    console.print(
+        f"{small['transactions']} transactions of {PARTITIONS} records: {small['ms_each']} ms "
+        f"each, broker CPU {small.get('broker_cpu_ms_each', '-')} ms each"
+    )
     console.print(
         f"transactional overhead: {results['transactional_overhead_pct']}% of throughput, "
         f"{results.get('transactional_broker_cpu_overhead_pct', '-')}% of broker CPU "
