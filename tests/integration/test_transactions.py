@@ -23,16 +23,23 @@ from kafka import TopicPartition as KpTopicPartition
 from kafka.structs import OffsetAndMetadata as KpOffsetAndMetadata
 
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from moldau.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
+from moldau.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from moldau.protocol.messages.end_txn_request import EndTxnRequest
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.protocol.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
+)
+from moldau.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
 )
 from moldau.records.record import build_batch
 from moldau.testing import BrokerProcess
@@ -391,6 +398,53 @@ def test_partition_leaders_verify_transactions(txn_broker: BrokerProcess, topic:
         assert time.monotonic() < deadline, "the commit marker never arrived"
         time.sleep(0.1)
     assert read_confluent(bs, topic, PARTITIONS, "read_uncommitted") == {0: [b"p0"], 1: [], 2: []}
+
+
+def test_requests_about_unknown_transactions_get_kafka_errors(
+    txn_broker: BrokerProcess, topic: str
+) -> None:
+    """Wrong or unknown ids and partitions get Kafka's error codes; nothing crashes."""
+    bs = txn_broker.bootstrap
+    txn_producer(bs, f"{topic}-warmup")  # the coordinator's partitions exist and are loaded
+    unknown = f"{topic}-nobody"
+    with RawClient(bs) as raw:
+        ended = raw.request(
+            EndTxnRequest(transactional_id=unknown, producer_id=7, producer_epoch=0, committed=True), 3
+        )
+        assert ended.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        added = raw.request(
+            AddOffsetsToTxnRequest(transactional_id=unknown, producer_id=7, producer_epoch=0, group_id="g"), 3
+        )
+        assert added.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        partitions = raw.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=unknown, v3_and_below_producer_id=7,
+                v3_and_below_producer_epoch=0,
+                v3_and_below_topics=[AddPartitionsToTxnTopic(name="no-such-topic", partitions=[0])],
+            ),
+            3,
+        )  # fmt: skip
+        (result,) = partitions.results_by_topic_v3_and_below[0].results_by_partition
+        assert result.partition_error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        described = raw.request(DescribeTransactionsRequest(transactional_ids=[unknown, ""]), 0)
+        assert [s.error_code for s in described.transaction_states] == [
+            ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+            ErrorCode.INVALID_REQUEST,
+        ]
+        markers = raw.request(
+            WriteTxnMarkersRequest(
+                markers=[
+                    WritableTxnMarker(
+                        producer_id=7, producer_epoch=0, transaction_result=False,
+                        topics=[WritableTxnMarkerTopic(name="no-such-topic", partition_indexes=[0])],
+                        coordinator_epoch=0,
+                    )
+                ]
+            ),
+            1,
+        )  # fmt: skip
+        code = markers.markers[0].topics[0].partitions[0].error_code
+        assert code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_kafka_python_and_aiokafka_producers(txn_broker: BrokerProcess, topic: str) -> None:
