@@ -1,5 +1,6 @@
-"""Exactly once through crashes: a consume-transform-produce process killed with -9 at
-random points and restarted, then every output exactly once under read_committed."""
+"""Exactly once through crashes: a consume-transform-produce process (confluent-kafka, or
+the Java client's) killed with -9 at random points and restarted, then every output
+exactly once under read_committed."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from confluent_kafka import Producer
 from moldau.testing import BrokerProcess
 from tests.integration.helpers import create_topic
 from tests.integration.txn_helpers import DEADLINE_S, end_offsets, read_confluent
+from tests.java.client import JavaClient, JavaProcess, java_client
 
 PARTITIONS = 3
 RECORDS = 900
@@ -37,6 +39,37 @@ def output_size(bs: str, sink: str) -> int:
     return sum(end_offsets(bs, sink, PARTITIONS, "read_uncommitted").values())
 
 
+def write_input(bs: str, source: str, sink: str) -> None:
+    create_topic(bs, source, PARTITIONS)
+    create_topic(bs, sink, PARTITIONS)
+    producer = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(source, value=f"in-{i:05d}".encode(), partition=i % PARTITIONS)
+        if i % 100 == 99:
+            producer.flush(DEADLINE_S)
+    producer.flush(DEADLINE_S)
+
+
+def copied(bs: str, sink: str) -> int:
+    return sum(map(len, read_confluent(bs, sink, PARTITIONS, "read_committed").values()))
+
+
+def check_exactly_once(bs: str, sink: str) -> None:
+    out = read_confluent(bs, sink, PARTITIONS, "read_committed")
+    seen = Counter(v for values in out.values() for v in values)
+    expected = Counter(f"IN-{i:05d}".encode() for i in range(RECORDS))
+    assert seen == expected, f"duplicated: {+(seen - expected)}, lost: {+(expected - seen)}"
+    for p, values in out.items():  # per partition: in input order
+        assert values == sorted(values) and all(int(v[3:]) % PARTITIONS == p for v in values)
+    # Nothing hangs: the LSO reaches the HW.
+    deadline = time.monotonic() + DEADLINE_S
+    while end_offsets(bs, sink, PARTITIONS, "read_committed") != end_offsets(
+        bs, sink, PARTITIONS, "read_uncommitted"
+    ):
+        assert time.monotonic() < deadline, "a killed copier's transaction hangs"
+        time.sleep(0.5)
+
+
 @pytest.mark.slow
 def test_copier_killed_at_random_points_writes_everything_once(
     tmp_path: Path, topic: str
@@ -45,14 +78,7 @@ def test_copier_killed_at_random_points_writes_everything_once(
     with BrokerProcess(tmp_path / "broker", {"num.partitions": str(PARTITIONS)}) as broker:
         bs = broker.bootstrap
         sink = f"{topic}-out"
-        create_topic(bs, topic, PARTITIONS)
-        create_topic(bs, sink, PARTITIONS)
-        producer = Producer({"bootstrap.servers": bs, "linger.ms": 5})
-        for i in range(RECORDS):
-            producer.produce(topic, value=f"in-{i:05d}".encode(), partition=i % PARTITIONS)
-            if i % 100 == 99:
-                producer.flush(DEADLINE_S)  # the input arrives while the copier runs
-        producer.flush(DEADLINE_S)
+        write_input(bs, topic, sink)
         for _ in range(KILLS):
             copier = start_copier(bs, topic, sink)
             try:
@@ -71,23 +97,59 @@ def test_copier_killed_at_random_points_writes_everything_once(
         copier = start_copier(bs, topic, sink)
         try:
             deadline = time.monotonic() + 2 * DEADLINE_S
-            while sum(map(len, read_confluent(bs, sink, PARTITIONS, "read_committed").values())) < RECORDS:
+            while copied(bs, sink) < RECORDS:
                 assert copier.poll() is None, "the copier died on its own"
                 assert time.monotonic() < deadline, "the copier never finished"
                 time.sleep(0.5)
         finally:
             copier.kill()
             copier.wait()
-        out = read_confluent(bs, sink, PARTITIONS, "read_committed")
-        seen = Counter(v for values in out.values() for v in values)
-        expected = Counter(f"IN-{i:05d}".encode() for i in range(RECORDS))
-        assert seen == expected, f"duplicated: {+(seen - expected)}, lost: {+(expected - seen)}"
-        for p, values in out.items():  # per partition: in input order
-            assert values == sorted(values) and all(int(v[3:]) % PARTITIONS == p for v in values)
-        # Nothing hangs: the LSO reaches the HW.
-        deadline = time.monotonic() + DEADLINE_S
-        while end_offsets(bs, sink, PARTITIONS, "read_committed") != end_offsets(
-            bs, sink, PARTITIONS, "read_uncommitted"
-        ):
-            assert time.monotonic() < deadline, "a killed copier's transaction hangs"
-            time.sleep(0.5)
+        check_exactly_once(bs, sink)
+
+
+@pytest.fixture(scope="module")
+def java() -> JavaClient:
+    client = java_client()
+    if client is None:
+        pytest.skip("no JDK found (javac): scripts/setup.sh test installs openjdk-17-jdk-headless")
+    return client
+
+
+def start_java_copier(java: JavaClient, bs: str, source: str, sink: str) -> JavaProcess:
+    return java.start(
+        "txn-copy", "--bootstrap", bs, "--input", source, "--output", sink,
+        "--group", f"{source}-group", "--transactional-id", f"{source}-copier",
+        "--transform", "upper", "--timeout-ms", str(int(4 * DEADLINE_S * 1000)),
+        "--config", "max.poll.records=20", "--config", f"group.instance.id={source}-copier",
+        "--config", "session.timeout.ms=10000",
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_java_copier_killed_at_random_points_writes_everything_once(
+    tmp_path: Path, java: JavaClient, topic: str
+) -> None:
+    """The same with the Java client's sendOffsetsToTransaction loop (static membership,
+    so each restarted copy takes the partitions over at once)."""
+    rng = random.Random(4321)
+    with BrokerProcess(tmp_path / "broker", {"num.partitions": str(PARTITIONS)}) as broker:
+        bs = broker.bootstrap
+        sink = f"{topic}-out"
+        write_input(bs, topic, sink)
+        for _ in range(KILLS // 2):
+            copier = start_java_copier(java, bs, topic, sink)
+            try:
+                copier.wait_for(lambda e: e["event"] == "committed", "a committed transaction")
+                time.sleep(rng.uniform(0, 0.3))
+            finally:
+                copier.kill()
+        copier = start_java_copier(java, bs, topic, sink)
+        try:
+            deadline = time.monotonic() + 2 * DEADLINE_S
+            while copied(bs, sink) < RECORDS:
+                assert copier.proc.poll() is None, f"the copier stopped:\n{copier}"
+                assert time.monotonic() < deadline, f"the copier never finished:\n{copier}"
+                time.sleep(0.5)
+        finally:
+            copier.kill()
+        check_exactly_once(bs, sink)
