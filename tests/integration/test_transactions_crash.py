@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from moldau.testing import BrokerProcess
+from moldau.coordinator.group.partitioning import partition_for_group
+from moldau.metadata.topics import TRANSACTION_STATE_TOPIC
+from moldau.testing import BrokerProcess, ClusterProcess
+from moldau.testing.process import TEST_DEFAULTS
 from tests.integration.helpers import create_topic
 from tests.integration.txn_helpers import DEADLINE_S, end_offsets, read_confluent
 from tests.java.client import JavaClient, JavaProcess, java_client
@@ -39,9 +42,22 @@ def output_size(bs: str, sink: str) -> int:
     return sum(end_offsets(bs, sink, PARTITIONS, "read_uncommitted").values())
 
 
-def write_input(bs: str, source: str, sink: str) -> None:
-    create_topic(bs, source, PARTITIONS)
-    create_topic(bs, sink, PARTITIONS)
+def wait_for_progress(bs: str, sink: str, copier: subprocess.Popen[bytes]) -> None:
+    """Until the copier's output log grows."""
+    before = output_size(bs, sink)
+    deadline = time.monotonic() + 2 * DEADLINE_S
+    while output_size(bs, sink) <= before:
+        assert copier.poll() is None, "the copier died on its own"
+        assert time.monotonic() < deadline, "the copier made no progress"
+        time.sleep(0.05)
+
+
+def write_input(bs: str, source: str, sink: str, cluster: ClusterProcess | None = None) -> None:
+    for name in (source, sink):
+        if cluster is None:
+            create_topic(bs, name, PARTITIONS)
+        else:
+            cluster.create_topic(name, PARTITIONS, replication_factor=3, min_insync_replicas=2)
     producer = Producer({"bootstrap.servers": bs, "linger.ms": 5})
     for i in range(RECORDS):
         producer.produce(source, value=f"in-{i:05d}".encode(), partition=i % PARTITIONS)
@@ -82,14 +98,9 @@ def test_copier_killed_at_random_points_writes_everything_once(
         for _ in range(KILLS):
             copier = start_copier(bs, topic, sink)
             try:
-                # Let it get somewhere (its output log grows), then kill it at a random
-                # point: inside a transaction, between batches, or in a commit.
-                before = output_size(bs, sink)
-                deadline = time.monotonic() + DEADLINE_S
-                while output_size(bs, sink) <= before:
-                    assert copier.poll() is None, "the copier died on its own"
-                    assert time.monotonic() < deadline, "the copier made no progress"
-                    time.sleep(0.05)
+                # Let it get somewhere, then kill it at a random point: inside a
+                # transaction, between batches, or in a commit.
+                wait_for_progress(bs, sink, copier)
                 time.sleep(rng.uniform(0, 0.4))
             finally:
                 copier.kill()
@@ -152,4 +163,47 @@ def test_java_copier_killed_at_random_points_writes_everything_once(
                 time.sleep(0.5)
         finally:
             copier.kill()
+        check_exactly_once(bs, sink)
+
+
+@pytest.mark.slow
+def test_copier_on_a_cluster_through_copier_and_coordinator_kills(
+    tmp_path: Path, topic: str
+) -> None:
+    """On 3 nodes: the copier is killed -9 twice, then the node coordinating its
+    transactions is killed -9 under it (and comes back); every output exactly once."""
+    rng = random.Random(99)
+    txn_partitions = 5
+    with ClusterProcess(
+        3,
+        configs={**TEST_DEFAULTS, "transaction.state.log.num.partitions": str(txn_partitions)},
+        data_dir=tmp_path / "cluster",
+    ) as cluster:
+        bs = cluster.bootstrap_servers
+        sink = f"{topic}-out"
+        write_input(bs, topic, sink, cluster)
+        for _ in range(2):
+            copier = start_copier(bs, topic, sink)
+            try:
+                wait_for_progress(bs, sink, copier)
+                time.sleep(rng.uniform(0, 0.4))
+            finally:
+                copier.kill()
+                copier.wait()
+        copier = start_copier(bs, topic, sink)
+        try:
+            wait_for_progress(bs, sink, copier)
+            coordinator = cluster.leader(
+                TRANSACTION_STATE_TOPIC, partition_for_group(f"{topic}-copier", txn_partitions)
+            )
+            cluster.kill(coordinator)
+            cluster.start_node(coordinator)
+            deadline = time.monotonic() + 3 * DEADLINE_S
+            while copied(bs, sink) < RECORDS:
+                assert copier.poll() is None, "the copier died on its own"
+                assert time.monotonic() < deadline, "the copier never finished"
+                time.sleep(0.5)
+        finally:
+            copier.kill()
+            copier.wait()
         check_exactly_once(bs, sink)
