@@ -3,9 +3,13 @@ WriteTxnMarkers) against a broker with live transactions and a hanging one."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from pathlib import Path
+from typing import Any
 
+from moldau.cli.transactions import AdminError, TransactionsAdmin
 from moldau.records.record import build_batch
 from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
@@ -93,3 +97,41 @@ def test_abort_a_hanging_transaction(broker: BrokerProcess, topic: str) -> None:
         time.sleep(0.1)
     assert read_confluent(bs, topic, 1, "read_committed") == {0: [b"committed"]}
     assert read_confluent(bs, topic, 1, "read_uncommitted") == {0: [b"hanging", b"committed"]}
+
+
+def test_idle_transactional_ids_expire(tmp_path: Path, topic: str) -> None:
+    """transactional.id.expiration.ms after its last transaction an id is forgotten
+    (a tombstone in __transaction_state); the next producer with it starts afresh."""
+    with BrokerProcess(
+        tmp_path / "broker",
+        {
+            "transactional.id.expiration.ms": "1500",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "300",
+        },
+    ) as broker:
+        bs = broker.bootstrap
+        create_topic(bs, topic, 1)
+        tid = f"{topic}-id"
+        send_txn(txn_producer(bs, tid), topic, [(0, b"x")], commit=True)
+        first = asyncio.run(describe(bs, tid))
+        assert first["state"] in ("CompleteCommit", "PrepareCommit")
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                asyncio.run(describe(bs, tid))
+            except AdminError as e:
+                assert "TRANSACTIONAL_ID_NOT_FOUND" in str(e)
+                break
+            assert time.monotonic() < deadline, "the idle transactional id never expired"
+            time.sleep(0.2)
+        send_txn(txn_producer(bs, tid), topic, [(0, b"y")], commit=True)
+        again = asyncio.run(describe(bs, tid))
+        assert again["producer_id"] != first["producer_id"] and again["producer_epoch"] == 0
+
+
+async def describe(bs: str, tid: str) -> dict[str, Any]:
+    admin = TransactionsAdmin(bs)
+    try:
+        return await admin.describe(tid)
+    finally:
+        admin.close()
