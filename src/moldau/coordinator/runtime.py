@@ -13,6 +13,11 @@ parked request the operation completed, only once the high watermark passes them
 append fails, the shard is restored to its state before the operation and every request
 the operation touched gets the error; the connection stays open. Ops without records
 still wait for the shard's last write: their answer may depend on it.
+
+Records may also be written as a producer's transactional batch, or be a transaction
+marker (``Effects.txn``): the group coordinator's TxnOffsetCommit and the markers that
+end it. Loading replays transactional records and markers through the loader's
+``replay(key, value, producer_id)`` and ``replay_marker(producer_id, committed)``.
 """
 
 from __future__ import annotations
@@ -21,15 +26,17 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from moldau.clock import Scheduler, TimerHandle
-from moldau.coordinator.effects import CoordinatorRecord, Effects, RequestId
+from moldau.coordinator.effects import Effects, RequestId
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.records.batch import NO_SEQUENCE
+from moldau.records.control import build_marker_batch, read_marker
 from moldau.records.record import build_batch, decode_all
 from moldau.replication.replica_manager import AppendOrigin, ReplicaManager
 
@@ -69,7 +76,11 @@ class Shard(Protocol):
 
 
 class ShardLoader(Protocol):
-    def replay(self, key: bytes, value: bytes | None) -> None: ...
+    def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
+        """One record; ``producer_id`` >= 0 for a transaction's (not decided yet)."""
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction ended."""
 
     def finish(self, now_ms: int) -> Shard: ...
 
@@ -90,6 +101,7 @@ class _Hosted(Generic[S]):
     shard: S | None = None
     last_written: int = -1  # offset of the shard's last record
     timer: TimerHandle | None = None
+    parked: set[RequestId] = field(default_factory=set)  # answered by a later operation
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -101,6 +113,7 @@ class CoordinatorRuntime(Generic[S]):
         new_loader: Callable[[int], ShardLoader],
         *,
         write_timeout_ms: int = 5_000,
+        on_loaded: Callable[[int, S], None] | None = None,
     ) -> None:
         self.topic = topic
         self.replica_manager = replica_manager
@@ -108,6 +121,7 @@ class CoordinatorRuntime(Generic[S]):
         self.clock = scheduler.clock
         self.new_loader = new_loader
         self.write_timeout_ms = write_timeout_ms
+        self.on_loaded = on_loaded  # called with (partition, shard) once a shard is active
         self._shards: dict[int, _Hosted[S]] = {}
         self._waiters: dict[RequestId, asyncio.Future[Any]] = {}
         self._ids = itertools.count()
@@ -150,11 +164,18 @@ class CoordinatorRuntime(Generic[S]):
                 if not data:
                     break
                 for info, records in decode_all(data):
+                    if info.is_control:
+                        marker = read_marker(data[info.position : info.end_position])
+                        if marker is not None:
+                            loader.replay_marker(info.producer_id, marker.committed)
+                        offset = info.next_offset
+                        continue
+                    pid = info.producer_id if info.is_transactional else -1
                     for index, record in enumerate(records):
                         if record.key is None:
                             continue
                         try:
-                            loader.replay(record.key, record.value)
+                            loader.replay(record.key, record.value, pid)
                         except ValueError as e:
                             skipped += 1
                             log.warning(
@@ -168,9 +189,12 @@ class CoordinatorRuntime(Generic[S]):
             hosted.last_written = end - 1
         if self._shards.get(partition) is not hosted:
             return
-        hosted.shard = loader.finish(self.clock.now_ms())  # type: ignore[assignment]
+        shard = cast(S, loader.finish(self.clock.now_ms()))  # the loader builds an S
+        hosted.shard = shard
         hosted.state = ShardState.ACTIVE
         self._arm(partition, hosted)
+        if self.on_loaded is not None:
+            self.on_loaded(partition, shard)
         if hosted.last_written >= 0:
             log.info(
                 "%s-%d: loaded in %d ms%s",
@@ -180,13 +204,36 @@ class CoordinatorRuntime(Generic[S]):
             )
 
     def _unload(self, partition: int) -> None:
+        """Drop the shard; its parked requests (a JoinGroup waiting for the rebalance to
+        end) get NOT_COORDINATOR now, as in Kafka, so their clients look for the new
+        coordinator instead of waiting out their rebalance timeout."""
         hosted = self._shards.pop(partition, None)
-        if hosted is not None and hosted.timer is not None:
+        if hosted is None:
+            return
+        if hosted.timer is not None:
             hosted.timer.cancel()
+        for request_id in hosted.parked:
+            fut = self._waiters.pop(request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(
+                    KafkaError(
+                        f"this node no longer coordinates {self.topic}-{partition}",
+                        ErrorCode.NOT_COORDINATOR,
+                    )
+                )
 
     def is_active(self, partition: int) -> bool:
         hosted = self._shards.get(partition)
         return hosted is not None and hosted.state is ShardState.ACTIVE
+
+    def epoch(self, partition: int) -> int | None:
+        """The leader epoch this node leads the shard's partition in (the coordinator
+        epoch of the transaction coordinator); None if it does not."""
+        hosted = self._shards.get(partition)
+        return hosted.epoch if hosted is not None else None
+
+    def active_partitions(self) -> list[int]:
+        return [p for p, h in self._shards.items() if h.state is ShardState.ACTIVE]
 
     def active_shards(self) -> list[S]:
         return [
@@ -220,15 +267,21 @@ class CoordinatorRuntime(Generic[S]):
         assert hosted.shard is not None
         return op(hosted.shard)
 
-    def park(self) -> tuple[RequestId, asyncio.Future[Any]]:
-        """A request id and the future its completion will resolve."""
+    def park(self, partition: int) -> tuple[RequestId, asyncio.Future[Any]]:
+        """A request id and the future its completion will resolve (an operation on the
+        shard of ``partition``; NOT_COORDINATOR if that shard is dropped first)."""
         request_id = next(self._ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = fut
+        hosted = self._shards.get(partition)
+        if hosted is not None:
+            hosted.parked.add(request_id)
         return request_id, fut
 
     def forget(self, request_id: RequestId) -> None:
         self._waiters.pop(request_id, None)
+        for hosted in self._shards.values():
+            hosted.parked.discard(request_id)
 
     async def write(
         self,
@@ -245,9 +298,9 @@ class CoordinatorRuntime(Generic[S]):
         assert shard is not None
         undo = shard.snapshot(keys)
         result, effects = op(shard)
-        if effects.records:
+        if effects.records or effects.txn is not None:
             try:
-                hosted.last_written = self._append(partition, effects.records)
+                hosted.last_written = self._append(partition, effects)
             except KafkaError as e:
                 shard.restore(undo)
                 error = client_error(e.code)
@@ -258,8 +311,27 @@ class CoordinatorRuntime(Generic[S]):
         await self._committed(partition, hosted, effects)
         return result
 
-    def _append(self, partition: int, records: list[CoordinatorRecord]) -> int:
-        batch = bytearray(build_batch(records))
+    def _append(self, partition: int, effects: Effects) -> int:
+        txn = effects.txn
+        if txn is None:
+            batch = bytearray(build_batch(effects.records))
+        elif txn.marker is not None:
+            batch = build_marker_batch(
+                txn.producer_id,
+                txn.producer_epoch,
+                committed=txn.marker,
+                coordinator_epoch=txn.coordinator_epoch,
+            )
+        else:
+            batch = bytearray(
+                build_batch(
+                    effects.records,
+                    producer_id=txn.producer_id,
+                    producer_epoch=txn.producer_epoch,
+                    base_sequence=NO_SEQUENCE,
+                    is_transactional=True,
+                )
+            )
         appended = self.replica_manager.append_to_leader(
             (self.topic, partition), batch, origin=AppendOrigin.COORDINATOR, required_acks=-1
         )
@@ -279,12 +351,15 @@ class CoordinatorRuntime(Generic[S]):
             self._fail(effects, error)
             raise KafkaError(str(e), error) from None
         for request_id, result in effects.completions:
+            hosted.parked.discard(request_id)
             fut = self._waiters.pop(request_id, None)
             if fut is not None and not fut.done():
                 fut.set_result(result)
 
     def _fail(self, effects: Effects, error: ErrorCode) -> None:
         for request_id, _ in effects.completions:
+            for hosted in self._shards.values():
+                hosted.parked.discard(request_id)
             fut = self._waiters.pop(request_id, None)
             if fut is not None and not fut.done():
                 fut.set_exception(KafkaError("coordinator write failed", error))
