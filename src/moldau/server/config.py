@@ -107,6 +107,48 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
         BrokerKey("group.max.size", int, "2147483647", "Members per group."),
         BrokerKey("producer.id.expiration.ms", int, "86400000", "Forget idle producers."),
+        BrokerKey(
+            "transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state."
+        ),
+        BrokerKey(
+            "transaction.state.log.replication.factor",
+            int,
+            "1",
+            "Replication of __transaction_state (Moldau's default, as for the offsets topic).",
+        ),
+        BrokerKey(
+            "transaction.state.log.min.isr",
+            int,
+            "2",
+            "min.insync.replicas of __transaction_state (at most its replication factor).",
+        ),
+        BrokerKey(
+            "transaction.state.log.segment.bytes", int, "104857600", "Transaction log segments."
+        ),
+        BrokerKey(
+            "transaction.max.timeout.ms", int, "900000", "Largest transaction.timeout.ms allowed."
+        ),
+        BrokerKey(
+            "transactional.id.expiration.ms", int, "604800000", "Forget idle transactional ids."
+        ),
+        BrokerKey(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            int,
+            "10000",
+            "How often transactions past their timeout are aborted.",
+        ),
+        BrokerKey(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            int,
+            "3600000",
+            "How often idle transactional ids are expired.",
+        ),
+        BrokerKey(
+            "transaction.partition.verification.enable",
+            bool,
+            "true",
+            "Leaders check with the coordinator before a transaction starts (KIP-890).",
+        ),
         BrokerKey("cluster.id", str, "", "Cluster id (generated on first start)."),
         BrokerKey("process.roles", str, "broker,controller", "KRaft roles of this node."),
         BrokerKey("controller.quorum.voters", str, "", "KRaft voters (single node: self)."),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from moldau.clock import Clock
     from moldau.coordinator.group.service import GroupCoordinatorService
+    from moldau.coordinator.txn.service import TransactionCoordinatorService
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
     from moldau.replication.replica_manager import ReplicaManager
@@ -30,6 +31,7 @@ class Services:
     groups: GroupCoordinatorService
     producer_ids: ProducerIdManager
     fetch_sessions: FetchSessionCache
+    transactions: TransactionCoordinatorService
 
     @property
     def image(self) -> MetadataImage:

@@ -41,6 +41,14 @@ _MODULES = [
     "alter_partition_reassignments",
     "list_partition_reassignments",
     "describe_quorum",
+    "add_partitions_to_txn",
+    "add_offsets_to_txn",
+    "end_txn",
+    "txn_offset_commit",
+    "write_txn_markers",
+    "describe_transactions",
+    "list_transactions",
+    "describe_producers",
     "describe_topic_partitions",
 ]
 
