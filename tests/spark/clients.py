@@ -69,21 +69,35 @@ def produce(
     return sorted(acked, key=lambda r: (r.partition, r.offset))
 
 
-def consume_all(bootstrap: str, topic: str) -> list[Rec]:
-    """Every record in `topic` (all partitions, start to end), ordered by partition, offset."""
+def consume_all(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[Rec]:
+    """Every record in `topic` (all partitions, start to end), ordered by partition, offset.
+
+    Under read_committed the end is the last stable offset and aborted records are dropped.
+    """
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "verify",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
     )
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         found: list[Rec] = []
-        for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+        for p in sorted(meta.partitions):
+            tp = TopicPartition(topic, p)
+            low, high = consumer.get_watermark_offsets(tp, timeout=30, cached=False)
             if high <= low:
                 continue
             consumer.assign([TopicPartition(topic, p, low)])
-            while not found or found[-1].partition != p or found[-1].offset < high - 1:
+            at_end = False
+            while not at_end:
                 for m in consumer.consume(1000, timeout=5):
+                    if m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF:
+                        at_end = m.offset() >= high
+                        continue
                     assert m.error() is None, m.error()
                     found.append(
                         Rec(

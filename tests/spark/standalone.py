@@ -7,6 +7,7 @@ together with their executors, and started again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -87,10 +88,8 @@ class _Daemon:
         if self.proc is None:
             return
         for pid in [self.proc.pid, *descendants(self.proc.pid)]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.proc.wait(30)
         self.proc = None
 

@@ -67,7 +67,9 @@ def _executor_dir(_rows: Iterator) -> Iterator[str]:
 
 def test_batch_read_runs_one_task_per_partition_on_both_executors(cluster_spark, broker):
     create_topic(broker.bootstrap, "sa-batch", 4)
-    produced = produce(broker.bootstrap, "sa-batch", [(i % 4, b"k%d" % i, b"v%d" % i) for i in range(2000)])
+    produced = produce(
+        broker.bootstrap, "sa-batch", [(i % 4, b"k%d" % i, b"v%d" % i) for i in range(2000)]
+    )
     df = (
         cluster_spark.read.format("moldau")
         .option("kafka.bootstrap.servers", broker.bootstrap)
@@ -78,7 +80,9 @@ def test_batch_read_runs_one_task_per_partition_on_both_executors(cluster_spark,
     per_task = df.select("partition", "offset", "key", "value").rdd.glom().collect()
     for p, rows in enumerate(per_task):
         got = [(r["partition"], r["offset"], r["key"], r["value"]) for r in rows]
-        assert got == [(r.partition, r.offset, r.key, r.value) for r in produced if r.partition == p]
+        assert got == [
+            (r.partition, r.offset, r.key, r.value) for r in produced if r.partition == p
+        ]
     where = df.rdd.mapPartitions(_executor_dir).collect()
     assert sorted(int(w.split("|")[1]) for w in where) == [500] * 4
     executors = {Path(w.split("|")[0]).name for w in where}
