@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,7 @@ from confluent_kafka import KafkaException
 from pyspark.sql import functions as F
 
 from moldau.spark.client import DeliveryError, TransactionalProducer
-from moldau.spark.ledger import TaskLedger, ensure_topic, task_name
+from moldau.spark.ledger import EVERYTHING, TaskLedger, ensure_topic, task_name
 from moldau.spark.options import parse_write_options
 from moldau.spark.writer import BATCH_HEADER, Written, write_task
 from tests.spark.clients import consume_all, create_topic, produce
@@ -50,22 +51,23 @@ def test_topic_column_routes_rows(spark, broker):
     assert [r.value for r in consume_all(broker.bootstrap, "route-b")] == [b"y"]
 
 
-def test_ledger_remembers_the_last_batch_of_each_task(broker):
+def test_ledger_remembers_the_rows_of_the_last_batch_of_each_task(broker):
     config = {"bootstrap.servers": broker.bootstrap}
     ensure_topic(config)
     first, other = TaskLedger(config, "t", "query-1", 0), TaskLedger(config, "t", "query-1", 1)
     try:
-        assert not first.done(0)
-        first.record(0)
-        assert first.done(0) and not first.done(1) and not other.done(0)
-        first.record(3)  # batches run in order: 3 done means 0..3 done
-        assert first.done(2) and first.done(3) and not first.done(4)
+        assert first.written(0) == 0
+        first.record(0, 70)
+        assert first.written(0) == 70 and first.written(1) == 0 and other.written(0) == 0
+        first.record(3, 5)  # batches run in order: batch 3 ran, so 0..2 are whole
+        assert first.written(2) == EVERYTHING and first.written(3) == 5
+        assert first.written(4) == 0
     finally:
         first.close()
         other.close()
     again = TaskLedger(config, "t", "query-1", 0)  # a new attempt, e.g. on another executor
     try:
-        assert again.done(3) and not again.done(4)
+        assert again.written(3) == 5
     finally:
         again.close()
 
@@ -92,11 +94,17 @@ def test_task_attempts_after_a_commit_or_beside_a_zombie_write_once(broker):
     try:
         rows = _zombie_rows(options, [b"c", b"d"])
         with pytest.raises((KafkaException, DeliveryError), match="(?i)fenced"):
-            zombie.write(rows, "eos-task", [], ledger.entry(1), ledger.group_metadata())
+            zombie.write(rows, "eos-task", [], partial(ledger.entry, 1), ledger.group_metadata())
     finally:
         ledger.close()
     assert write_task(options, _batches([b"c", b"d"]), "w1", 1, 0, []) == Written(0, skipped=True)
-    assert [r.value for r in consume_all(broker.bootstrap, "eos-task")] == [b"a", b"b", b"c", b"d"]
+    # Batch 2: an attempt whose input Spark cut short (its upstream failed) commits what it
+    # got; the retry, with the whole input, writes only the rest.
+    assert write_task(options, _batches([b"e"]), "w1", 2, 0, []) == Written(1)
+    retry = write_task(options, _batches([b"e", b"f", b"g"]), "w1", 2, 0, [])
+    assert retry == Written(2, skipped=True)
+    want = [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+    assert [r.value for r in consume_all(broker.bootstrap, "eos-task")] == want
     everything = consume_all(broker.bootstrap, "eos-task", isolation="read_uncommitted")
     assert [r.value for r in everything].count(b"c") == 2  # the zombie's, aborted, is there
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -246,16 +246,19 @@ class TransactionalProducer:
         batches: Iterator[pa.RecordBatch],
         topic: str | None,
         stamp: Sequence[Header],
-        offsets: list[TopicPartition],
+        entry: Callable[[int], list[TopicPartition]],
         group_metadata: object,
     ) -> int:
-        """Rows and the group offsets in one transaction, committed; raises if not committed."""
+        """Rows, then the group offsets `entry(rows)`, in one transaction, committed.
+
+        Raises (after aborting) if anything fails, so nothing of a failed write is visible.
+        """
         self._producer.begin_transaction()
         try:
             count = _produce_all(self._producer, batches, topic, stamp, self._errors)
-            self._producer.send_offsets_to_transaction(offsets, group_metadata, TIMEOUT_S * 4)
+            self._producer.send_offsets_to_transaction(entry(count), group_metadata, TIMEOUT_S * 4)
             self._producer.commit_transaction(TIMEOUT_S * 4)
-        except (KafkaException, DeliveryError):
+        except BaseException:  # failed rows, a failing upstream, a fenced producer
             self._abort()
             raise
         if self._errors:  # committed but a record failed: cannot happen, never hide it

@@ -3,39 +3,45 @@
 Every write task has a name that all its attempts share: `<prefix>-<write>-<task>`, with
 `<write>` the streaming query's id (kept in the checkpoint, so stable across restarts) or a
 batch write's id, and `<task>` Spark's partition id. It is the task's `transactional.id`
-and the group id of its ledger entry (`ledger.py`: "batches up to N of this task are
-written"). An attempt of micro-batch N (a batch write is batch 0):
+and the group id of its ledger entry (`ledger.py`: "batches before N and the first R rows
+of batch N of this task are written"). An attempt of micro-batch N (a batch write is batch 0):
 
 1. `init_transactions()`: the coordinator fences every older producer of the name (older
    attempts, speculative copies, zombies of executors that lost contact) and finishes the
    transaction it left open: a commit that had reached the coordinator completes, anything
    else is aborted. From here on no older attempt can commit anything.
-2. Reads the ledger entry (`require_stable`). If it says N is written, an older attempt
-   committed this task: write nothing and succeed.
-3. Otherwise, in one transaction, produces the rows and commits the ledger entry `N + 1`
-   (TxnOffsetCommit), then commits the transaction: rows and entry become visible together
-   or not at all.
+2. Reads the ledger entry (`require_stable`): the rows of batch N older attempts committed
+   (all of them if a later batch ran). It skips that many rows of its input; if none are
+   left, it writes nothing and succeeds.
+3. In one transaction, produces the remaining rows and commits the ledger entry "batch N,
+   rows so far" (TxnOffsetCommit), then commits: rows and entry become visible together or
+   not at all.
 
 Why each failure writes nothing twice (readers under `read_committed`):
 - A task that fails or dies before its commit reached the coordinator: its rows are
   aborted, by its own abort or by the next attempt's step 1; the retry writes them once.
 - A task that dies after its commit reached the coordinator (even after it finished, but
   before Spark heard of it): the commit completes, the retry finds the entry and skips.
+- A task whose upstream fails: Spark ends the writer's input early as if it were complete,
+  the writer commits the rows it got, and Spark fails the task afterwards. The retry skips
+  the rows the entry counts and writes the rest.
 - Speculative or zombie attempts run concurrently: whichever runs step 1 later fences the
-  other. If the earlier had already committed, the later skips at step 2; if not, the
-  earlier can no longer commit (PRODUCER_FENCED fails that attempt) and the later writes.
+  other. If the earlier had already committed, the later skips its rows at step 2; if not,
+  the earlier can no longer commit (PRODUCER_FENCED fails that attempt) and the later writes.
 - A micro-batch replayed after a driver crash (its offsets were journaled but its commit
   was not): the same query id, batch id and partition ids, so tasks that had committed
-  skip and the others write. This assumes, as any replay does, that a replayed batch puts
-  the same rows in the same partition ids (true for the `moldau` source's ranges and for
-  Spark's deterministic shuffles).
+  skip and the others write.
 - A zombie of batch N still running when batch N+1 starts shares its name with the new
   task, whose step 1 fences it.
 
+Assumption, as for any replay: every attempt of a task gets the same rows in the same order
+(true for the `moldau` source's ranges and row-wise transformations of them; after a
+shuffle, sort within partitions). Only a partially committed task relies on the order.
+
 `deliveryGuarantee=at-least-once` keeps the older, cheaper sink: an idempotent producer, and
-for streaming writes the ledger entry committed after the rows are acknowledged, so a
-replayed batch is skipped, except when a task died between its acknowledgement and its
-entry. Its records carry the header `moldau.batch = <queryId>:<batchId>`, which lets
+for streaming writes the same ledger entry, committed after the rows are acknowledged, so a
+replayed batch is skipped, except for rows of a task that died between their
+acknowledgement and its entry. Its records carry the header `moldau.batch = <queryId>:<batchId>`, which lets
 consumers drop such duplicates.
 """
 
@@ -47,6 +53,7 @@ from dataclasses import dataclass
 from itertools import chain
 
 import pyarrow as pa
+from confluent_kafka import TopicPartition
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -65,7 +72,7 @@ _BATCH_ID = "streaming.sql.batchId"
 
 @dataclass
 class Written(WriterCommitMessage):
-    """What one task did: rows written by this attempt, or skipped as already written."""
+    """What one task attempt did: rows it wrote; `skipped` if earlier attempts wrote some."""
 
     rows: int
     skipped: bool = False
@@ -75,6 +82,16 @@ def _task_context() -> TaskContext:
     context = TaskContext.get()
     assert context is not None, "write() runs in a Spark task"
     return context
+
+
+def skip_rows(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
+    """The batches without their first `rows` rows (all of them are consumed either way)."""
+    for batch in batches:
+        if rows >= batch.num_rows:
+            rows -= batch.num_rows
+        else:
+            yield batch.slice(rows) if rows else batch
+            rows = 0
 
 
 def write_task(
@@ -96,19 +113,22 @@ def write_task(
         if options.exactly_once:
             producer = TransactionalProducer(options.client, task_name(prefix, write_id, task))
             producer.init()
-        if ledger.done(batch_id):
-            for _ in batches:  # an earlier attempt wrote these rows
-                pass
+        done = ledger.written(batch_id)
+        rest = skip_rows(chain([first], batches), done)
+        head = next(rest, None)
+        if head is None:  # earlier attempts wrote every row
             return Written(0, skipped=True)
-        rows = chain([first], batches)
+        rows = chain([head], rest)
         if producer is not None:
-            entry = ledger.entry(batch_id)
-            return Written(
-                producer.write(rows, options.topic, stamp, entry, ledger.group_metadata())
-            )
-        written = produce_batches(options.client, rows, options.topic, stamp)
-        ledger.record(batch_id)
-        return Written(written)
+
+            def entry(count: int) -> list[TopicPartition]:
+                return ledger.entry(batch_id, done + count)
+
+            written = producer.write(rows, options.topic, stamp, entry, ledger.group_metadata())
+        else:
+            written = produce_batches(options.client, rows, options.topic, stamp)
+            ledger.record(batch_id, done + written)
+        return Written(written, skipped=done > 0)
     finally:
         ledger.close()
 
