@@ -16,17 +16,40 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+from kafka.structs import OffsetAndMetadata as KpOffsetAndMetadata
 
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from moldau.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
+from moldau.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
+from moldau.protocol.messages.end_txn_request import EndTxnRequest
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.protocol.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
 )
+from moldau.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
+from moldau.records.record import build_batch
 from moldau.testing import BrokerProcess
-from tests.integration.helpers import RawClient, create_topic
+from tests.integration.helpers import (
+    PRODUCE_VERSION,
+    RawClient,
+    create_topic,
+    partition_results,
+    produce_request,
+)
 from tests.integration.txn_helpers import (
     DEADLINE_S,
     READERS,
@@ -218,6 +241,48 @@ def test_offsets_committed_in_a_transaction(txn_broker: BrokerProcess, topic: st
         consumer.close()
 
 
+def test_kafka_python_and_aiokafka_send_offsets(txn_broker: BrokerProcess, topic: str) -> None:
+    """The older TxnOffsetCommit/AddOffsetsToTxn versions of kafka-python and aiokafka:
+    offsets become committed with the transaction, not with an aborted one."""
+    bs = txn_broker.bootstrap
+    create_topic(bs, topic, 1)
+    kp_group, aio_group = f"{topic}-kp", f"{topic}-aio"
+    kp = KafkaProducer(bootstrap_servers=bs, transactional_id=f"{topic}-kp")
+    kp.init_transactions()
+    for offset, commit in ((5, True), (8, False)):
+        kp.begin_transaction()
+        kp.send(topic, value=b"kp", partition=0)
+        kp.send_offsets_to_transaction(
+            {KpTopicPartition(topic, 0): KpOffsetAndMetadata(offset, "", -1)},
+            kp_group,
+        )
+        kp.flush()
+        kp.commit_transaction() if commit else kp.abort_transaction()
+    kp.close()
+
+    async def aio() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bs, transactional_id=f"{topic}-aio")
+        await producer.start()
+        try:
+            for offset, commit in ((3, True), (9, False)):
+                await producer.begin_transaction()
+                await (await producer.send(topic, value=b"aio", partition=0))
+                await producer.send_offsets_to_transaction(
+                    {AioTopicPartition(topic, 0): offset}, aio_group
+                )
+                if commit:
+                    await producer.commit_transaction()
+                else:
+                    await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(aio())
+    assert stable_offset(bs, kp_group, topic) == 5
+    assert stable_offset(bs, aio_group, topic) == 3
+    assert read_confluent(bs, topic, 1, "read_committed") == {0: [b"kp", b"aio"]}
+
+
 def test_timed_out_transaction_is_aborted(txn_broker: BrokerProcess, topic: str) -> None:
     """A transaction open past transaction.timeout.ms is aborted by the coordinator: the
     LSO moves past it and its producer is fenced."""
@@ -267,6 +332,119 @@ def test_init_producer_id_answers(txn_broker: BrokerProcess, topic: str) -> None
         too_long = init(transaction_timeout_ms=120001)[0]
         assert too_long == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         assert init(transaction_timeout_ms=0)[0] == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
+def test_partition_leaders_verify_transactions(txn_broker: BrokerProcess, topic: str) -> None:
+    """KIP-890: a transactional batch on a partition its producer never added is refused
+    (no hanging transaction can start), and AddPartitionsToTxn v4 (verify only) answers
+    per partition."""
+    bs = txn_broker.bootstrap
+    create_topic(bs, topic, PARTITIONS)
+    txn_producer(bs, f"{topic}-warmup")  # the coordinator's partitions exist and are loaded
+    tid = f"{topic}-id"
+    with RawClient(bs) as raw:
+        init = raw.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000), 4)
+        assert init.error_code == ErrorCode.NONE
+        pid, epoch = init.producer_id, init.producer_epoch
+        sequences = dict.fromkeys(range(PARTITIONS), 0)
+
+        def produce(partition: int) -> int:
+            batch = build_batch(
+                [(None, f"p{partition}".encode())], producer_id=pid, producer_epoch=epoch,
+                base_sequence=sequences[partition], is_transactional=True,
+            )  # fmt: skip
+            request = produce_request(topic, {partition: batch})
+            request.transactional_id = tid
+            code = partition_results(raw.request(request, PRODUCE_VERSION))[partition].error_code
+            if code == ErrorCode.NONE:
+                sequences[partition] += 1
+            return int(code)
+
+        def topics(*partitions: int) -> list[AddPartitionsToTxnTopic]:
+            return [AddPartitionsToTxnTopic(name=topic, partitions=list(partitions))]
+
+        assert produce(0) == ErrorCode.INVALID_TXN_STATE
+        added = raw.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics(0),
+            ),
+            3,
+        )  # fmt: skip
+        assert [r.partition_error_code for r in added.results_by_topic_v3_and_below[0].results_by_partition] == [0]
+        verified = raw.request(
+            AddPartitionsToTxnRequest(
+                transactions=[
+                    AddPartitionsToTxnTransaction(
+                        transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                        verify_only=True, topics=topics(0, 1),
+                    )
+                ]
+            ),
+            4,
+        )  # fmt: skip
+        (result,) = verified.results_by_transaction
+        assert {
+            r.partition_index: r.partition_error_code for r in result.topic_results[0].results_by_partition
+        } == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
+        assert produce(0) == ErrorCode.NONE
+        assert produce(1) == ErrorCode.INVALID_TXN_STATE
+        ended = raw.request(
+            EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True), 3
+        )
+        assert ended.error_code == ErrorCode.NONE
+    deadline = time.monotonic() + DEADLINE_S
+    while end_offsets(bs, topic, PARTITIONS, "read_committed")[0] != 2:
+        assert time.monotonic() < deadline, "the commit marker never arrived"
+        time.sleep(0.1)
+    assert read_confluent(bs, topic, PARTITIONS, "read_uncommitted") == {0: [b"p0"], 1: [], 2: []}
+
+
+def test_requests_about_unknown_transactions_get_kafka_errors(
+    txn_broker: BrokerProcess, topic: str
+) -> None:
+    """Wrong or unknown ids and partitions get Kafka's error codes; nothing crashes."""
+    bs = txn_broker.bootstrap
+    txn_producer(bs, f"{topic}-warmup")  # the coordinator's partitions exist and are loaded
+    unknown = f"{topic}-nobody"
+    with RawClient(bs) as raw:
+        ended = raw.request(
+            EndTxnRequest(transactional_id=unknown, producer_id=7, producer_epoch=0, committed=True), 3
+        )
+        assert ended.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        added = raw.request(
+            AddOffsetsToTxnRequest(transactional_id=unknown, producer_id=7, producer_epoch=0, group_id="g"), 3
+        )
+        assert added.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        partitions = raw.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=unknown, v3_and_below_producer_id=7,
+                v3_and_below_producer_epoch=0,
+                v3_and_below_topics=[AddPartitionsToTxnTopic(name="no-such-topic", partitions=[0])],
+            ),
+            3,
+        )  # fmt: skip
+        (result,) = partitions.results_by_topic_v3_and_below[0].results_by_partition
+        assert result.partition_error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        described = raw.request(DescribeTransactionsRequest(transactional_ids=[unknown, ""]), 0)
+        assert [s.error_code for s in described.transaction_states] == [
+            ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+            ErrorCode.INVALID_REQUEST,
+        ]
+        markers = raw.request(
+            WriteTxnMarkersRequest(
+                markers=[
+                    WritableTxnMarker(
+                        producer_id=7, producer_epoch=0, transaction_result=False,
+                        topics=[WritableTxnMarkerTopic(name="no-such-topic", partition_indexes=[0])],
+                        coordinator_epoch=0,
+                    )
+                ]
+            ),
+            1,
+        )  # fmt: skip
+        code = markers.markers[0].topics[0].partitions[0].error_code
+        assert code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_kafka_python_and_aiokafka_producers(txn_broker: BrokerProcess, topic: str) -> None:
@@ -339,3 +517,42 @@ def test_broker_killed_mid_transaction(tmp_path: Path, topic: str) -> None:
         successor = txn_producer(bs, f"{topic}-id")
         send_txn(successor, topic, [(0, b"next")], commit=True)
         assert read_confluent(bs, topic, PARTITIONS, "read_committed")[0][-1] == b"next"
+
+
+def test_compaction_drops_aborted_transactions(tmp_path: Path, topic: str) -> None:
+    """The cleaner removes aborted records (whatever their keys) and keeps each key's
+    latest committed value; read_committed and read_uncommitted then agree."""
+    with BrokerProcess(tmp_path / "broker", {"log.cleaner.backoff.ms": "200"}) as broker:
+        bs = broker.bootstrap
+        create_topic(
+            bs, topic, 1,
+            {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01"},
+        )  # fmt: skip
+        producer = txn_producer(bs, f"{topic}-id")
+        latest: dict[bytes, bytes] = {}
+        for n in range(40):
+            commit = n % 3 != 2
+            key = f"k{n % 4}".encode()
+            value = f"v{n}-{'committed' if commit else 'aborted'}".encode()
+            producer.begin_transaction()
+            producer.produce(topic, key=key, value=value, partition=0)
+            producer.produce(topic, key=f"aborted-only-{n}".encode(), value=value, partition=0)
+            producer.flush(DEADLINE_S)
+            if commit:
+                producer.commit_transaction(DEADLINE_S)
+                latest[key] = value
+                latest[f"aborted-only-{n}".encode()] = value
+            else:
+                producer.abort_transaction(DEADLINE_S)
+        # A last committed transaction rolls the segment holding the rest.
+        producer.begin_transaction()
+        producer.produce(topic, key=b"last", value=b"x" * 3000, partition=0)
+        producer.commit_transaction(DEADLINE_S)
+        latest[b"last"] = b"x" * 3000
+        deadline = time.monotonic() + DEADLINE_S
+        while b"aborted" in b"".join(read_confluent(bs, topic, 1, "read_uncommitted")[0]):
+            assert time.monotonic() < deadline, "the cleaner left aborted records"
+            time.sleep(0.3)
+        kept = read_confluent(bs, topic, 1, "read_committed")[0]
+        assert kept == read_confluent(bs, topic, 1, "read_uncommitted")[0]
+        assert sorted(kept) == sorted(latest.values())

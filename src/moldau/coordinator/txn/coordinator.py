@@ -16,7 +16,6 @@ expire after ``transactional.id.expiration.ms``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -104,8 +103,8 @@ class TransactionCoordinator:
 
     def snapshot(self, keys: Iterable[str] | None) -> dict[str, TransactionMetadata | None]:
         if keys is None:
-            return {"": None, **copy.deepcopy(self.txns)}  # "" marks "everything"
-        return {k: copy.deepcopy(self.txns.get(k)) for k in keys}
+            return {"": None, **{k: t.copy() for k, t in self.txns.items()}}  # "" marks all
+        return {k: None if (t := self.txns.get(k)) is None else t.copy() for k in keys}
 
     def restore(self, snapshot: dict[str, TransactionMetadata | None]) -> None:
         if "" in snapshot:
@@ -132,7 +131,7 @@ class TransactionCoordinator:
 
     def describe(self, transactional_id: str) -> TransactionMetadata | None:
         txn = self.txns.get(transactional_id)
-        return None if txn is None or txn.state is TxnState.DEAD else copy.deepcopy(txn)
+        return None if txn is None or txn.state is TxnState.DEAD else txn.copy()
 
     def list_transactions(
         self, states: set[TxnState], producer_ids: set[int], min_duration_ms: int, now_ms: int

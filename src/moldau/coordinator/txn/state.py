@@ -7,7 +7,7 @@ is a bug caught at once instead of a corrupt log.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 NO_PRODUCER_ID = -1
@@ -91,6 +91,10 @@ class TransactionMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
+
+    def copy(self) -> TransactionMetadata:
+        """An independent copy (the runtime's rollback point; far cheaper than deepcopy)."""
+        return replace(self, partitions=set(self.partitions))
 
     def transition(self, state: TxnState, now_ms: int) -> None:
         if self.state not in VALID_PREVIOUS[state]:

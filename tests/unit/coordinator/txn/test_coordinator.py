@@ -346,3 +346,20 @@ def test_any_call_sequence_replays_to_the_same_state(ops: list[tuple[str, str, i
         if txn is not None and txn.state is TxnState.ONGOING:
             assert txn.partitions, "an ongoing transaction has partitions"
         h.assert_log_matches_memory()
+
+
+def test_snapshot_and_restore_undo_a_failed_write() -> None:
+    """What the runtime does when the records of an operation cannot be written."""
+    h = Harness()
+    _, pid, epoch, _ = h.init()
+    h.add(pid, epoch, ("t", 0))
+    c = h.coordinator
+    before = c.snapshot([TID, "new"])
+    h.add(pid, epoch, ("t", 1))
+    h.init(tid="new")
+    c.restore(before)
+    assert c.txns[TID].partitions == {("t", 0)} and "new" not in c.txns
+    everything = c.snapshot(None)
+    h.end(pid, epoch, commit=True)
+    c.restore(everything)
+    assert c.txns[TID].state is TxnState.ONGOING and c.txns[TID].partitions == {("t", 0)}
