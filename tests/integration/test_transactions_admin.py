@@ -70,9 +70,17 @@ def test_list_and_describe(broker: BrokerProcess, topic: str) -> None:
     open_.commit_transaction(DEADLINE_S)
 
 
-def test_abort_a_hanging_transaction(broker: BrokerProcess, topic: str) -> None:
-    """A transactional batch no coordinator knows of (written without a transactional
-    id, so no KIP-890 check stops it) holds the LSO until `transactions abort`."""
+def test_abort_a_hanging_transaction(tmp_path: Path, topic: str) -> None:
+    """A transactional batch no coordinator knows of (a leader without KIP-890
+    verification, as before Kafka 3.6, takes it) holds the LSO until
+    `transactions abort`."""
+    with BrokerProcess(
+        tmp_path / "broker", {"transaction.partition.verification.enable": "false"}
+    ) as broker:
+        hanging_transaction_aborted(broker, topic)
+
+
+def hanging_transaction_aborted(broker: BrokerProcess, topic: str) -> None:
     bs = broker.bootstrap
     create_topic(bs, topic, 1)
     with RawClient(bs) as raw:
@@ -81,7 +89,9 @@ def test_abort_a_hanging_transaction(broker: BrokerProcess, topic: str) -> None:
             [(None, b"hanging")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
             is_transactional=True,
         )  # fmt: skip
-        response = raw.request(produce_request(topic, {0: batch}), PRODUCE_VERSION)
+        request = produce_request(topic, {0: batch})
+        request.transactional_id = f"{topic}-ghost"  # never initialised: unknown to it
+        response = raw.request(request, PRODUCE_VERSION)
         assert partition_results(response)[0].error_code == 0
     later = txn_producer(bs, f"{topic}-later")
     send_txn(later, topic, [(0, b"committed")], commit=True)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from moldau.cli import cluster, groups, perf, spark, storage, topics, transactions
+from moldau.cli import acls, cluster, groups, perf, spark, storage, topics, transactions, users
 from moldau.cli.common import show_client_logs
 from moldau.cli.console import console
 from moldau.cli.consume import consume
@@ -41,4 +41,6 @@ app.command("console")(console)
 app.add_typer(perf.app, name="perf")
 app.add_typer(storage.app, name="storage")
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(acls.app, name="acls")
+app.add_typer(users.app, name="users")
 app.add_typer(transactions.app, name="transactions")

@@ -27,6 +27,9 @@ from moldau.replication.alter_partition import AlterPartitionManager
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
 from moldau.replication.txn_verification import TransactionVerifier
+from moldau.security.access import Access
+from moldau.security.client import ClientSecurity
+from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.config import BrokerConfig, Listener
 from moldau.server.controller_channel import ControllerChannel
@@ -117,6 +120,10 @@ class Broker:
                 wait_max_ms=config.int("replica.fetch.wait.max.ms"),
                 min_bytes=config.int("replica.fetch.min.bytes"),
                 backoff_ms=config.int("replica.fetch.backoff.ms"),
+                # Only a cluster has other brokers to fetch from (Kafka checks it always).
+                security=ClientSecurity.inter_broker(config)
+                if config.get("controller.quorum.voters")
+                else None,
             ),
         )
         self.publisher.add_listener(self.dynamic_config)
@@ -125,6 +132,10 @@ class Broker:
         self.publisher.add_listener(self.groups.runtime)
         self.transactions = self._transaction_coordinator(inter_broker)
         self.publisher.add_listener(self.transactions.runtime)
+        self.authorizer = Access.from_config(config)
+        self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
+        self.publisher.add_listener(self.authorizer)
+        self.publisher.add_listener(self.quotas)
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots")
@@ -240,6 +251,8 @@ class Broker:
             producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions,
             transactions=self.transactions,
+            authorizer=self.authorizer,
+            quotas=self.quotas,
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:
@@ -263,7 +276,11 @@ class Broker:
         """The transaction coordinator and the KIP-890 checks partition leaders make; its
         markers and checks reach other brokers on their inter-broker listener."""
         c = self.config
-        self.txn_network = NetworkClient(f"moldau-txn-{self.node_id}")
+        self.txn_network = NetworkClient(
+            f"moldau-txn-{self.node_id}",
+            # Only a cluster has other brokers to send markers to and verify with.
+            security=ClientSecurity.inter_broker(c) if c.get("controller.quorum.voters") else None,
+        )
         service = TransactionCoordinatorService(
             TxnServiceConfig(
                 TxnConfig(

@@ -50,6 +50,15 @@ _MODULES = [
     "list_transactions",
     "describe_producers",
     "describe_topic_partitions",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "describe_client_quotas",
+    "alter_client_quotas",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 ]
 
 
