@@ -66,6 +66,7 @@ class Broker:
         self.cluster_id = cluster_id
         self.dynamic_config = DynamicBrokerConfig(config)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+        self.serving = asyncio.Event()  # registered, unfenced, coordinators loaded
         self.budget = DescriptorBudget.derive(
             open_files_limit(),
             config.int("log.segment.open.files.max"),
@@ -180,6 +181,7 @@ class Broker:
             )
         await self.groups.runtime.wait_loaded()
         await self.transactions.runtime.wait_loaded()
+        self.serving.set()
 
     async def controlled_shutdown(self) -> None:
         """Move this broker's leaderships away before it stops (Kafka's controlled

@@ -57,15 +57,21 @@ SECURITY_KEYS = [
     BrokerKey("sasl.enabled.mechanisms", str, "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     BrokerKey("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "Mechanism between brokers."),
     BrokerKey("sasl.mechanism.controller.protocol", str, "GSSAPI", "Mechanism to controllers."),
-    BrokerKey("sasl.server.max.receive.size", int, "524288", "Largest frame before authentication."),
+    BrokerKey(
+        "sasl.server.max.receive.size", int, "524288", "Largest frame before authentication."
+    ),
     BrokerKey("connections.max.reauth.ms", int, "0", "SASL session lifetime (0: unlimited)."),
-    BrokerKey("authorizer.class.name", str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    BrokerKey(
+        "authorizer.class.name", str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    ),
     BrokerKey("super.users", str, "", "Principals allowed everything: User:a;User:b."),
     BrokerKey("allow.everyone.if.no.acl.found", bool, "false", "Allow where no ACL applies."),
     BrokerKey("quota.window.num", int, "11", "Samples a client quota rate is measured over."),
     BrokerKey("quota.window.size.seconds", int, "1", "Length of one quota sample."),
 ]
-_LISTENER_SCOPED = re.compile(r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$")
+_LISTENER_SCOPED = re.compile(
+    r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$"
+)
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 BROKER_KEYS: dict[str, BrokerKey] = {

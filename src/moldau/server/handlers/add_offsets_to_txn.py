@@ -9,6 +9,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
 from moldau.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxnResponse
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -23,6 +24,13 @@ FENCED_ERROR_VERSION = 2  # older clients get INVALID_PRODUCER_EPOCH for PRODUCE
 async def handle(
     services: Services, ctx: RequestContext, request: AddOffsetsToTxnRequest
 ) -> AddOffsetsToTxnResponse:
+    access = services.authorizer
+    if not access.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return AddOffsetsToTxnResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     await services.groups.ensure_topic()
     error = await services.transactions.add_offsets(
         request.transactional_id, request.producer_id, request.producer_epoch, request.group_id

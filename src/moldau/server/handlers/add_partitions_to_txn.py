@@ -19,6 +19,7 @@ from moldau.protocol.messages.add_partitions_to_txn_response import (
     AddPartitionsToTxnResult,
     AddPartitionsToTxnTopicResult,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -49,9 +50,26 @@ def _results(errors: dict[TopicPartition, ErrorCode]) -> list[AddPartitionsToTxn
 
 
 async def _add(
-    services: Services, txn: AddPartitionsToTxnTransaction, version: int
+    services: Services, ctx: RequestContext, txn: AddPartitionsToTxnTransaction, version: int
 ) -> dict[TopicPartition, ErrorCode]:
     wanted = _partitions(txn.topics or [])
+    access = services.authorizer
+    if version < BATCHED_VERSION:
+        # A producer's request: WRITE on its transactional id and on every topic; as Kafka,
+        # nothing is added when one is refused, and the others are "not attempted".
+        if not access.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn.transactional_id or ""
+        ):
+            return dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        topics = {t for t, _ in wanted}
+        refused = topics - access.allowed_names(ctx, AclOperation.WRITE, ResourceType.TOPIC, topics)
+        if refused:
+            return {
+                tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if tp[0] in refused
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in wanted
+            }
     image = services.image
     unknown = {tp for tp in wanted if image.partition(*tp) is None}
     if unknown:
@@ -78,11 +96,13 @@ async def handle(
     services: Services, ctx: RequestContext, request: AddPartitionsToTxnRequest
 ) -> AddPartitionsToTxnResponse:
     if ctx.api_version >= BATCHED_VERSION:
+        if not services.authorizer.cluster(ctx, AclOperation.CLUSTER_ACTION):  # brokers only
+            return AddPartitionsToTxnResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return AddPartitionsToTxnResponse(
             results_by_transaction=[
                 AddPartitionsToTxnResult(
                     transactional_id=t.transactional_id,
-                    topic_results=_results(await _add(services, t, ctx.api_version)),
+                    topic_results=_results(await _add(services, ctx, t, ctx.api_version)),
                 )
                 for t in request.transactions or []
             ]
@@ -94,5 +114,5 @@ async def handle(
         topics=request.v3_and_below_topics,
     )
     return AddPartitionsToTxnResponse(
-        results_by_topic_v3_and_below=_results(await _add(services, single, ctx.api_version))
+        results_by_topic_v3_and_below=_results(await _add(services, ctx, single, ctx.api_version))
     )

@@ -14,6 +14,7 @@ from moldau.protocol.messages.describe_producers_response import (
     ProducerState,
     TopicResponse,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -49,11 +50,21 @@ def describe(services: Services, topic: str, partition: int) -> PartitionRespons
 async def handle(
     services: Services, ctx: RequestContext, request: DescribeProducersRequest
 ) -> DescribeProducersResponse:
+    readable = services.authorizer.allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name or "" for t in request.topics or [])
+    )
     return DescribeProducersResponse(
         topics=[
             TopicResponse(
                 name=t.name,
-                partitions=[describe(services, t.name or "", p) for p in t.partition_indexes or []],
+                partitions=[
+                    describe(services, t.name or "", p)
+                    if t.name in readable
+                    else PartitionResponse(
+                        partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    )
+                    for p in t.partition_indexes or []
+                ],
             )
             for t in request.topics or []
         ]

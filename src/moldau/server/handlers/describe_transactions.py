@@ -13,6 +13,7 @@ from moldau.protocol.messages.describe_transactions_response import (
     TopicData,
     TransactionState,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -46,5 +47,14 @@ async def handle(
     services: Services, ctx: RequestContext, request: DescribeTransactionsRequest
 ) -> DescribeTransactionsResponse:
     return DescribeTransactionsResponse(
-        transaction_states=[describe(services, t) for t in request.transactional_ids or []]
+        transaction_states=[
+            describe(services, t)
+            if services.authorizer.allowed(
+                ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t
+            )
+            else TransactionState(
+                error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=t
+            )
+            for t in request.transactional_ids or []
+        ]
     )

@@ -9,6 +9,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.end_txn_request import EndTxnRequest
 from moldau.protocol.messages.end_txn_response import EndTxnResponse
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -21,6 +22,10 @@ FENCED_ERROR_VERSION = 2  # older clients get INVALID_PRODUCER_EPOCH for PRODUCE
 
 
 async def handle(services: Services, ctx: RequestContext, request: EndTxnRequest) -> EndTxnResponse:
+    if not services.authorizer.allowed(
+        ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+    ):
+        return EndTxnResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     error = await services.transactions.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed
     )

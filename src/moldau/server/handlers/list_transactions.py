@@ -11,6 +11,7 @@ from moldau.protocol.messages.list_transactions_response import (
     ListTransactionsResponse,
     TransactionState,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -27,6 +28,14 @@ async def handle(
     found, unknown = services.transactions.list_transactions(
         request.state_filters or [], request.producer_id_filters or [], request.duration_filter
     )
+    access = services.authorizer
+    visible = access.allowed_names(
+        ctx,
+        AclOperation.DESCRIBE,
+        ResourceType.TRANSACTIONAL_ID,
+        (t.transactional_id for t in found),
+        log_denied=False,
+    )
     return ListTransactionsResponse(
         unknown_state_filters=unknown,
         transaction_states=[
@@ -36,5 +45,6 @@ async def handle(
                 transaction_state=t.state.display,
             )
             for t in found
+            if t.transactional_id in visible
         ],
     )

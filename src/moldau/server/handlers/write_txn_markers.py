@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from moldau.coordinator.txn.marker_writer import Marker
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.write_txn_markers_request import WriteTxnMarkersRequest
 from moldau.protocol.messages.write_txn_markers_response import (
     WritableTxnMarkerPartitionResult,
@@ -14,6 +15,7 @@ from moldau.protocol.messages.write_txn_markers_response import (
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersResponse,
 )
+from moldau.security.acl import AclOperation
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -37,7 +39,11 @@ async def handle(
         )
         for m in request.markers or []
     ]
-    written = await services.transactions.write_markers(markers)
+    if services.authorizer.cluster(ctx, AclOperation.CLUSTER_ACTION):  # coordinators only
+        written = await services.transactions.write_markers(markers)
+    else:
+        refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        written = [dict.fromkeys(m.partitions, refused) for m in markers]
     return WriteTxnMarkersResponse(
         markers=[
             WritableTxnMarkerResult(
