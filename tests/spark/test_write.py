@@ -117,7 +117,7 @@ def _zombie_rows(options, values: list[bytes]) -> Iterator[pa.RecordBatch]:
     yield from _batches(values[1:])
 
 
-def _copy(spark, broker, checkpoint: Path, source: str, sink: str):
+def _copy(spark, broker, checkpoint: Path, source: str, sink: str, guarantee: str):
     query = (
         spark.readStream.format("moldau")
         .option("kafka.bootstrap.servers", broker.bootstrap)
@@ -129,6 +129,7 @@ def _copy(spark, broker, checkpoint: Path, source: str, sink: str):
         .writeStream.format("moldau")
         .option("kafka.bootstrap.servers", broker.bootstrap)
         .option("topic", sink)
+        .option("deliveryGuarantee", guarantee)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
@@ -138,21 +139,23 @@ def _copy(spark, broker, checkpoint: Path, source: str, sink: str):
     return query
 
 
-def test_stream_write_replayed_batch_is_written_once(spark, broker, tmp_path):
-    create_topic(broker.bootstrap, "copy-in", 2)
-    create_topic(broker.bootstrap, "copy-out", 2)
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_stream_write_replayed_batch_is_written_once(spark, broker, tmp_path, guarantee):
+    source, sink = f"copy-in-{guarantee}", f"copy-out-{guarantee}"
+    create_topic(broker.bootstrap, source, 2)
+    create_topic(broker.bootstrap, sink, 2)
     rows = [(i % 2, b"k%d" % i, b"v%d" % i) for i in range(250)]
-    produced = produce(broker.bootstrap, "copy-in", rows)
+    produced = produce(broker.bootstrap, source, rows)
     checkpoint = tmp_path / "ck"
-    query = _copy(spark, broker, checkpoint, "copy-in", "copy-out")
+    query = _copy(spark, broker, checkpoint, source, sink, guarantee)
     last = max(p["batchId"] for p in query.recentProgress)
     assert last >= 2
     # A crash after the sink committed but before Spark logged the batch: Spark replays it.
     for name in (str(last), f".{last}.crc"):
         (checkpoint / "commits" / name).unlink()
-    replay = _copy(spark, broker, checkpoint, "copy-in", "copy-out")
+    replay = _copy(spark, broker, checkpoint, source, sink, guarantee)
     assert [p["batchId"] for p in replay.recentProgress if p["numInputRows"]] == [last]
-    got = consume_all(broker.bootstrap, "copy-out")
+    got = consume_all(broker.bootstrap, sink)
     assert sorted(r.value for r in got) == sorted(r.value for r in produced)
     stamps = {dict(r.headers)[BATCH_HEADER].decode().split(":")[1] for r in got}
     assert stamps == {str(b) for b in range(last + 1)}
