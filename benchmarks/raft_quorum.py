@@ -14,8 +14,14 @@ other replicas' work on the same core, so it is an upper bound for separate proc
   committed and snapshotted (encoded in a worker thread, written, fsynced); measured are
   that time, the file size, a brand-new node's fetch and load through FetchSnapshot, and
   the load (decode and replay) alone.
+- cluster: three real combined nodes (``moldau.testing.cluster``, one process each):
+  ``--cluster-topics`` topics of ``--partitions`` partitions with replication factor 3
+  created through CreateTopics of 100 topics each (answered = committed by the quorum),
+  then until every node's Metadata lists them all with leaders; the latency of one-topic
+  CreateTopics (as a script creating topics one by one sees it); and kill -9 of the
+  active controller to the next CreateTopics that succeeds, repeated ``--failovers`` times.
 
-    python -m benchmarks.raft_quorum [--quick]
+    python -m benchmarks.raft_quorum [--quick] [--sections commit,failover,snapshot,cluster]
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from benchmarks.harness import write_result
 from moldau.metadata.records import (
     BrokerEndpoint,
@@ -38,7 +46,10 @@ from moldau.metadata.records import (
 )
 from moldau.raft.driver import METADATA_DIR, SnapshotData, decode_snapshot
 from moldau.raft.file_log import SNAPSHOT_SUFFIX, snapshot_file_stem
+from moldau.testing import ClusterProcess, cluster
 from tests.integration.raft_helpers import Node, RaftCluster, raft_cluster
+
+TOPICS_PER_REQUEST = 100
 
 
 def topic(i: int) -> TopicRecord:
@@ -165,14 +176,89 @@ async def snapshots(root: Path, topics: int, partitions: int) -> dict[str, Any]:
     }
 
 
+def create_topics(admin: AdminClient, names: list[str], partitions: int) -> None:
+    new = [NewTopic(n, partitions, replication_factor=3) for n in names]
+    for future in admin.create_topics(new, operation_timeout=120, request_timeout=180).values():
+        future.result(300)
+
+
+def real_cluster(topics: int, partitions: int, single: int, failovers: int) -> dict[str, Any]:
+    with cluster(3) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        names = [f"bulk-{i}" for i in range(topics)]
+        started = time.perf_counter()
+        for i in range(0, topics, TOPICS_PER_REQUEST):
+            create_topics(admin, names[i : i + TOPICS_PER_REQUEST], partitions)
+        answered_s = time.perf_counter() - started
+
+        def everywhere() -> bool:
+            for node in c.serving():
+                listed = c.describe(node)["topics"]
+                if any(len(listed.get(n, ())) != partitions for n in names):
+                    return False
+                if any(p["leader"] < 0 for n in names for p in listed[n]):
+                    return False
+            return True
+
+        c.wait_until(everywhere, 600, interval=0.5)
+        everywhere_s = time.perf_counter() - started
+        one_by_one = []
+        for i in range(single):
+            begun = time.perf_counter()
+            create_topics(admin, [f"single-{i}"], partitions)
+            one_by_one.append((time.perf_counter() - begun) * 1000)
+        kill_to_create = [
+            kill_the_controller(c, admin, f"after-kill-{i}") for i in range(failovers)
+        ]
+    return {
+        "topics": topics,
+        "partitions_per_topic": partitions,
+        "replication_factor": 3,
+        "create_answered_s": round(answered_s, 2),
+        "create_on_every_node_s": round(everywhere_s, 2),
+        "one_topic_create_ms": summary(one_by_one),
+        "kill9_controller_to_created_topic_ms": summary(kill_to_create),
+    }
+
+
+def kill_the_controller(c: ClusterProcess, admin: AdminClient, name: str) -> float:
+    """kill -9 of the active controller; ms until a CreateTopics succeeds. The node is
+    started again and the cluster settles before the next round."""
+    old = c.controller()
+    assert old is not None
+    c.kill(old)
+    started = time.perf_counter()
+    while True:
+        try:
+            create_topics(admin, [name], 1)
+            break
+        except Exception:  # no controller yet, or the request died with the old one
+            if time.perf_counter() - started > 60:
+                raise
+            time.sleep(0.01)
+    elapsed = (time.perf_counter() - started) * 1000
+    c.start_node(old)
+    c.wait_until(lambda: name in c.describe(old)["topics"], 120)
+    return elapsed
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
+    sections = set(args.sections.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        async with raft_cluster(root / "quorum", 3) as cluster:
-            results["commit"] = await commit_latency(cluster, args.commits)
-            results["failover"] = await failovers(cluster, args.failovers)
-        results["snapshot"] = await snapshots(root / "snapshot", args.topics, args.partitions)
+        if sections & {"commit", "failover"}:
+            async with raft_cluster(root / "quorum", 3) as quorum:
+                if "commit" in sections:
+                    results["commit"] = await commit_latency(quorum, args.commits)
+                if "failover" in sections:
+                    results["failover"] = await failovers(quorum, args.failovers)
+        if "snapshot" in sections:
+            results["snapshot"] = await snapshots(root / "snapshot", args.topics, args.partitions)
+    if "cluster" in sections:
+        results["cluster"] = await asyncio.to_thread(
+            real_cluster, args.cluster_topics, args.partitions, 50, args.failovers
+        )
     return results
 
 
@@ -182,10 +268,13 @@ if __name__ == "__main__":
     parser.add_argument("--commits", type=int, default=300)
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--partitions", type=int, default=10, help="per topic")
+    parser.add_argument("--cluster-topics", type=int, default=1_000, help="created on 3 nodes")
+    parser.add_argument("--sections", default="commit,failover,snapshot,cluster")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     arguments = parser.parse_args()
     if arguments.quick:
         arguments.failovers, arguments.commits, arguments.topics = 1, 20, 100
+        arguments.cluster_topics = 100
     outcome = asyncio.run(main(arguments))
     print(outcome)
     print(write_result("raft_quorum", arguments, outcome))
