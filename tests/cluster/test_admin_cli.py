@@ -8,7 +8,10 @@ import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from moldau.testing import ClusterProcess
 from tests.cluster.conftest import NewCluster
@@ -77,6 +80,7 @@ def test_leader_election_errors(shared_cluster: ClusterProcess, topic: str) -> N
     assert usage.returncode == 1 and "--topic" in usage.stderr and "--all" in usage.stderr
 
 
+@pytest.mark.slow
 def test_reassignment_catches_up_before_the_old_replica_leaves(
     new_cluster: NewCluster, topic: str
 ) -> None:
@@ -97,6 +101,11 @@ def test_reassignment_catches_up_before_the_old_replica_leaves(
     assert listed[topic]["0"] == {"replicas": [new, old], "adding": [new], "removing": [old]}
     assert cluster.partition(topic, 0)["leader"] == old
     cluster.produce(topic, *values[200:])  # the old replica still takes writes
+    out = moldau(cluster, f"reassign --topic {topic} --partition 0 --cancel")
+    assert f"Reassignment cancelled for partitions {topic}-0" in out.stdout
+    assert cluster.partition(topic, 0)["replicas"] == [old]
+    assert json.loads(moldau(cluster, "reassign --list --json").stdout) == {}
+    moldau(cluster, f"reassign --topic {topic} --partition 0 --replicas {new}")
 
     cluster.start_node(new)
     out = moldau(
@@ -109,15 +118,16 @@ def test_reassignment_catches_up_before_the_old_replica_leaves(
     assert [r.value for r in cluster.consume(topic, 300)] == [v.encode() for v in values]
 
 
-def test_reassignment_to_more_replicas_and_cancel(
-    shared_cluster: ClusterProcess, topic: str
+def test_reassignment_to_more_replicas_and_errors(
+    shared_cluster: ClusterProcess, topic: str, tmp_path: Path
 ) -> None:
     cluster = shared_cluster
     cluster.create_topic(topic, partitions=2, replication_factor=1)
     cluster.produce(topic, *[f"x{i}" for i in range(50)])
-    out = moldau(
-        cluster, f"reassign --topic {topic} --partition 0 --partition 1 --replicas 3,1,2 --wait"
-    )
+    plan = tmp_path / "plan.json"
+    moves = [{"topic": topic, "partition": p, "replicas": [3, 1, 2]} for p in (0, 1)]
+    plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+    out = moldau(cluster, f"reassign --reassignment-json-file {plan} --wait")
     assert f"Reassignment complete for partitions {topic}-0, {topic}-1" in out.stdout
     for p in partitions(cluster, topic).values():
         assert p["replicas"] == [3, 1, 2] and sorted(p["isr"]) == [1, 2, 3], p
@@ -130,3 +140,8 @@ def test_reassignment_to_more_replicas_and_cancel(
     assert bad.returncode == 1 and "INVALID_REPLICA_ASSIGNMENT" in bad.stderr, bad
     bad = moldau(cluster, f"reassign --topic {topic} --partition 0 --cancel", ok=False)
     assert bad.returncode == 1 and "NO_REASSIGNMENT_IN_PROGRESS" in bad.stderr, bad
+    usage = moldau(cluster, f"reassign --topic {topic} --partition 0", ok=False)
+    assert usage.returncode == 1 and "either --replicas or --cancel" in usage.stderr, usage
+    plan.write_text("{not json")
+    bad = moldau(cluster, f"reassign --reassignment-json-file {plan}", ok=False)
+    assert bad.returncode == 1 and "cannot read the reassignment plan" in bad.stderr, bad
