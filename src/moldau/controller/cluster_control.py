@@ -13,11 +13,16 @@ As Kafka's ClusterControlManager and BrokerHeartbeatManager:
   leaderships move away, and it is told it may stop once it leads nothing.
 
 Liveness (when each broker last heartbeated) is the active controller's memory, not
-metadata: a newly elected controller gives every broker a full session to check in.
+metadata: a newly elected controller gives every broker a full session to check in. A
+controller that itself did not look for half a session (its event loop or queue stalled,
+which in a combined node also holds back the local broker's heartbeats) gives every broker
+a full session again rather than fencing them for a silence it caused (Kafka likewise
+counts a heartbeat that timed out in an overloaded controller queue as contact).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from moldau.controller.replication_control import ReplicationControl
@@ -32,6 +37,8 @@ from moldau.metadata.records import (
     UnregisterBrokerRecord,
 )
 from moldau.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,10 +70,12 @@ class ClusterControl:
         self.replication = replication
         self.session_timeout_ms = session_timeout_ms
         self._last_contact: dict[int, int] = {}
+        self._last_check_ms: int | None = None
 
     def activate(self, image: MetadataImage, now_ms: int) -> None:
         """A new active controller: every registered broker gets a fresh session."""
         self._last_contact = dict.fromkeys(image.brokers, now_ms)
+        self._last_check_ms = now_ms
 
     def has_session(self, broker_id: int, now_ms: int) -> bool:
         last = self._last_contact.get(broker_id)
@@ -166,6 +175,14 @@ class ClusterControl:
 
     def expire_sessions(self, image: MetadataImage, now_ms: int) -> list[MetadataRecord]:
         """Fence every unfenced broker whose session timed out."""
+        last_check, self._last_check_ms = self._last_check_ms, now_ms
+        if last_check is not None and now_ms - last_check > self.session_timeout_ms // 2:
+            log.warning(
+                "the controller stalled for %d ms: every broker gets a new session",
+                now_ms - last_check,
+            )
+            self._last_contact = dict.fromkeys(self._last_contact, now_ms)
+            return []
         records: list[MetadataRecord] = []
         for broker in image.brokers.values():
             if broker.fenced or self.has_session(broker.broker_id, now_ms):

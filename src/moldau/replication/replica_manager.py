@@ -17,12 +17,13 @@ and read back as file ranges for sendfile.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from moldau.clock import Scheduler
-from moldau.metadata.image import MetadataImage
+from moldau.clock import Scheduler, TimerHandle
+from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -37,6 +38,11 @@ from moldau.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# A change bringing more new replicas than this opens them a slice at a time: opening a log
+# costs a few file-system calls, so one CreatePartitions of 10,000 would otherwise hold
+# every request for many seconds.
+HOST_BATCH = 200
+HOST_SLICE_S = 0.02  # real time (not the injectable clock): it bounds the event loop's stall
 Writable = bytearray | memoryview  # batches are stamped in place: the frame's own buffer
 
 LATEST_TIMESTAMP = -1
@@ -141,6 +147,10 @@ class ReplicaManager:
         self.purgatory = Purgatory(scheduler)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
+        # New replicas of a large change, opened a slice at a time or at their first
+        # request (value: the part and whether this node leads it).
+        self._pending: dict[TopicPartition, tuple[PartitionImage, bool]] = {}
+        self._hosting: TimerHandle | None = None
         # Where ISR changes go (the AlterPartition manager); a single broker has none.
         self.propose_isr_change: Callable[[TopicPartition, IsrProposal], None] = _no_isr_changes
         # Where each partition's HW was at the last checkpoint: a restarted replica starts
@@ -151,24 +161,70 @@ class ReplicaManager:
     def on_metadata_update(
         self, old: MetadataImage, new: MetadataImage, changes: LocalChanges
     ) -> None:
-        """Become leader/follower, drop deleted replicas, apply topic config changes."""
-        now = self.clock.now_ms()
+        """Become leader/follower, drop deleted replicas, apply topic config changes.
+
+        When a change brings more than HOST_BATCH new replicas, those of ordinary topics
+        are opened a slice (HOST_SLICE_S) per turn of the event loop (as Kafka's brokers apply a large
+        delta off the request threads); internal topics' replicas are opened at once, the
+        coordinators load from them."""
         for tp in changes.deletes:
+            self._pending.pop(tp, None)
             self._stop_replica(tp)
-        for tp, part in changes.leaders.items():
-            hosted = self._host(tp)
-            if hosted is not None:
-                partition, replica_log = hosted
-                partition.make_leader(part, replica_log.log_end_offset, now)
-                self._high_watermark_changed(tp)
-        for tp, part in changes.followers.items():
-            hosted = self._host(tp)
-            if hosted is not None:
-                partition, replica_log = hosted
-                partition.make_follower(part, replica_log.log_end_offset)
-                self._high_watermark_changed(tp)
+        becoming = [
+            *((tp, part, True) for tp, part in changes.leaders.items()),
+            *((tp, part, False) for tp, part in changes.followers.items()),
+        ]
+        opening = sum(tp not in self._partitions for tp, _, _ in becoming)
+        for tp, part, leads in becoming:
+            self._pending.pop(tp, None)
+            if opening > HOST_BATCH and tp not in self._partitions and not is_internal(tp[0]):
+                self._pending[tp] = (part, leads)
+            else:
+                self._become(tp, part, leads)
+        if self._pending and self._hosting is None:
+            log.info("opening %d new replicas, a slice at a time", len(self._pending))
+            self._hosting = self.scheduler.call_at(self.clock.now_ms(), self._host_pending)
         for topic in changes.config_changed:
             self.log_manager.update_config(topic, self._config_for(topic))
+
+    def _host_pending(self) -> None:
+        self._hosting = None
+        deadline = time.monotonic() + HOST_SLICE_S
+        for _ in range(min(HOST_BATCH, len(self._pending))):
+            if time.monotonic() > deadline:
+                break
+            tp = next(iter(self._pending))
+            part, leads = self._pending.pop(tp)
+            self._become(tp, part, leads)
+        if self._pending:
+            self._hosting = self.scheduler.call_at(self.clock.now_ms(), self._host_pending)
+        else:
+            log.info("the new replicas are open")
+
+    def _open_now(self, tp: TopicPartition) -> None:
+        """A request for a replica still waiting its turn opens it at once (a few file-
+        system calls), rather than failing: clients back off for long on retriable errors."""
+        pending = self._pending.pop(tp, None)
+        if pending is not None:
+            self._become(tp, *pending)
+
+    def close(self) -> None:
+        """Stop opening pending replicas (the broker is stopping)."""
+        if self._hosting is not None:
+            self._hosting.cancel()
+            self._hosting = None
+        self._pending.clear()
+
+    def _become(self, tp: TopicPartition, part: PartitionImage, leads: bool) -> None:
+        hosted = self._host(tp)
+        if hosted is None:
+            return
+        partition, replica_log = hosted
+        if leads:
+            partition.make_leader(part, replica_log.log_end_offset, self.clock.now_ms())
+        else:
+            partition.make_follower(part, replica_log.log_end_offset)
+        self._high_watermark_changed(tp)
 
     def _host(self, tp: TopicPartition) -> tuple[Partition, Log] | None:
         try:
@@ -209,6 +265,7 @@ class ReplicaManager:
 
     def _leader(self, tp: TopicPartition, current_leader_epoch: int = -1) -> tuple[Partition, Log]:
         """The partition and its log if this node leads it, else the Kafka error."""
+        self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None:
@@ -465,6 +522,7 @@ class ReplicaManager:
     # -- follower side -------------------------------------------------------------
     def follower_position(self, tp: TopicPartition) -> FollowerPosition | None:
         """Where this follower fetches ``tp`` from (None: it does not follow it now)."""
+        self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None or partition.role is not Role.FOLLOWER:

@@ -207,3 +207,16 @@ def test_reassignment_adds_then_removes() -> None:
         2,
     )
     assert rc.reassign(c.image, "t", 0, None)[0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+
+
+def test_a_controller_that_stalled_does_not_fence_for_the_silence_it_caused() -> None:
+    c = Cluster(brokers=(1, 2))
+    c.control.activate(c.image, c.now)
+    c.now += SESSION + 1  # nothing ran: not the brokers' fault
+    assert c.control.expire_sessions(c.image, c.now) == []
+    c.now += 1_000
+    c.heartbeat(2)  # broker 1 stays silent from here on
+    for _ in range(SESSION // 1_000):  # checked every second, as the controller does
+        c.now += 1_000
+        c.apply(c.control.expire_sessions(c.image, c.now))
+    assert c.image.brokers[1].fenced and not c.image.brokers[2].fenced

@@ -13,6 +13,7 @@ from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.publisher import MetadataPublisher
 from moldau.protocol.errors import ErrorCode
 from moldau.records.record import build_batch
+from moldau.replication import replica_manager
 from moldau.replication.replica_manager import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -244,5 +245,39 @@ def test_clients_cannot_produce_to_internal_topics(tmp_path: Path) -> None:
         assert client.error == ErrorCode.INVALID_TOPIC_EXCEPTION
         own = node.rm.append_to_leader(tp, batch, origin=AppendOrigin.COORDINATOR)
         assert own.error == ErrorCode.NONE
+
+    run(test)
+
+
+def test_a_large_change_opens_its_replicas_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(replica_manager, "HOST_BATCH", 10)
+
+    def many(partitions: int, deleted: str | None = None) -> MetadataImage:
+        topics = {}
+        for name in ("t", "gone", "__consumer_offsets"):
+            if name == deleted:
+                continue
+            parts = {p: PartitionImage(p, (1,), (1,), 1, 0, 0) for p in range(partitions)}
+            topics[name] = TopicImage(name, name.encode().ljust(16, b"."), parts, {})
+        return MetadataImage(topics=topics, topics_by_id={t.topic_id: n for n, t in topics.items()})
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(many(12))
+        opened = {tp for tp in node.logs.logs}
+        # Internal topics' replicas open at once; the others wait for the scheduler.
+        assert {("__consumer_offsets", p) for p in range(12)} <= opened
+        assert len(opened) < 36
+        waiting = next(("t", p) for p in range(12) if ("t", p) not in opened)
+        batch = bytearray(build_batch([(b"k", b"v")]))
+        results = await node.rm.append_records({waiting: batch}, required_acks=1, timeout_ms=1_000)
+        assert results[waiting].error == ErrorCode.NONE  # a request opens its replica at once
+        assert waiting in node.logs.logs
+        node.publisher.publish(many(12, deleted="gone"))
+        node.scheduler.advance(0)
+        assert {tp[0] for tp in node.logs.logs} == {"t", "__consumer_offsets"}
+        assert len(node.logs.logs) == 24
+        result = await node.produce(2)  # ("t", 0), written once already if it waited
+        assert (result.error, result.last_offset) == (ErrorCode.NONE, 2 if waiting == TP else 1)
 
     run(test)
