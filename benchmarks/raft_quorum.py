@@ -206,18 +206,25 @@ def create_retrying(admin: AdminClient, names: list[str], partitions: int) -> in
             time.sleep(0.5)
 
 
-def on_every_node(nodes: list[AdminClient], topic: str, partitions: int) -> None:
-    """Wait until each node's own metadata lists ``topic`` with a leader per partition."""
+def on_every_node(nodes: list[AdminClient], topic: str, partitions: int) -> int:
+    """Wait until each node's own metadata lists ``topic`` with a leader per partition.
+    Returns how many Metadata requests timed out (10 s) meanwhile: a node stalled."""
+    stalls = 0
     for node in nodes:
         deadline = time.monotonic() + 300
         while True:
-            found = node.list_topics(topic, timeout=30).topics.get(topic)
+            try:
+                found = node.list_topics(topic, timeout=10).topics.get(topic)
+            except KafkaException:
+                stalls += 1
+                found = None
             leaders = [] if found is None or found.error else found.partitions.values()
             if len(leaders) == partitions and all(p.leader >= 0 for p in leaders):
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic} not on every node")
             time.sleep(0.02)
+    return stalls
 
 
 def real_cluster(topics: int, partitions: int, single: int, failovers: int) -> dict[str, Any]:
@@ -227,19 +234,19 @@ def real_cluster(topics: int, partitions: int, single: int, failovers: int) -> d
         names = [f"bulk-{i}" for i in range(topics)]
         epoch = c.describe()["quorum"]["epoch"]
         started = time.perf_counter()
-        retries = 0
+        retries = stalls = 0
         for i in range(0, topics, TOPICS_PER_REQUEST):
             batch = names[i : i + TOPICS_PER_REQUEST]
             retries += create_retrying(admin, batch, partitions)
             # The next request once every node applied this one: the pace the nodes can
             # keep, so none falls so far behind that it misses its heartbeats.
-            on_every_node(nodes, batch[-1], partitions)
+            stalls += on_every_node(nodes, batch[-1], partitions)
         everywhere_s = time.perf_counter() - started
         elections = c.describe()["quorum"]["epoch"] - epoch
         one_by_one = []
         for i in range(single):
             begun = time.perf_counter()
-            create_topics(admin, [f"single-{i}"], partitions)
+            retries += create_retrying(admin, [f"single-{i}"], partitions)
             one_by_one.append((time.perf_counter() - begun) * 1000)
         kill_to_create = [
             kill_the_controller(c, admin, f"after-kill-{i}") for i in range(failovers)
@@ -251,6 +258,7 @@ def real_cluster(topics: int, partitions: int, single: int, failovers: int) -> d
         "topics_per_request": TOPICS_PER_REQUEST,
         "create_on_every_node_s": round(everywhere_s, 2),
         "create_requests_retried": retries,
+        "metadata_requests_timed_out_10s": stalls,
         "quorum_epochs_during_create": elections,
         "one_topic_create_ms": summary(one_by_one),
         "kill9_controller_to_created_topic_ms": summary(kill_to_create),
@@ -274,7 +282,7 @@ def kill_the_controller(c: ClusterProcess, admin: AdminClient, name: str) -> flo
             time.sleep(0.01)
     elapsed = (time.perf_counter() - started) * 1000
     c.start_node(old)
-    c.wait_until(lambda: name in c.describe(old)["topics"], 120)
+    c.wait_until(lambda: name in c.describe(old)["topics"], 600)
     return elapsed
 
 
