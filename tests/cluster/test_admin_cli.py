@@ -34,6 +34,7 @@ def partitions(cluster: ClusterProcess, topic: str) -> dict[int, dict[str, Any]]
     return {p["partition"]: p for p in cluster.describe()["topics"][topic]}
 
 
+@pytest.mark.slow
 def test_preferred_leader_election(new_cluster: NewCluster, topic: str) -> None:
     """A node stopped and started again is back in every ISR but leads nothing (the
     balancer is off); a preferred election of one partition, then of all, gives it back
