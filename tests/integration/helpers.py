@@ -445,10 +445,12 @@ def produce_kafka_python(
 
 
 def consume_kafka_python(
-    bootstrap: str, topic: str, ends: dict[int, tuple[int, int]] | None = None
+    bootstrap: str, topic: str, ends: dict[int, tuple[int, int]] | None = None, **config: Any
 ) -> Consumed:
     ends = ends or watermarks(bootstrap, topic)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **config
+    )
     out: Consumed = {p: [] for p in ends}
     try:
         tps = {p: KpTopicPartition(topic, p) for p in ends}
@@ -513,13 +515,13 @@ def produce_aiokafka(
 
 
 def consume_aiokafka(
-    bootstrap: str, topic: str, ends: dict[int, tuple[int, int]] | None = None
+    bootstrap: str, topic: str, ends: dict[int, tuple[int, int]] | None = None, **config: Any
 ) -> Consumed:
     ends = ends or watermarks(bootstrap, topic)
 
     async def run() -> Consumed:
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
+            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, **config
         )
         await consumer.start()
         out: Consumed = {p: [] for p in ends}
@@ -546,9 +548,12 @@ def consume_aiokafka(
 KCAT_HEADER = ("via", b"kcat")
 
 
-def produce_kcat(bootstrap: str, topic: str, records: Sequence[Rec], codec: str = "none") -> None:
+def produce_kcat(
+    bootstrap: str, topic: str, records: Sequence[Rec], codec: str = "none", **props: str
+) -> None:
     """``kcat -P -K:`` from stdin: text records (see ``make_records(text=True)``), each
-    with the one header kcat can add, ``KCAT_HEADER``. kcat reports no offsets."""
+    with the one header kcat can add, ``KCAT_HEADER``. kcat reports no offsets. ``props``
+    are librdkafka properties (``-X``), e.g. security settings."""
     for r in records:
         assert r.key is not None and b":" not in r.key and b"\n" not in r.value + r.key
         assert r.headers == (KCAT_HEADER,), "kcat adds the same header to every record"
@@ -570,14 +575,20 @@ def produce_kcat(bootstrap: str, topic: str, records: Sequence[Rec], codec: str 
         "linger.ms=5",
         "-X",
         "batch.num.messages=250",
+        *_kcat_props(props),
     ]
     result = subprocess.run(cmd, input=stdin, capture_output=True, timeout=DEADLINE_S)
     assert result.returncode == 0, f"kcat -P failed: {result.stderr.decode()}"
 
 
-def consume_kcat(bootstrap: str, topic: str) -> Consumed:
+def _kcat_props(props: dict[str, str]) -> list[str]:
+    return [arg for k, v in props.items() for arg in ("-X", f"{k}={v}")]
+
+
+def consume_kcat(bootstrap: str, topic: str, **props: str) -> Consumed:
     """``kcat -C -e -o beginning -J``: every partition to its end, as JSON lines."""
     cmd = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-o", "beginning", "-J", "-q"]
+    cmd += _kcat_props(props)
     result = subprocess.run(cmd, capture_output=True, timeout=DEADLINE_S)
     assert result.returncode == 0, f"kcat -C failed: {result.stderr.decode()}"
     out: Consumed = defaultdict(list)

@@ -23,6 +23,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
@@ -50,6 +54,19 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.acl.AccessControlEntry;
+import org.apache.kafka.common.acl.AccessControlEntryFilter;
+import org.apache.kafka.common.acl.AclBinding;
+import org.apache.kafka.common.acl.AclBindingFilter;
+import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.acl.AclPermissionType;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.resource.PatternType;
+import org.apache.kafka.common.resource.ResourcePattern;
+import org.apache.kafka.common.resource.ResourcePatternFilter;
+import org.apache.kafka.common.resource.ResourceType;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
@@ -65,7 +82,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * <pre>
  * MoldauClient produce  --bootstrap B --topic T [--count N | --stdin] ...
  * MoldauClient consume  --bootstrap B --topic T [--group G | --partitions all|0,1] ...
- * MoldauClient admin OP --bootstrap B ... [+ OP ...]...
+ * MoldauClient admin OP --bootstrap B ... [+ OP ...]...   (OPs include the security ones:
+ *     create-acl, describe-acls, delete-acls, alter-quota, describe-quotas, upsert-scram,
+ *     describe-scram; --config key=value passes security settings such as sasl.jaas.config)
  * MoldauClient txn-copy --bootstrap B --input T --output T2 --group G --transactional-id X ...
  * </pre>
  *
@@ -593,6 +612,13 @@ public final class MoldauClient {
             case "alter-configs" -> alterConfigs(admin, args);
             case "describe-configs" -> describeConfigs(admin, args.required("topic"));
             case "list-offsets" -> listOffsets(admin, args.required("topic"), args.get("spec", "latest"));
+            case "create-acl" -> createAcl(admin, args);
+            case "describe-acls" -> describeAcls(admin, args);
+            case "delete-acls" -> deleteAcls(admin, args);
+            case "alter-quota" -> alterQuota(admin, args);
+            case "describe-quotas" -> describeQuotas(admin);
+            case "upsert-scram" -> upsertScram(admin, args);
+            case "describe-scram" -> describeScram(admin);
             default -> throw new UsageError("unknown admin operation '" + op + "'");
         };
     }
@@ -709,6 +735,101 @@ public final class MoldauClient {
                     "read_only", e.isReadOnly(), "sensitive", e.isSensitive()));
         }
         return Json.obj("topic", topic, "configs", entries);
+    }
+
+    // --- security: ACLs, client quotas, SCRAM users --------------------------------------
+
+    /** {@code --resource-type T --name N [--pattern LITERAL] --principal P [--host H]
+     * --operation OP [--permission ALLOW]}. */
+    private static Map<String, Object> createAcl(Admin admin, Args args) throws Exception {
+        AclBinding binding = new AclBinding(
+                new ResourcePattern(ResourceType.fromString(args.required("resource-type")),
+                        args.required("name"), PatternType.fromString(args.get("pattern", "LITERAL"))),
+                new AccessControlEntry(args.required("principal"), args.get("host", "*"),
+                        AclOperation.fromString(args.required("operation")),
+                        AclPermissionType.fromString(args.get("permission", "ALLOW"))));
+        admin.createAcls(List.of(binding)).all().get();
+        return Json.obj("created", binding.toString());
+    }
+
+    /** {@code [--resource-type T] [--name N] [--pattern ANY|MATCH|...] [--principal P]}. */
+    private static AclBindingFilter aclFilter(Args args) {
+        return new AclBindingFilter(
+                new ResourcePatternFilter(ResourceType.fromString(args.get("resource-type", "ANY")),
+                        args.get("name", null), PatternType.fromString(args.get("pattern", "ANY"))),
+                new AccessControlEntryFilter(args.get("principal", null), null, AclOperation.ANY,
+                        AclPermissionType.ANY));
+    }
+
+    private static Map<String, Object> aclJson(AclBinding b) {
+        return Json.obj("resource_type", b.pattern().resourceType().name(), "name", b.pattern().name(),
+                "pattern", b.pattern().patternType().name(), "principal", b.entry().principal(),
+                "host", b.entry().host(), "operation", b.entry().operation().name(),
+                "permission", b.entry().permissionType().name());
+    }
+
+    private static Map<String, Object> describeAcls(Admin admin, Args args) throws Exception {
+        List<Object> out = new ArrayList<>();
+        for (AclBinding b : admin.describeAcls(aclFilter(args)).values().get()) {
+            out.add(aclJson(b));
+        }
+        return Json.obj("acls", out);
+    }
+
+    private static Map<String, Object> deleteAcls(Admin admin, Args args) throws Exception {
+        List<Object> out = new ArrayList<>();
+        for (AclBinding b : admin.deleteAcls(List.of(aclFilter(args))).all().get()) {
+            out.add(aclJson(b));
+        }
+        return Json.obj("deleted", out);
+    }
+
+    /** {@code --entity type=name (or type= for the default) ... --set key=value --remove key}. */
+    private static Map<String, Object> alterQuota(Admin admin, Args args) throws Exception {
+        Map<String, String> entity = new HashMap<>();
+        for (String kv : args.all("entity")) {
+            String[] pair = splitPair(kv, "--entity");
+            entity.put(pair[0], pair[1].isEmpty() ? null : pair[1]);
+        }
+        List<ClientQuotaAlteration.Op> ops = new ArrayList<>();
+        for (String kv : args.all("set")) {
+            String[] pair = splitPair(kv, "--set");
+            ops.add(new ClientQuotaAlteration.Op(pair[0], Double.parseDouble(pair[1])));
+        }
+        for (String key : args.all("remove")) {
+            ops.add(new ClientQuotaAlteration.Op(key, null));
+        }
+        admin.alterClientQuotas(List.of(new ClientQuotaAlteration(new ClientQuotaEntity(entity), ops)))
+                .all().get();
+        return Json.obj("altered", ops.size());
+    }
+
+    private static Map<String, Object> describeQuotas(Admin admin) throws Exception {
+        List<Object> out = new ArrayList<>();
+        admin.describeClientQuotas(ClientQuotaFilter.all()).entities().get().forEach((entity, values) ->
+                out.add(Json.obj("entity", new TreeMap<>(entity.entries()), "values", new TreeMap<>(values))));
+        return Json.obj("quotas", out);
+    }
+
+    /** {@code --user U --password P [--mechanism SCRAM-SHA-256] [--iterations 4096]}. */
+    private static Map<String, Object> upsertScram(Admin admin, Args args) throws Exception {
+        ScramMechanism mechanism = ScramMechanism.fromMechanismName(args.get("mechanism", "SCRAM-SHA-256"));
+        admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(args.required("user"),
+                new ScramCredentialInfo(mechanism, args.getInt("iterations", 4096)),
+                args.required("password")))).all().get();
+        return Json.obj("user", args.required("user"), "mechanism", mechanism.mechanismName());
+    }
+
+    private static Map<String, Object> describeScram(Admin admin) throws Exception {
+        Map<String, Object> out = new TreeMap<>();
+        for (UserScramCredentialsDescription d : admin.describeUserScramCredentials().all().get().values()) {
+            List<Object> infos = new ArrayList<>();
+            for (ScramCredentialInfo info : d.credentialInfos()) {
+                infos.add(Json.obj("mechanism", info.mechanism().mechanismName(), "iterations", info.iterations()));
+            }
+            out.put(d.name(), infos);
+        }
+        return Json.obj("users", out);
     }
 
     /** {@code --spec earliest|latest|max-timestamp|<timestamp ms>} for every partition. */

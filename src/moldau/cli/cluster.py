@@ -65,16 +65,20 @@ class LocalNode:
     data_dir: Path
     rack: str | None
     metrics_port: int | None = None
+    host: str = "127.0.0.1"
     proc: subprocess.Popen[str] | None = None
     output: list[str] = field(default_factory=list)
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
 
 class LocalCluster:
-    """N combined nodes on loopback: the processes behind ``moldau cluster up``."""
+    """N combined nodes on loopback: the processes behind ``moldau cluster up``.
+
+    ``hosts`` gives each node its own address to bind and advertise (the fault tests put
+    nodes in network namespaces)."""
 
     def __init__(
         self,
@@ -84,6 +88,7 @@ class LocalCluster:
         racks: list[str] | None = None,
         metrics: bool = False,
         overrides: dict[str, str] | None = None,
+        hosts: list[str] | None = None,
     ) -> None:
         ports = free_ports(3 * nodes if metrics else 2 * nodes)
         self.cluster_id = new_uuid()
@@ -95,6 +100,7 @@ class LocalCluster:
                 data_dir / f"node{i + 1}",
                 racks[i] if racks else None,
                 ports[2 * nodes + i] if metrics else None,
+                hosts[i] if hosts else "127.0.0.1",
             )
             for i in range(nodes)
         ]
@@ -102,7 +108,7 @@ class LocalCluster:
 
     @property
     def voters(self) -> str:
-        return ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self.nodes)
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -117,8 +123,8 @@ class LocalCluster:
             "controller.quorum.voters": self.voters,
             "controller.listener.names": "CONTROLLER",
             "listeners": (
-                f"PLAINTEXT://127.0.0.1:{node.client_port},"
-                f"CONTROLLER://127.0.0.1:{node.controller_port}"
+                f"PLAINTEXT://{node.host}:{node.client_port},"
+                f"CONTROLLER://{node.host}:{node.controller_port}"
             ),
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(node.data_dir),

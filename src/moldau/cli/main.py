@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from moldau.cli import cluster, groups, perf, spark, storage, topics
+from moldau.cli import acls, cluster, groups, perf, spark, storage, topics, users
 from moldau.cli.common import show_client_logs
 from moldau.cli.console import console
 from moldau.cli.consume import consume
@@ -45,3 +45,5 @@ app.add_typer(storage.app, name="storage")
 app.add_typer(cluster.app, name="cluster")
 app.command("leader-election")(leader_election)
 app.command("reassign")(reassign)
+app.add_typer(acls.app, name="acls")
+app.add_typer(users.app, name="users")

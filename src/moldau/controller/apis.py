@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from moldau.clock import Clock, SystemClock
-from moldau.controller import broker_apis, partition_apis
+from moldau.controller import broker_apis, partition_apis, security_apis
 from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.configs import Changes, incremental, replacement
 from moldau.controller.controller import Controller, Outcome
@@ -401,4 +401,8 @@ ControllerApis.HANDLERS = {
     ApiKey.CREATE_PARTITIONS: ControllerApis.create_partitions,
     ApiKey.ALTER_CONFIGS: ControllerApis.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ControllerApis.incremental_alter_configs,
+    ApiKey.CREATE_ACLS: security_apis.create_acls,
+    ApiKey.DELETE_ACLS: security_apis.delete_acls,
+    ApiKey.ALTER_CLIENT_QUOTAS: security_apis.alter_client_quotas,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security_apis.alter_user_scram_credentials,
 }

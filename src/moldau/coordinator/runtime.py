@@ -21,7 +21,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -90,6 +90,7 @@ class _Hosted(Generic[S]):
     shard: S | None = None
     last_written: int = -1  # offset of the shard's last record
     timer: TimerHandle | None = None
+    parked: set[RequestId] = field(default_factory=set)  # answered by a later operation
 
 
 class CoordinatorRuntime(Generic[S]):
@@ -180,9 +181,23 @@ class CoordinatorRuntime(Generic[S]):
             )
 
     def _unload(self, partition: int) -> None:
+        """Drop the shard; its parked requests (a JoinGroup waiting for the rebalance to
+        end) get NOT_COORDINATOR now, as in Kafka, so their clients look for the new
+        coordinator instead of waiting out their rebalance timeout."""
         hosted = self._shards.pop(partition, None)
-        if hosted is not None and hosted.timer is not None:
+        if hosted is None:
+            return
+        if hosted.timer is not None:
             hosted.timer.cancel()
+        for request_id in hosted.parked:
+            fut = self._waiters.pop(request_id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(
+                    KafkaError(
+                        f"this node no longer coordinates {self.topic}-{partition}",
+                        ErrorCode.NOT_COORDINATOR,
+                    )
+                )
 
     def is_active(self, partition: int) -> bool:
         hosted = self._shards.get(partition)
@@ -220,15 +235,21 @@ class CoordinatorRuntime(Generic[S]):
         assert hosted.shard is not None
         return op(hosted.shard)
 
-    def park(self) -> tuple[RequestId, asyncio.Future[Any]]:
-        """A request id and the future its completion will resolve."""
+    def park(self, partition: int) -> tuple[RequestId, asyncio.Future[Any]]:
+        """A request id and the future its completion will resolve (an operation on the
+        shard of ``partition``; NOT_COORDINATOR if that shard is dropped first)."""
         request_id = next(self._ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = fut
+        hosted = self._shards.get(partition)
+        if hosted is not None:
+            hosted.parked.add(request_id)
         return request_id, fut
 
     def forget(self, request_id: RequestId) -> None:
         self._waiters.pop(request_id, None)
+        for hosted in self._shards.values():
+            hosted.parked.discard(request_id)
 
     async def write(
         self,
@@ -279,12 +300,15 @@ class CoordinatorRuntime(Generic[S]):
             self._fail(effects, error)
             raise KafkaError(str(e), error) from None
         for request_id, result in effects.completions:
+            hosted.parked.discard(request_id)
             fut = self._waiters.pop(request_id, None)
             if fut is not None and not fut.done():
                 fut.set_result(result)
 
     def _fail(self, effects: Effects, error: ErrorCode) -> None:
         for request_id, _ in effects.completions:
+            for hosted in self._shards.values():
+                hosted.parked.discard(request_id)
             fut = self._waiters.pop(request_id, None)
             if fut is not None and not fut.done():
                 fut.set_exception(KafkaError("coordinator write failed", error))

@@ -28,6 +28,7 @@ from moldau.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from moldau.metadata.security import SECURITY_RECORDS, SecurityDelta, SecurityImage
 from moldau.metadata.topics import is_internal
 
 TOPIC_RESOURCE = 2
@@ -120,6 +121,7 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
     offset: int = -1  # last metadata log offset applied
+    security: SecurityImage = field(default_factory=SecurityImage)  # ACLs, SCRAM, quotas
 
     def apply(self, records: Iterable[MetadataRecord], offset: int = -1) -> MetadataImage:
         delta = MetadataDelta(self)
@@ -147,6 +149,7 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerImage | None] = {}  # None: unregistered
         self._next_producer_id = image.next_producer_id
         self._ids: dict[bytes, str | None] = {}
+        self._security = SecurityDelta(image.security)
 
     # -- reading through the delta -------------------------------------------------
     def topic(self, name: str) -> TopicImage | None:
@@ -236,6 +239,8 @@ class MetadataDelta:
             if broker is not None:
                 fenced = isinstance(rec, FenceBrokerRecord)
                 self._brokers[rec.id] = replace(broker, fenced=fenced)
+        elif isinstance(rec, SECURITY_RECORDS):
+            self._security.replay(rec)
 
     def _replay_config(self, rec: ConfigRecord) -> None:
         key = (rec.resource_type, rec.resource_name)
@@ -306,4 +311,5 @@ class MetadataDelta:
             ),
             next_producer_id=self._next_producer_id,
             offset=max(offset, image.offset),
+            security=self._security.apply(),
         )

@@ -6,6 +6,11 @@ BrokerHeartbeat, AlterPartition, replication Fetch, forwarded admin requests...)
 (responses are matched by correlation id), reconnects with backoff, and fails every
 request in flight with ``ConnectionError`` when the connection drops, or with
 ``TimeoutError`` when the answer takes longer than the request timeout.
+
+With a ``security`` (:class:`ConnectionSecurity`, e.g. ``moldau.security.client.
+ClientSecurity``) connections are TLS and log in before any request is sent. A login
+whose session has a lifetime (KIP-368) is renewed by connecting afresh before it ends:
+the old connection finishes what is in flight on it, then closes.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable
-from typing import Any
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from moldau.protocol.framing import decode_response, encode_request, response_correlation_id
 from moldau.protocol.primitives import INT32
@@ -23,6 +30,20 @@ from moldau.protocol.primitives import INT32
 log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
+# A session is renewed once this share of its lifetime has passed (Kafka's clients pick
+# a random point between 85% and 95%).
+REAUTH_AT = 0.85
+
+
+class ConnectionSecurity(Protocol):
+    """TLS and login for new connections (what the broker's listener requires)."""
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None: ...
+
+    async def authenticate(self, exchange: Callable[[Any, int], Awaitable[Any]]) -> int:
+        """Log in with ``exchange(message, version)``; the session lifetime in ms (0: none)."""
+        ...
 
 
 class Connection:
@@ -34,11 +55,43 @@ class Connection:
         self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
         self._task = asyncio.get_running_loop().create_task(self._read_loop())
         self.closed = False
+        self.renew_at: float | None = None  # monotonic time to log in afresh
+        self._retired = False
 
     @classmethod
-    async def open(cls, address: Address, timeout_s: float) -> Connection:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout_s)
-        return cls(reader, writer)
+    async def open(
+        cls,
+        address: Address,
+        timeout_s: float,
+        security: ConnectionSecurity | None = None,
+        exchange: Callable[[Connection, Any, int], Awaitable[Any]] | None = None,
+    ) -> Connection:
+        tls = security.ssl_context if security is not None else None
+        extra: dict[str, Any] = {"ssl": tls, "server_hostname": address[0]} if tls else {}
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(*address, **extra), timeout_s
+        )
+        conn = cls(reader, writer)
+        if security is not None and exchange is not None:
+            try:
+                lifetime = await asyncio.wait_for(
+                    security.authenticate(lambda m, v: exchange(conn, m, v)), timeout_s
+                )
+            except BaseException:
+                conn.close()
+                raise
+            if lifetime > 0:
+                conn.renew_at = time.monotonic() + REAUTH_AT * lifetime / 1000
+        return conn
+
+    def expiring(self) -> bool:
+        return self.renew_at is not None and time.monotonic() >= self.renew_at
+
+    def retire(self) -> None:
+        """Take no new requests; close once those in flight are answered."""
+        self._retired = True
+        if not self._pending:
+            self.close()
 
     async def _read_loop(self) -> None:
         try:
@@ -47,6 +100,8 @@ class Connection:
                 (size,) = INT32.unpack(head)
                 frame = memoryview(await self.reader.readexactly(size))
                 pending = self._pending.pop(response_correlation_id(frame), None)
+                if self._retired and not self._pending:
+                    self.close()
                 if pending is None:
                     continue  # the caller gave up waiting
                 api_key, version, fut = pending
@@ -100,8 +155,10 @@ class NetworkClient:
         request_timeout_ms: int = 30_000,
         connect_timeout_ms: int = 10_000,
         endpoints: Callable[[int], Address | None] | None = None,
+        security: ConnectionSecurity | None = None,
     ) -> None:
         self.client_id = client_id
+        self.security = security
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.endpoints = endpoints or (lambda node: None)
@@ -120,11 +177,15 @@ class NetworkClient:
     async def _connection(self, address: Address) -> Connection:
         conn = self._connections.get(address)
         if conn is not None and not conn.closed:
-            return conn
+            if not conn.expiring():
+                return conn
+            conn.retire()  # its login is about to end: log in on a fresh connection
         pending = self._connecting.get(address)
         if pending is None:
             pending = asyncio.ensure_future(
-                Connection.open(address, self.connect_timeout_ms / 1000)
+                Connection.open(
+                    address, self.connect_timeout_ms / 1000, self.security, self._exchange
+                )
             )
             self._connecting[address] = pending
             try:
@@ -139,6 +200,11 @@ class NetworkClient:
             return await asyncio.shield(pending)
         except (OSError, TimeoutError) as e:
             raise ConnectionError(f"cannot connect to {address[0]}:{address[1]}: {e}") from e
+
+    async def _exchange(self, conn: Connection, message: Any, version: int) -> Any:
+        """One request on a connection being set up (its login)."""
+        fut = conn.send(message, version, next(self._correlation), self.client_id)
+        return await fut
 
     async def send(
         self,

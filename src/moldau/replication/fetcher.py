@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
-from moldau.protocol.client import Address, NetworkClient
+from moldau.protocol.client import Address, ConnectionSecurity, NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.protocol.messages.fetch_response import PartitionData
@@ -50,6 +50,7 @@ class FetcherConfig:
     min_bytes: int = 1  # replica.fetch.min.bytes
     backoff_ms: int = 1_000  # replica.fetch.backoff.ms
     request_timeout_ms: int = 30_000
+    security: ConnectionSecurity | None = None  # TLS and SASL of the inter-broker listener
 
 
 class Fetcher:
@@ -70,6 +71,7 @@ class Fetcher:
         self._client = NetworkClient(
             f"replica-fetcher-{manager.node_id}-{leader}-{fetcher_id}",
             request_timeout_ms=manager.config.request_timeout_ms + manager.config.wait_max_ms,
+            security=manager.config.security,
         )
         self._task = asyncio.get_running_loop().create_task(self._run())
 

@@ -23,6 +23,9 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.alter_partition import AlterPartitionManager
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
+from moldau.security.access import Access
+from moldau.security.client import ClientSecurity
+from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.config import BrokerConfig, Listener
 from moldau.server.controller_channel import ControllerChannel
@@ -113,12 +116,20 @@ class Broker:
                 wait_max_ms=config.int("replica.fetch.wait.max.ms"),
                 min_bytes=config.int("replica.fetch.min.bytes"),
                 backoff_ms=config.int("replica.fetch.backoff.ms"),
+                # Only a cluster has other brokers to fetch from (Kafka checks it always).
+                security=ClientSecurity.inter_broker(config)
+                if config.get("controller.quorum.voters")
+                else None,
             ),
         )
         self.publisher.add_listener(self.dynamic_config)
         self.publisher.add_listener(self.replica_manager)
         self.publisher.add_listener(self.fetchers)
         self.publisher.add_listener(self.groups.runtime)
+        self.authorizer = Access.from_config(config)
+        self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
+        self.publisher.add_listener(self.authorizer)
+        self.publisher.add_listener(self.quotas)
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
         self.fetch_sessions = FetchSessionCache(
             config.int("max.incremental.fetch.session.cache.slots")
@@ -228,6 +239,8 @@ class Broker:
             groups=self.groups,
             producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions,
+            authorizer=self.authorizer,
+            quotas=self.quotas,
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from moldau.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from moldau.protocol.messages.broker_registration_request import (
@@ -115,7 +115,10 @@ class BrokerLifecycle:
                         continue  # the first heartbeat goes out at once
                 else:
                     await self._heartbeat()
-            except (ConnectionError, TimeoutError) as e:
+            except (ConnectionError, TimeoutError, KafkaError) as e:
+                # No controller answered for the channel's whole timeout (a quorum without
+                # a leader, or cut off from it): keep trying, or this broker never
+                # heartbeats again and stays fenced for good.
                 log.debug("controller unreachable: %s", e)
                 await self._sleep(RETRY_BACKOFF_S)
                 continue

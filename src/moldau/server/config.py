@@ -29,6 +29,45 @@ class BrokerKey:
     doc: str
 
 
+# Security (moldau.security): listeners' protocols, TLS, SASL, authorizer, quotas. Each
+# ssl.*/sasl.* key may be set for one listener as listener.name.<listener>.<key>.
+SECURITY_KEYS = [
+    BrokerKey(
+        "listener.security.protocol.map",
+        str,
+        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+    ),
+    BrokerKey("ssl.keystore.type", str, "JKS", "PEM or PKCS12 (JKS is not supported)."),
+    BrokerKey("ssl.keystore.location", str, "", "Key and certificate chain file."),
+    BrokerKey("ssl.keystore.password", str, "", "PKCS12 keystore password."),
+    BrokerKey("ssl.key.password", str, "", "Password of an encrypted private key."),
+    BrokerKey("ssl.keystore.certificate.chain", str, "", "Inline PEM certificate chain."),
+    BrokerKey("ssl.keystore.key", str, "", "Inline PEM private key."),
+    BrokerKey("ssl.truststore.type", str, "JKS", "PEM or PKCS12."),
+    BrokerKey("ssl.truststore.location", str, "", "Trusted CA certificates file."),
+    BrokerKey("ssl.truststore.password", str, "", "PKCS12 truststore password."),
+    BrokerKey("ssl.truststore.certificates", str, "", "Inline PEM CA certificates."),
+    BrokerKey("ssl.client.auth", str, "none", "Client certificates: none, requested, required."),
+    BrokerKey("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions allowed."),
+    BrokerKey("ssl.protocol", str, "TLSv1.3", "TLS protocol (the versions are enabled.protocols)."),
+    BrokerKey("ssl.cipher.suites", str, "", "TLS 1.2 cipher suites (IANA or OpenSSL names)."),
+    BrokerKey("ssl.endpoint.identification.algorithm", str, "https", "https: check host names."),
+    BrokerKey("ssl.principal.mapping.rules", str, "DEFAULT", "Certificate subject -> user name."),
+    BrokerKey("sasl.enabled.mechanisms", str, "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
+    BrokerKey("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "Mechanism between brokers."),
+    BrokerKey("sasl.mechanism.controller.protocol", str, "GSSAPI", "Mechanism to controllers."),
+    BrokerKey("sasl.server.max.receive.size", int, "524288", "Largest frame before authentication."),
+    BrokerKey("connections.max.reauth.ms", int, "0", "SASL session lifetime (0: unlimited)."),
+    BrokerKey("authorizer.class.name", str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    BrokerKey("super.users", str, "", "Principals allowed everything: User:a;User:b."),
+    BrokerKey("allow.everyone.if.no.acl.found", bool, "false", "Allow where no ACL applies."),
+    BrokerKey("quota.window.num", int, "11", "Samples a client quota rate is measured over."),
+    BrokerKey("quota.window.size.seconds", int, "1", "Length of one quota sample."),
+]
+_LISTENER_SCOPED = re.compile(r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$")
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
 BROKER_KEYS: dict[str, BrokerKey] = {
     k.name: k
     for k in [
@@ -124,7 +163,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "Metadata snapshot period.",
         ),
         BrokerKey("inter.broker.listener.name", str, "PLAINTEXT", "Listener for brokers."),
-        BrokerKey("listener.security.protocol.map", str, "", "Listener protocols."),
+        *SECURITY_KEYS,
     ]
 }
 
@@ -139,6 +178,14 @@ class Listener:
     name: str
     host: str
     port: int
+
+
+def _known_key(key: str) -> bool:
+    """A broker key, a topic default, or a security key for one listener."""
+    if key in BROKER_KEYS or key in BROKER_SYNONYMS:
+        return True
+    m = _LISTENER_SCOPED.match(key)
+    return m is not None and (m["key"] is None or m["key"] in BROKER_KEYS)
 
 
 def parse_listeners(value: str, key: str) -> list[Listener]:
@@ -217,7 +264,7 @@ class BrokerConfig:
 
     def __init__(self, props: dict[str, str]) -> None:
         self.props = dict(props)
-        self.unknown = sorted(k for k in props if k not in BROKER_KEYS and k not in BROKER_SYNONYMS)
+        self.unknown = sorted(k for k in props if not _known_key(k))
         for key in props:
             if key in BROKER_KEYS:
                 self._typed(key)
@@ -241,6 +288,12 @@ class BrokerConfig:
         self.ip_connection_overrides = parse_ip_overrides(
             self.get("max.connections.per.ip.overrides")
         )
+        authorizer = self.get("authorizer.class.name").strip()
+        if authorizer not in ("", STANDARD_AUTHORIZER):
+            raise ConfigError(
+                f"authorizer.class.name: {authorizer} is not available; Moldau has "
+                f"{STANDARD_AUTHORIZER} (ACLs in the metadata log)"
+            )
         if self.int("max.connections.per.ip") == 0 and not self.ip_connection_overrides:
             raise ConfigError(
                 "max.connections.per.ip can be set to zero only if "

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 CREATE_TOPICS_VERSION = 7
 ALLOCATE_PRODUCER_IDS_VERSION = 0
 RETRY_BACKOFF_S = 0.05
+CONTROLLER_CHECK_S = 0.1  # how often a waiting request checks who leads the quorum
 
 
 class ControllerChannel:
@@ -105,9 +106,7 @@ class RemoteControllerChannel(ControllerChannel):
             leader = self.active_controller()
             if leader is not None and leader in self.voters:
                 try:
-                    response = await self.network.send(
-                        self.voters[leader], request, version, timeout_ms=self.timeout_ms
-                    )
+                    response = await self._send(leader, request, version, deadline)
                     if getattr(response, "error_code", 0) != ErrorCode.NOT_CONTROLLER:
                         return response
                 except (ConnectionError, TimeoutError) as e:
@@ -115,3 +114,25 @@ class RemoteControllerChannel(ControllerChannel):
             if loop.time() >= deadline:
                 raise KafkaError("no active controller answered", ErrorCode.NOT_CONTROLLER)
             await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _send(self, leader: int, request: Any, version: int, deadline: float) -> Any:
+        """One attempt, given up as soon as another controller leads the quorum: a request
+        to a controller cut off from the network would otherwise wait out the whole
+        timeout (and a broker's heartbeats with it, until the new controller fences it).
+        The connection to the old controller is dropped, as Kafka's channel does."""
+        loop = asyncio.get_running_loop()
+        address = self.voters[leader]
+        attempt = asyncio.ensure_future(
+            self.network.send(address, request, version, timeout_ms=self.timeout_ms)
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({attempt}, timeout=CONTROLLER_CHECK_S)
+                if done:
+                    return attempt.result()
+                if self.active_controller() != leader or loop.time() >= deadline:
+                    self.network.disconnect(address)
+                    raise TimeoutError(f"controller {leader} did not answer before it changed")
+        finally:
+            if not attempt.done():
+                attempt.cancel()

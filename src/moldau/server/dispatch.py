@@ -2,12 +2,19 @@
 
 Anything malformed stays contained: a frame we cannot parse closes that one connection;
 a version we don't implement gets UNSUPPORTED_VERSION where the response can carry it.
+
+Security comes first: each connection gets a :class:`~moldau.security.session.Session`
+for its listener (its TLS principal, its SASL progress), which refuses what may not be
+sent yet (the connection is closed, as Kafka closes it); the request context carries the
+listener, protocol and principal that handlers authorize; quotas throttle afterwards.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
@@ -20,6 +27,10 @@ from moldau.protocol.messages import REQUESTS, RESPONSES
 from moldau.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from moldau.protocol.messages.request_header import RequestHeader
 from moldau.protocol.primitives import INT32, ProtocolDecodeError, encoded_size
+from moldau.security.acl import ANONYMOUS, KafkaPrincipal
+from moldau.security.listeners import ListenerSecurity
+from moldau.security.quotas import REQUEST, ClientQuotas
+from moldau.security.session import CredentialLookup, Session, open_session
 from moldau.server.error_responses import error_response
 from moldau.server.handlers import HANDLERS, advertised_versions
 
@@ -32,6 +43,11 @@ log = logging.getLogger(__name__)
 _HEAD = struct.Struct(">hhi")
 
 
+# Versions from which clients throttle themselves (KIP-219): to older ones the broker
+# holds the response back for the throttle time instead.
+_CLIENT_THROTTLES_FROM: dict[int, int] = {ApiKey.PRODUCE: 6, ApiKey.FETCH: 8}
+
+
 @dataclass(slots=True)
 class RequestContext:
     api_key: int
@@ -40,28 +56,66 @@ class RequestContext:
     client_id: str | None
     client_host: str
     connection: Connection
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    principal: KafkaPrincipal = ANONYMOUS
+    size: int = 0  # the request's bytes (produce quotas count them)
+    throttle_ms: int = 0  # set by handlers whose client went over a byte-rate quota
 
 
 class Dispatcher:
     """Dispatches a listener's requests to a handler table (the broker's API modules, or a
-    controller listener's) with the context object those handlers take."""
+    controller listener's) with the context object those handlers take.
+
+    ``listeners`` are the security of each listener (PLAINTEXT when missing),
+    ``credentials`` finds SCRAM credentials (read at each login), ``quotas`` throttles."""
 
     def __init__(
         self,
         services: Services | Any,
         handlers: Mapping[int, Any] = HANDLERS,
         advertised: Callable[[], list[ApiVersion]] = advertised_versions,
+        *,
+        listeners: Mapping[str, ListenerSecurity] | None = None,
+        credentials: CredentialLookup | None = None,
+        quotas: ClientQuotas | None = None,
     ) -> None:
         self.services = services
         self.handlers = handlers
         self.advertised = advertised
+        self.listeners = dict(listeners or {})
+        self.credentials: CredentialLookup = credentials or (lambda user, mechanism: None)
+        self.quotas = quotas or ClientQuotas()
+
+    def connection_opened(self, conn: Connection) -> None:
+        """Give a new connection its session now: a SASL listener bounds even its first
+        frame to ``sasl.server.max.receive.size``."""
+        self._session(conn)
+
+    def _session(self, conn: Connection) -> Session:
+        if conn.session is None:
+            listener = self.listeners.get(conn.listener)
+            if listener is None:
+                listener = ListenerSecurity.plaintext(conn.listener)
+            conn.session = open_session(listener, conn.transport, self.credentials)
+            if not conn.session.authenticated:
+                conn.max_frame = min(conn.max_frame, listener.max_receive)
+        return conn.session
 
     async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
+        session = self._session(conn)
+        if session.raw_tokens:
+            return self._raw_token(session, frame, conn)
         buf = memoryview(frame)
         try:
             api_key, version, correlation_id = _HEAD.unpack_from(buf, 0)
         except struct.error:
             log.warning("closing %s:%s: frame too short for a request header", *conn.peer)
+            conn.close()
+            return None
+        refusal = session.refusal(api_key)
+        if refusal is not None:
+            log.info("Failed authentication with %s (%s)", conn.peer[0], refusal)
             conn.close()
             return None
         handler = self.handlers.get(api_key)
@@ -86,16 +140,66 @@ class Dispatcher:
             )
             conn.close()
             return None
-        ctx = RequestContext(api_key, version, correlation_id, header.client_id, conn.peer[0], conn)
+        ctx = RequestContext(
+            api_key,
+            version,
+            correlation_id,
+            header.client_id,
+            conn.peer[0],
+            conn,
+            session.listener.name,
+            session.listener.protocol.value,
+            session.principal,
+            len(frame),
+        )
+        started = time.thread_time_ns() if self.quotas.enabled(REQUEST) else 0
         try:
             response = await handler.handle(self.services, ctx, request)
         except KafkaError as e:
             # The handler could not answer (e.g. no active controller): say so, in shape.
             log.info("%s v%d failed: %s", ApiKey(api_key).name, version, e)
             response = error_response(api_key, request, e.code, str(e))
-        if response is None:
+        if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            self._after_sasl(session, conn)
+        if started:
+            ctx.throttle_ms = max(ctx.throttle_ms, self._request_throttle(ctx, started))
+        if response is None:  # acks=0: no response, but a throttled client is still muted
+            conn.throttle(ctx.throttle_ms)
             return None
+        if ctx.throttle_ms:
+            await self._throttle(ctx, response)
         return frame_response(api_key, version, correlation_id, response)
+
+    def _request_throttle(self, ctx: RequestContext, started_ns: int) -> int:
+        """Request time quota: CPU time of this request, in percent of one thread."""
+        percent_seconds = (time.thread_time_ns() - started_ns) * 100 / 1e9
+        return self.quotas.record_request(REQUEST, ctx, percent_seconds, int(time.time() * 1000))
+
+    @staticmethod
+    async def _throttle(ctx: RequestContext, response: Any) -> None:
+        if hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = max(response.throttle_time_ms, ctx.throttle_ms)
+        if ctx.api_version < _CLIENT_THROTTLES_FROM.get(ctx.api_key, 0):
+            await asyncio.sleep(ctx.throttle_ms / 1000)
+        else:
+            ctx.connection.throttle(ctx.throttle_ms)
+
+    def _after_sasl(self, session: Session, conn: Connection) -> None:
+        if session.failure is not None:
+            log.info("Failed authentication with %s (%s)", conn.peer[0], session.failure)
+            conn.close_after_write()
+        elif session.authenticated:
+            conn.max_frame = conn.limits.max_frame
+
+    def _raw_token(self, session: Session, frame: bytearray, conn: Connection) -> list[Any] | None:
+        """A token of the legacy SASL exchange (after SaslHandshake v0): answered bare."""
+        reply = session.raw_token(bytes(frame))
+        if reply is None:
+            log.info("Failed authentication with %s (%s)", conn.peer[0], session.failure)
+            conn.close()
+            return None
+        self._after_sasl(session, conn)
+        return [INT32.pack(len(reply)) + reply]
 
     def _unsupported(
         self, handler: ModuleType, api_key: int, version: int, correlation_id: int, conn: Connection

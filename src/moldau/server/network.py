@@ -13,9 +13,16 @@ at most what has arrived), so produce batches are stamped in place as before.
 Requests on one connection are processed one at a time, in order, as Kafka does.
 Connections stalled mid-frame past ``socket.request.read.timeout.ms`` and idle ones past
 ``connections.max.idle.ms`` are closed. Responses go out with ``transport.write``; file
-ranges with ``os.sendfile`` (plaintext sockets only: a TLS transport must send them as
-bytes). Accepting honours ``max.connections``, ``max.connections.per.ip`` and
-``max.connection.creation.rate`` (see :mod:`moldau.server.connection_quotas`).
+ranges with ``os.sendfile`` on plaintext sockets, and on TLS ones (which must encrypt
+them in user space) read and written in bounded chunks, one chunk in flight at a time.
+Accepting honours ``max.connections``, ``max.connections.per.ip`` and
+``max.connection.creation.rate`` (see :mod:`moldau.server.connection_quotas`); TLS
+handshakes run beside the accept loop, never in it.
+
+Security lives above this layer: a connection only carries its listener's name, whether
+it is TLS, a ``session`` slot for the dispatcher, a frame limit the dispatcher may lower
+(SASL before authentication), and two requests from it: close once the response is out
+(failed authentication) and stay muted for a while after it (quota throttling).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import errno
 import logging
 import os
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -44,8 +52,12 @@ log = logging.getLogger(__name__)
 
 #: Handles one frame; returns the response parts (bytes-likes and sendfile ranges) or None.
 FrameHandler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
+#: Called once a connection is established (its TLS handshake done), before any frame.
+OpenHandler = Callable[["Connection"], None]
 
 _MAX_QUEUED_FRAMES = 64
+#: File ranges go through a TLS transport in reads of at most this much.
+TLS_FILE_CHUNK = 256 * 1024
 #: A frame's first buffer: whole requests up to this size arrive in one allocation.
 INITIAL_FRAME_BUFFER = 64 * 1024
 #: Growth doubles, but by at most this much at a time.
@@ -55,6 +67,7 @@ _LISTEN_BACKLOG = 1024
 # Why reading is paused (a bit set: reading resumes when none is left).
 _QUEUE_FULL = 1
 _NO_MEMORY = 2
+_THROTTLED = 4
 
 
 @dataclass
@@ -120,11 +133,22 @@ class Connection(asyncio.BufferedProtocol):
         handler: FrameHandler,
         limits: NetworkLimits,
         on_close: Callable[[Connection], None] | None = None,
+        *,
+        listener: str = "PLAINTEXT",
+        tls: bool = False,
+        on_open: OpenHandler | None = None,
     ) -> None:
         self.handler = handler
+        self.on_open = on_open
         self.limits = limits
         self.pool = limits.pool
         self.on_close = on_close
+        self.listener = listener
+        self.tls = tls
+        self.max_frame = limits.max_frame
+        self.session: Any = None  # the dispatcher's per-connection security state
+        self._close_after_write = False
+        self._mute_ms = 0  # after the current response: read nothing for this long
         self.transport: asyncio.Transport | None = None
         self.peer = ("", 0)
         self._header = bytearray(4)
@@ -154,8 +178,12 @@ class Connection(asyncio.BufferedProtocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         # Paused whenever anything is buffered: "can write" then means "buffer empty",
-        # which is what sendfile needs to keep the byte order.
-        transport.set_write_buffer_limits(high=0, low=0)  # type: ignore[attr-defined]
+        # which is what sendfile needs to keep the byte order. (TLS transports pause at
+        # size >= high, plain ones at size > high: 1 and 0 both mean "anything".)
+        high = 1 if self.tls else 0
+        transport.set_write_buffer_limits(high=high, low=0)  # type: ignore[attr-defined]
+        if self.on_open is not None:
+            self.on_open(self)
         self._task = asyncio.get_running_loop().create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -180,12 +208,20 @@ class Connection(asyncio.BufferedProtocol):
             self._reserve(grown)
 
     def _start_frame(self, size: int) -> None:
-        if size < 0 or size > self.limits.max_frame:
+        if size < 0 or size > self.max_frame:
+            tls_hello = self._header[0] == 0x16 and self._header[1] == 0x03 and not self.tls
             log.warning(
-                "closing %s:%s: frame of %d bytes exceeds socket.request.max.bytes (%d)",
+                "closing %s:%s on listener %s: frame of %d bytes exceeds %s (%d)%s",
                 *self.peer,
+                self.listener,
                 size,
-                self.limits.max_frame,
+                "socket.request.max.bytes"
+                if self.max_frame == self.limits.max_frame
+                else "sasl.server.max.receive.size",
+                self.max_frame,
+                "; it looks like a TLS handshake: the client speaks SSL to a listener without it"
+                if tls_hello
+                else "",
             )
             self.close()
             return
@@ -295,6 +331,10 @@ class Connection(asyncio.BufferedProtocol):
                     del frame
                 if parts is not None and not self._closed:
                     await self._write(parts)
+                if self._close_after_write:
+                    break
+                if self._mute_ms:
+                    await self._muted()
                 self._busy = False
                 self.last_io = time.monotonic()
         except ConnectionError:
@@ -304,6 +344,23 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             self.close()
 
+    def close_after_write(self) -> None:
+        """Close once the response being handled is written (and read nothing more)."""
+        self._close_after_write = True
+
+    def throttle(self, ms: int) -> None:
+        """After the response being handled, read nothing for ``ms`` (Kafka mutes a
+        throttled client's channel; KIP-219)."""
+        self._mute_ms = max(self._mute_ms, ms)
+
+    async def _muted(self) -> None:
+        ms, self._mute_ms = self._mute_ms, 0
+        self._pause(_THROTTLED)
+        try:
+            await asyncio.sleep(ms / 1000)
+        finally:
+            self._resume(_THROTTLED)
+
     async def _write(self, parts: list[Any]) -> None:
         transport = self.transport
         assert transport is not None
@@ -312,10 +369,27 @@ class Connection(asyncio.BufferedProtocol):
                 if part:
                     transport.write(part)
             else:
+                send = self._send_chunks if self.tls else self._sendfile
                 for r in part.ranges:
-                    await self._sendfile(r.file, r.position, r.size)
+                    await send(r.file, r.position, r.size)
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    async def _send_chunks(self, file: Any, offset: int, count: int) -> None:
+        """A file range through the TLS transport, which encrypts in user space: read at
+        most :data:`TLS_FILE_CHUNK` at a time, and only once the previous chunk has left
+        the transport's buffer, so a connection holds one chunk whatever the range."""
+        transport = self.transport
+        assert transport is not None
+        fd = file.fileno()
+        while count > 0 and not self._closed:
+            await self._can_write.wait()
+            chunk = os.pread(fd, min(count, TLS_FILE_CHUNK), offset)
+            if not chunk:
+                raise ConnectionResetError("file shorter than the range to send")
+            transport.write(chunk)
+            offset += len(chunk)
+            count -= len(chunk)
 
     async def _sendfile(self, file: Any, offset: int, count: int) -> None:
         """Zero-copy send of a file range once everything before it has left the buffer."""
@@ -380,13 +454,22 @@ class Acceptor:
     """One listening socket: accepts within the quotas and times its connections out."""
 
     def __init__(
-        self, sock: socket.socket, name: str, handler: FrameHandler, limits: NetworkLimits
+        self,
+        sock: socket.socket,
+        name: str,
+        handler: FrameHandler,
+        limits: NetworkLimits,
+        ssl_context: ssl.SSLContext | None = None,
+        on_open: OpenHandler | None = None,
     ) -> None:
         self.sockets = [sock]
+        self.on_open = on_open
         self.name = name
         self.handler = handler
         self.limits = limits
+        self.ssl_context = ssl_context
         self.connections: dict[Connection, str] = {}  # -> the client address quotas count
+        self._handshakes: set[asyncio.Task[None]] = set()
         limits.quotas.add_listener(name)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._accept_loop()), loop.create_task(self._sweep())]
@@ -418,15 +501,36 @@ class Acceptor:
                 )
                 sock.close()
                 continue
-            await self._start(sock, ip)
+            if self.ssl_context is None:
+                await self._start(sock, ip)
+            else:  # a TLS handshake takes round trips: never hold up accepting for one
+                task = loop.create_task(self._start(sock, ip))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
 
     async def _start(self, sock: socket.socket, ip: str) -> None:
-        conn = Connection(self.handler, self.limits, self._forget)
+        conn = Connection(
+            self.handler,
+            self.limits,
+            self._forget,
+            listener=self.name,
+            tls=self.ssl_context is not None,
+            on_open=self.on_open,
+        )
         self.connections[conn] = ip
+        tls: dict[str, Any] = {}
+        if self.ssl_context is not None:
+            timeout = self.limits.request_read_timeout_s or 60.0
+            tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": timeout}
         try:
-            await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock)
-        except OSError as e:
-            log.info("connection from %s failed before it started: %s", ip, e)
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: conn, sock, **tls)
+        except (OSError, TimeoutError) as e:
+            if self.ssl_context is not None:
+                # Kafka's wording, so operators find it where they look for it.
+                reason = str(e) or type(e).__name__  # e.g. ConnectionResetError
+                log.info("Failed authentication with %s (SSL handshake failed: %s)", ip, reason)
+            else:
+                log.info("connection from %s failed before it started: %s", ip, e)
             sock.close()
             if conn.transport is None:
                 self._forget(conn)
@@ -446,7 +550,7 @@ class Acceptor:
 
     def close(self) -> None:
         """Stop accepting (connections already open are left to finish)."""
-        for task in self._tasks:
+        for task in [*self._tasks, *self._handshakes]:
             task.cancel()
         for sock in self.sockets:
             sock.close()
@@ -488,10 +592,17 @@ _M_MMAP_THRESHOLD = -3
 
 
 async def start_listener(
-    host: str, port: int, handler: FrameHandler, limits: NetworkLimits, name: str = "PLAINTEXT"
+    host: str,
+    port: int,
+    handler: FrameHandler,
+    limits: NetworkLimits,
+    name: str = "PLAINTEXT",
+    ssl_context: ssl.SSLContext | None = None,
+    on_open: OpenHandler | None = None,
 ) -> Acceptor:
-    """Listen on ``host:port`` (all interfaces if empty); ``limits`` is shared by listeners."""
+    """Listen on ``host:port`` (all interfaces if empty); ``limits`` is shared by listeners.
+    With ``ssl_context`` every connection is TLS; ``on_open`` sees each new connection."""
     keep_frame_memory_mapped()
     sock = _bind(host, port)
     sock.setblocking(False)
-    return Acceptor(sock, name, handler, limits)
+    return Acceptor(sock, name, handler, limits, ssl_context, on_open)

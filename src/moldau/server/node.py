@@ -27,7 +27,12 @@ from moldau.controller.metadata_log import MetadataLog
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import replay
 from moldau.metadata.records import MetadataRecord
+from moldau.metadata.security import ScramCredential
 from moldau.protocol.client import Address, NetworkClient
+from moldau.security.access import Access
+from moldau.security.client import ClientSecurity
+from moldau.security.listeners import listener_security
+from moldau.security.scram import ScramMechanism
 from moldau.server.broker import Broker
 from moldau.server.config import BrokerConfig, ConfigError, Listener
 from moldau.server.controller_channel import LocalControllerChannel, RemoteControllerChannel
@@ -87,7 +92,12 @@ class Node:
         if not self.kraft:
             self.broker_listeners = list(config.listeners)
             self.controller_listeners = []
-        self.network = NetworkClient(f"moldau-node-{self.node_id}")
+        # Each listener's TLS and SASL; how this node logs in to controllers' listeners.
+        self.security = {li.name: listener_security(config, li.name) for li in config.listeners}
+        self.controller_security = ClientSecurity.controller(config) if self.kraft else None
+        self.network = NetworkClient(
+            f"moldau-node-{self.node_id}", security=self.controller_security
+        )
         self.raft_network: NetworkClient | None = None
         self.failed = asyncio.Event()  # the metadata replica stopped: the node must stop
         self.broker: Broker | None = None
@@ -144,7 +154,9 @@ class Node:
         c = self.config
         # Raft has its own connections: a parked raft Fetch would otherwise hold up the
         # broker's heartbeats queued behind it on the same connection.
-        self.raft_network = NetworkClient(f"moldau-raft-{self.node_id}")
+        self.raft_network = NetworkClient(
+            f"moldau-raft-{self.node_id}", security=self.controller_security
+        )
         self.raft = RaftManager(
             self.node_id,
             cluster_id,
@@ -177,23 +189,45 @@ class Node:
     async def _bind(self, limits: NetworkLimits) -> list[Listener]:
         bound: list[Listener] = []
         handlers: list[tuple[Listener, Any]] = []
+        security: dict[str, Any] = {"listeners": self.security, "credentials": self._scram}
         if self.broker is not None:
-            services = Dispatcher(self.broker.services)
+            services = Dispatcher(self.broker.services, quotas=self.broker.quotas, **security)
             handlers += [(li, services) for li in self.broker_listeners]
         if self.controller_listeners:
             from moldau.server.controller_handlers import controller_dispatcher
 
             assert self.raft is not None
-            dispatcher = controller_dispatcher(self.raft, self.controller)
+            access = Access.from_config(self.config)
+            dispatcher = controller_dispatcher(
+                self.raft, self.controller, access, self._image, **security
+            )
             handlers += [(li, dispatcher) for li in self.controller_listeners]
         for listener, dispatcher in handlers:
             server = await start_listener(
-                listener.host, listener.port, dispatcher, limits, listener.name
+                listener.host,
+                listener.port,
+                dispatcher,
+                limits,
+                listener.name,
+                self.security[listener.name].ssl_context,
+                dispatcher.connection_opened,
             )
             self._servers.append(server)
             host, port = server.sockets[0].getsockname()[:2]
             bound.append(Listener(listener.name, listener.host or host, port))
         return bound
+
+    def _image(self) -> MetadataImage | None:
+        """The metadata this node serves: SCRAM credentials and ACLs are read from it."""
+        if self.broker is not None:
+            return self.broker.publisher.image
+        if self.controller is not None:
+            return self.controller.quorum.committed
+        return None
+
+    def _scram(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        image = self._image()
+        return None if image is None else image.security.scram_credential(user, mechanism.type)
 
     # -- the committed metadata log, in order -------------------------------------------------
     def _handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:

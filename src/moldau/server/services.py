@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from moldau.security.access import Access
+from moldau.security.quotas import ClientQuotas
 
 if TYPE_CHECKING:
     from moldau.clock import Clock
@@ -30,6 +33,8 @@ class Services:
     groups: GroupCoordinatorService
     producer_ids: ProducerIdManager
     fetch_sessions: FetchSessionCache
+    authorizer: Access = field(default_factory=Access)  # ACL checks (allows all if unset)
+    quotas: ClientQuotas = field(default_factory=ClientQuotas)
 
     @property
     def image(self) -> MetadataImage:

@@ -43,6 +43,7 @@ _TOPIC_TYPES = {
     "int": ConfigType.INT,
     "long": ConfigType.LONG,
     "double": ConfigType.DOUBLE,
+    "boolean": ConfigType.BOOLEAN,
     "string": ConfigType.STRING,
     "list": ConfigType.LIST,
 }

@@ -44,7 +44,7 @@ class ConfigDef:
 
     name: str
     field: str
-    type: str  # "long" | "int" | "double" | "string" | "list"
+    type: str  # "long" | "int" | "double" | "boolean" | "string" | "list"
     default: str
     synonyms: tuple[tuple[str, int], ...]
     doc: str
@@ -52,9 +52,16 @@ class ConfigDef:
     maximum: int | None = None
     choices: tuple[str, ...] = ()
 
-    def parse(self, raw: str, source: str) -> int | float | str | tuple[str, ...]:
+    def parse(self, raw: str, source: str) -> bool | int | float | str | tuple[str, ...]:
         """Parse and validate ``raw``; ``source`` names the key in error messages."""
         text = str(raw).strip()
+        if self.type == "boolean":
+            if text.lower() not in ("true", "false"):
+                raise InvalidConfigError(
+                    f"Invalid value {raw!r} for configuration {source}: "
+                    "Expected value to be either true or false"
+                )
+            return text.lower() == "true"
         if self.type in ("long", "int"):
             return self._parse_number(text, source)
         if self.type == "double":
@@ -240,6 +247,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             minimum=1,
         ),
         ConfigDef(
+            "unclean.leader.election.enable",
+            "unclean_leader_election_enable",
+            "boolean",
+            "false",
+            (("unclean.leader.election.enable", 1),),
+            "Elect a replica outside the ISR when no ISR member is alive (may lose data).",
+        ),
+        ConfigDef(
             "compression.type",
             "compression_type",
             "string",
@@ -336,7 +351,9 @@ def resolve_configs(
     return resolved
 
 
-def _to_str(value: int | float | str | tuple[str, ...]) -> str:
+def _to_str(value: bool | int | float | str | tuple[str, ...]) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return ",".join(value) if isinstance(value, tuple) else str(value)
 
 
@@ -357,6 +374,7 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)
     file_delete_delay_ms: int = 60_000
     min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
     min_cleanable_dirty_ratio: float = 0.5
     delete_retention_ms: int = 24 * HOUR_MS

@@ -43,7 +43,9 @@ class ClusterProcess(ClientHelpers):
     Ports are chosen once, so a node that is restarted (``restart``, ``start_node`` after
     ``kill``) comes back at the same addresses with its data. ``configs`` are server
     properties for every node. Without ``data_dir`` the data lives in a temporary
-    directory that ``close()`` removes.
+    directory that ``close()`` removes. ``hosts`` gives each node an address of its own to
+    bind and advertise, and ``network_namespaces`` the namespace (``ip netns add``) each
+    node runs in: the fault tests cut the network between nodes that way.
     """
 
     def __init__(
@@ -54,27 +56,38 @@ class ClusterProcess(ClientHelpers):
         *,
         data_dir: Path | str | None = None,
         startup_timeout: float = STARTUP_TIMEOUT_S,
+        hosts: Iterable[str] | None = None,
+        network_namespaces: Iterable[str] | None = None,
     ) -> None:
         from moldau.cli.cluster import LocalCluster
 
         rack_list = list(racks) if racks is not None else None
-        if rack_list is not None and len(rack_list) != nodes:
-            raise ValueError(f"{len(rack_list)} racks for {nodes} nodes")
+        host_list = list(hosts) if hosts is not None else None
+        namespaces = list(network_namespaces) if network_namespaces is not None else None
+        for what, given in (("racks", rack_list), ("hosts", host_list), ("namespaces", namespaces)):
+            if given is not None and len(given) != nodes:
+                raise ValueError(f"{len(given)} {what} for {nodes} nodes")
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="moldau-cluster-")
             data_dir = self._tmp.name
         self.data_dir = Path(data_dir)
         overrides = {k: str(v) for k, v in (configs or {}).items()}
-        self.layout = LocalCluster(nodes, self.data_dir, racks=rack_list, overrides=overrides)
+        self.layout = LocalCluster(
+            nodes, self.data_dir, racks=rack_list, overrides=overrides, hosts=host_list
+        )
         self.startup_timeout = startup_timeout
         self.nodes: dict[int, BrokerProcess] = {}
         self.paused: set[int] = set()
         for spec in self.layout.nodes:
             node = BrokerProcess(
-                spec.data_dir, self.layout.properties(spec), startup_timeout=startup_timeout
+                spec.data_dir,
+                self.layout.properties(spec),
+                startup_timeout=startup_timeout,
+                network_namespace=namespaces[spec.node_id - 1] if namespaces else None,
             )
-            node.port = spec.client_port  # known before it listens: bootstrap_servers works
+            # known before it listens: bootstrap_servers works
+            node.host, node.port = spec.host, spec.client_port
             self.nodes[spec.node_id] = node
 
     # -- addresses -------------------------------------------------------------------

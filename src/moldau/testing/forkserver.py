@@ -7,8 +7,9 @@ over the Unix socket FD, for brokers.
 
 Messages are a 4-byte length and a JSON object.
 
-- client -> server: ``{"op": "spawn", "id": n, "overrides": [...], "cwd": dir}`` with the
-  broker's output pipe attached (SCM_RIGHTS); ``{"op": "signal", "pid": p, "signal": s}``.
+- client -> server: ``{"op": "spawn", "id": n, "overrides": [...], "cwd": dir}`` (and
+  optionally ``"open_files"``, ``"network_namespace"``) with the broker's output pipe
+  attached (SCM_RIGHTS); ``{"op": "signal", "pid": p, "signal": s}``.
 - server -> client: ``{"op": "ready"}`` once imported; ``{"op": "spawned", "id": n,
   "pid": p}``; ``{"op": "exited", "pid": p, "returncode": c}`` (Popen's convention).
 
@@ -40,6 +41,7 @@ _LENGTH = struct.Struct(">I")
 _MAX_FDS = 4
 _STOP_GRACE_S = 10.0
 _PR_SET_PDEATHSIG = 1
+_CLONE_NEWNET = 0x40000000
 
 
 def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -97,15 +99,30 @@ def die_with_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def enter_network_namespace(name: str) -> None:
+    """Linux: move this (single-threaded) process into the network namespace that
+    ``ip netns add NAME`` made, as ``ip netns exec`` would."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"setns into network namespace {name}: {os.strerror(errno)}")
+    finally:
+        os.close(fd)
+
+
 def run_broker(
     overrides: list[str],
     output: int,
     cwd: str,
     inherited: list[int],
     open_files: int | None = None,
+    network_namespace: str | None = None,
 ) -> NoReturn:
     """In the forked child: become `moldau server -o ...` writing to ``output`` (with
-    RLIMIT_NOFILE set to ``open_files``, soft and hard, when given)."""
+    RLIMIT_NOFILE set to ``open_files``, soft and hard, when given; inside the named
+    network namespace, when given)."""
     code = 1
     try:
         if open_files is not None:
@@ -121,6 +138,8 @@ def run_broker(
         os.dup2(output, 2)
         os.close(output)
         os.chdir(cwd)
+        if network_namespace is not None:
+            enter_network_namespace(network_namespace)
         from moldau.cli.server import server
 
         try:
@@ -191,6 +210,7 @@ class ForkServer:
                     message["cwd"],
                     inherited,
                     message.get("open_files"),
+                    message.get("network_namespace"),
                 )
             os.close(output)
             self.children.add(pid)

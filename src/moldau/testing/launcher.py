@@ -83,9 +83,15 @@ class Launcher:
         threading.Thread(target=self._receive, name="moldau-forkserver", daemon=True).start()
 
     def spawn(
-        self, overrides: list[str], output: int, timeout: float, open_files: int | None = None
+        self,
+        overrides: list[str],
+        output: int,
+        timeout: float,
+        open_files: int | None = None,
+        network_namespace: str | None = None,
     ) -> ForkedProcess:
-        """Fork a `moldau server -o ...` writing to the pipe end ``output``."""
+        """Fork a `moldau server -o ...` writing to the pipe end ``output`` (in the network
+        namespace ``ip netns add NAME`` made, when given)."""
         self.ready.result(timeout)
         with self.lock:
             if self.dead is not None:
@@ -99,6 +105,7 @@ class Launcher:
                 "overrides": overrides,
                 "cwd": os.getcwd(),
                 "open_files": open_files,
+                "network_namespace": network_namespace,
             }
             send(self.sock, message, [output])
         try:

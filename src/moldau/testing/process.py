@@ -57,10 +57,13 @@ class BrokerProcess(ClientHelpers):
         *,
         startup_timeout: float = 30.0,
         open_files_limit: int | None = None,
+        network_namespace: str | None = None,
     ) -> None:
         """``open_files_limit`` starts the broker with RLIMIT_NOFILE at that (soft and hard),
-        for tests of what it does with few descriptors."""
+        for tests of what it does with few descriptors; ``network_namespace`` runs it in a
+        network namespace made with ``ip netns add`` (Linux, root: network partitions)."""
         self.open_files_limit = open_files_limit
+        self.network_namespace = network_namespace
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="moldau-")
@@ -116,6 +119,7 @@ class BrokerProcess(ClientHelpers):
                 write_end,
                 self.startup_timeout,
                 self.open_files_limit,
+                self.network_namespace,
             )
         except BaseException:
             os.close(read_end)

@@ -212,6 +212,37 @@ def test_shard_ownership_follows_leadership(tmp_path: Path) -> None:
     run(test)
 
 
+def test_a_parked_join_is_answered_when_the_shard_moves(tmp_path: Path) -> None:
+    """A JoinGroup waiting for the other members to rejoin gets NOT_COORDINATOR as soon as
+    this node stops leading the group's partition (found by the whole-cluster restart
+    fault test: the consumer otherwise waits out its rebalance timeout)."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        await node.start()
+        join = dict(
+            member_id="",
+            group_instance_id=None,
+            client_id="c",
+            client_host="/127.0.0.1",
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=300_000,
+            protocol_type="consumer",
+            protocols=[("range", SUB)],
+            require_known_member_id=False,
+        )
+        assert (await joined(node, join)).error == ErrorCode.NONE
+        second = asyncio.ensure_future(node.groups.join("g", **join))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not second.done()  # waits for the first member to rejoin
+        node.publisher.publish(image(leader=2, epoch=1))
+        result = await asyncio.wait_for(second, 5)
+        assert result.error == ErrorCode.NOT_COORDINATOR
+
+    run(test)
+
+
 def test_clients_cannot_write_the_offsets_topic(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path)

@@ -83,7 +83,7 @@ class GroupCoordinatorService:
 
     async def _parked(self, group_id: str, call: Callable[[GroupCoordinator, Any], Effects]) -> Any:
         """Run an operation that answers through a parked request (Join/SyncGroup)."""
-        request_id, fut = self.runtime.park()
+        request_id, fut = self.runtime.park(self.partition_for(group_id))
         try:
             await self._write(group_id, lambda c: (None, call(c, request_id)))
         except KafkaError:

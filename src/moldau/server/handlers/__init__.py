@@ -42,6 +42,15 @@ _MODULES = [
     "list_partition_reassignments",
     "describe_quorum",
     "describe_topic_partitions",
+    "sasl_handshake",
+    "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
+    "describe_client_quotas",
+    "alter_client_quotas",
+    "describe_user_scram_credentials",
+    "alter_user_scram_credentials",
 ]
 
 

@@ -11,6 +11,7 @@ from moldau.protocol.messages.create_partitions_response import (
     CreatePartitionsTopicResult,
 )
 from moldau.server.capacity import capacity_error, local_share
+from moldau.server.handlers.forward import to_controller
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -43,8 +44,6 @@ async def handle(
                 continue
         accepted.append(t)
     request.topics = accepted
-    response: CreatePartitionsResponse = await services.controller.call(
-        API_KEY, ctx.api_version, request
-    )
+    response: CreatePartitionsResponse = await to_controller(services, ctx, request)
     response.results = [*response.results, *refused]
     return response

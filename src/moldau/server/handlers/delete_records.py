@@ -12,6 +12,7 @@ from moldau.protocol.messages.delete_records_response import (
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -26,10 +27,22 @@ async def handle(
     services: Services, ctx: RequestContext, request: DeleteRecordsRequest
 ) -> DeleteRecordsResponse:
     rm = services.replica_manager
+    deletable = services.authorizer.allowed_names(
+        ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name or "" for t in request.topics or [])
+    )
     topics = []
     for t in request.topics or []:
         partitions = []
         for p in t.partitions or []:
+            if t.name not in deletable:
+                partitions.append(
+                    DeleteRecordsPartitionResult(
+                        partition_index=p.partition_index,
+                        low_watermark=-1,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                )
+                continue
             # offset -1 means the high watermark; offsets above it are refused.
             error, low_watermark = rm.delete_records((t.name or "", p.partition_index), p.offset)
             partitions.append(

@@ -11,6 +11,7 @@ from moldau.protocol.messages.describe_cluster_response import (
     DescribeClusterBroker,
     DescribeClusterResponse,
 )
+from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -37,11 +38,19 @@ async def handle(
         response.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         response.error_message = "The request was sent to an endpoint of type BROKER."
         return response
+    if request.include_cluster_authorized_operations:
+        access = services.authorizer
+        response.cluster_authorized_operations = (
+            access.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+            if access.cluster(ctx, AclOperation.DESCRIBE)
+            else 0
+        )
     response.brokers = [
         DescribeClusterBroker(
             broker_id=b.broker_id, host=e.host, port=e.port, rack=b.rack, is_fenced=b.fenced
         )
         for b in image.brokers.values()
-        if (request.include_fenced_brokers or not b.fenced) and (e := b.endpoint()) is not None
+        if (request.include_fenced_brokers or not b.fenced)
+        and (e := b.endpoint(ctx.listener)) is not None
     ]
     return response

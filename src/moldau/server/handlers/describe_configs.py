@@ -16,6 +16,7 @@ from moldau.protocol.messages.describe_configs_response import (
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
+from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.topic_configs import DescribeOptions, describe_broker, describe_topic
 
 if TYPE_CHECKING:
@@ -27,8 +28,15 @@ MIN_VERSION = 1
 MAX_VERSION = 4
 
 
+# Config resource type -> what DescribeConfigs of it needs (Kafka's ConfigHelper).
+_AUTHORIZATION = {
+    TOPIC_RESOURCE: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    BROKER_RESOURCE: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+}
+
+
 def describe(
-    services: Services, r: DescribeConfigsResource, opts: DescribeOptions
+    services: Services, ctx: RequestContext, r: DescribeConfigsResource, opts: DescribeOptions
 ) -> DescribeConfigsResult:
     name = r.resource_name or ""
     result = DescribeConfigsResult(
@@ -37,6 +45,12 @@ def describe(
         resource_type=r.resource_type,
         resource_name=name,
     )
+    if r.resource_type in _AUTHORIZATION:
+        resource, error = _AUTHORIZATION[r.resource_type]
+        target = name if resource == ResourceType.TOPIC else CLUSTER_NAME
+        if not services.authorizer.allowed(ctx, AclOperation.DESCRIBE_CONFIGS, resource, target):
+            result.error_code = error
+            return result
     dynamic = services.dynamic_config
     if r.resource_type == TOPIC_RESOURCE:
         topic = services.image.topics.get(name)
@@ -73,5 +87,5 @@ async def handle(
             synonyms=request.include_synonyms,
             documentation=request.include_documentation,
         )
-        results.append(describe(services, r, opts))
+        results.append(describe(services, ctx, r, opts))
     return DescribeConfigsResponse(results=results)

@@ -12,6 +12,8 @@ from moldau.protocol.messages.describe_groups_response import (
     DescribedGroupMember,
     DescribeGroupsResponse,
 )
+from moldau.security.access import OPERATIONS_NOT_REQUESTED
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -25,8 +27,14 @@ MAX_VERSION = 5
 async def handle(
     services: Services, ctx: RequestContext, request: DescribeGroupsRequest
 ) -> DescribeGroupsResponse:
+    access = services.authorizer
     described = []
     for group_id in request.groups or []:
+        if not access.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.append(
+                DescribedGroup(group_id=group_id, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            )
+            continue
         d = services.groups.describe_group(group_id)
         if isinstance(d, ErrorCode):
             described.append(DescribedGroup(group_id=group_id, error_code=d))
@@ -48,6 +56,9 @@ async def handle(
                     )
                     for m in d.members
                 ],
+                authorized_operations=access.operations(ctx, ResourceType.GROUP, group_id)
+                if request.include_authorized_operations
+                else OPERATIONS_NOT_REQUESTED,
             )
         )
     return DescribeGroupsResponse(groups=described)

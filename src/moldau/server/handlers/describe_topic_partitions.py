@@ -1,7 +1,11 @@
 """DescribeTopicPartitions (KIP-966): topics' partitions with leader, replicas, ISR and
 offline replicas, paged by a cursor (what Kafka 3.7+ admin clients use to describe
 topics). Topics are answered in name order; a page holds at most
-``response_partition_limit`` partitions and says where the next one starts."""
+``response_partition_limit`` partitions and says where the next one starts.
+
+As Kafka: DESCRIBE on each topic; a topic asked for by name without it answers
+TOPIC_AUTHORIZATION_FAILED (whether it exists or not), and a listing of all topics leaves
+it out."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from moldau.protocol.messages.describe_topic_partitions_response import (
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -57,7 +62,14 @@ async def handle(
     services: Services, ctx: RequestContext, request: DescribeTopicPartitionsRequest
 ) -> DescribeTopicPartitionsResponse:
     image = services.image
-    names = sorted({t.name for t in request.topics} if request.topics else image.topics)
+    access = services.authorizer
+    asked = {t.name for t in request.topics or []}
+    names = sorted(asked or image.topics)
+    describable = access.allowed_names(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_denied=bool(asked)
+    )
+    if not asked:
+        names = [n for n in names if n in describable]
     cursor = request.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -66,6 +78,13 @@ async def handle(
     next_cursor = None
     for name in names:
         topic = image.topics.get(name)
+        if name not in describable:
+            topics.append(
+                DescribeTopicPartitionsResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name
+                )
+            )
+            continue
         if topic is None:
             code = (
                 ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -86,6 +105,7 @@ async def handle(
                 topic_id=topic.topic_id,
                 is_internal=topic.is_internal,
                 partitions=partitions,
+                topic_authorized_operations=access.operations(ctx, ResourceType.TOPIC, name),
             )
         )
         shown = first + len(partitions)

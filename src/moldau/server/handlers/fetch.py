@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.fetch_request import FetchRequest
 from moldau.protocol.messages.fetch_response import (
     EpochEndOffset,
@@ -19,9 +20,13 @@ from moldau.protocol.messages.fetch_response import (
 )
 from moldau.protocol.primitives import RecordsSpill
 from moldau.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
+from moldau.security.acl import AclOperation, ResourceType
+from moldau.security.quotas import FETCH
 from moldau.server.fetch_session import INVALID_SESSION_ID, FetchContext
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from moldau.server.dispatch import RequestContext
     from moldau.server.services import Services
     from moldau.storage.log import LogReadResult
@@ -85,12 +90,49 @@ def _responses(
     return responses
 
 
+def _readable(
+    services: Services,
+    ctx: RequestContext,
+    request: FetchRequest,
+    partitions: Sequence[FetchRequestPartition],
+) -> set[str]:
+    """Topics this fetch may read: followers need CLUSTER_ACTION, consumers READ."""
+    access = services.authorizer
+    if request.replica_id >= 0:
+        if access.cluster(ctx, AclOperation.CLUSTER_ACTION):
+            return {p.topic for p in partitions}
+        return set()
+    return access.allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (p.topic for p in partitions)
+    )
+
+
+async def _read(
+    services: Services,
+    params: FetchParams,
+    partitions: Sequence[FetchRequestPartition],
+    readable: set[str],
+) -> list[FetchResult]:
+    """Fetch what may be read; the rest answers TOPIC_AUTHORIZATION_FAILED."""
+    allowed = [p for p in partitions if p.topic in readable]
+    results = iter(await services.replica_manager.fetch_messages(params, allowed))
+    return [next(results) if p.topic in readable else _UNAUTHORIZED for p in partitions]
+
+
+_UNAUTHORIZED = FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
 async def handle(services: Services, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+    quotas = services.quotas
+    consumer = request.replica_id < 0
+    window = (
+        quotas.max_in_window(FETCH, ctx.principal.name, ctx.client_id or "") if consumer else None
+    )
     params = FetchParams(
         replica_id=request.replica_id,
         max_wait_ms=request.max_wait_ms,
         min_bytes=max(request.min_bytes, 1),
-        max_bytes=request.max_bytes,
+        max_bytes=request.max_bytes if window is None else min(request.max_bytes, int(window)),
         isolation_level=request.isolation_level,
     )
     requested = [
@@ -119,7 +161,17 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
         context = FetchContext(INVALID_SESSION_ID, requested)
     if context.error:
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
-    results = await services.replica_manager.fetch_messages(params, context.partitions)
+    readable = _readable(services, ctx, request, context.partitions)
+    results = await _read(services, params, context.partitions, readable)
+    if consumer and window is not None:
+        size = sum(r.size for r in results)
+        ctx.throttle_ms = quotas.record_request(FETCH, ctx, size, services.clock.now_ms())
+        if ctx.throttle_ms:
+            # Over the quota: answer nothing now (Kafka's throttled fetch response); the
+            # client fetches the same offsets again once its throttle time is over.
+            quotas.unrecord(FETCH, ctx.principal.name, ctx.client_id or "", size)
+            session_id = INVALID_SESSION_ID if context.full else context.session_id
+            return FetchResponse(session_id=session_id, responses=[])
     return FetchResponse(
         session_id=context.session_id, responses=_responses(context.select(results))
     )

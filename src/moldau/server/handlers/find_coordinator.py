@@ -12,6 +12,7 @@ from moldau.protocol.messages.find_coordinator_response import (
     Coordinator,
     FindCoordinatorResponse,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -22,6 +23,7 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 def _unavailable(key: str, message: str) -> Coordinator:
@@ -35,7 +37,7 @@ def _unavailable(key: str, message: str) -> Coordinator:
     )
 
 
-async def locate(services: Services, key: str, key_type: int) -> Coordinator:
+async def locate(services: Services, key: str, key_type: int, listener: str) -> Coordinator:
     """The leader of the key's ``__consumer_offsets`` partition coordinates the group."""
     if key_type != GROUP_KEY_TYPE:
         # Transactions come with the transaction coordinator (a later issue).
@@ -46,7 +48,7 @@ async def locate(services: Services, key: str, key_type: int) -> Coordinator:
         return _unavailable(key, str(e))
     partition = services.image.partition(OFFSETS_TOPIC, services.groups.partition_for(key))
     broker = services.image.brokers.get(partition.leader) if partition is not None else None
-    endpoint = broker.endpoint() if broker is not None else None
+    endpoint = broker.endpoint(listener) if broker is not None else None
     if broker is None or endpoint is None:
         return _unavailable(key, "The coordinator is not available.")
     return Coordinator(
@@ -58,15 +60,39 @@ async def locate(services: Services, key: str, key_type: int) -> Coordinator:
     )
 
 
+def _refused(
+    services: Services, ctx: RequestContext, key: str, key_type: int
+) -> Coordinator | None:
+    """DESCRIBE on the group or transactional id the coordinator is asked for."""
+    if key_type == GROUP_KEY_TYPE:
+        resource, error = ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif key_type == TRANSACTION_KEY_TYPE:
+        resource, error = (
+            ResourceType.TRANSACTIONAL_ID,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        )
+    else:
+        return None
+    if services.authorizer.allowed(ctx, AclOperation.DESCRIBE, resource, key):
+        return None
+    return Coordinator(key=key, node_id=-1, host="", port=-1, error_code=error, error_message=None)
+
+
+async def _find(services: Services, ctx: RequestContext, key: str, key_type: int) -> Coordinator:
+    return _refused(services, ctx, key, key_type) or await locate(
+        services, key, key_type, ctx.listener
+    )
+
+
 async def handle(
     services: Services, ctx: RequestContext, request: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
     if ctx.api_version >= 4:
         keys = request.coordinator_keys or []
         return FindCoordinatorResponse(
-            coordinators=[await locate(services, k, request.key_type) for k in keys]
+            coordinators=[await _find(services, ctx, k, request.key_type) for k in keys]
         )
-    c = await locate(services, request.key or "", request.key_type)
+    c = await _find(services, ctx, request.key or "", request.key_type)
     return FindCoordinatorResponse(
         error_code=c.error_code,
         error_message=c.error_message,

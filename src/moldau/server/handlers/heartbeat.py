@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.heartbeat_request import HeartbeatRequest
 from moldau.protocol.messages.heartbeat_response import HeartbeatResponse
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -20,6 +22,10 @@ MAX_VERSION = 4
 async def handle(
     services: Services, ctx: RequestContext, request: HeartbeatRequest
 ) -> HeartbeatResponse:
+    if not services.authorizer.allowed(
+        ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""
+    ):
+        return HeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = await services.groups.heartbeat(
         request.group_id or "",
         member_id=request.member_id or "",

@@ -8,6 +8,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from moldau.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -33,6 +34,14 @@ async def handle(
     pid, epoch = request.producer_id, request.producer_epoch
     if request.transactional_id == "":
         return _error(ErrorCode.INVALID_REQUEST)
+    access = services.authorizer
+    if request.transactional_id is not None:
+        if not access.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        ):
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not access.idempotent_write(ctx):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.transactional_id is not None:
         # What a cluster whose transaction coordinator is unavailable answers; clients
         # retry it and fail clearly ("Coordinator not available") when their timeout ends.

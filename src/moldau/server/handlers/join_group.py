@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.join_group_request import JoinGroupRequest
 from moldau.protocol.messages.join_group_response import (
     JoinGroupResponse,
     JoinGroupResponseMember,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -25,6 +27,13 @@ MEMBER_ID_REQUIRED_VERSION = 4  # KIP-394
 async def handle(
     services: Services, ctx: RequestContext, request: JoinGroupRequest
 ) -> JoinGroupResponse:
+    if not services.authorizer.allowed(
+        ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""
+    ):
+        return JoinGroupResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            protocol_name=None if ctx.api_version >= 7 else "",
+        )
     session_timeout = request.session_timeout_ms
     rebalance_timeout = request.rebalance_timeout_ms
     result = await services.groups.join(

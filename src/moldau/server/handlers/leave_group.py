@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 from moldau.coordinator.group.results import MemberIdentity
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.leave_group_request import LeaveGroupRequest
 from moldau.protocol.messages.leave_group_response import LeaveGroupResponse, MemberResponse
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -23,6 +25,10 @@ BATCH_VERSION = 3
 async def handle(
     services: Services, ctx: RequestContext, request: LeaveGroupRequest
 ) -> LeaveGroupResponse:
+    if not services.authorizer.allowed(
+        ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""
+    ):
+        return LeaveGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if ctx.api_version >= BATCH_VERSION:
         members = [
             MemberIdentity(m.member_id or "", m.group_instance_id) for m in request.members or []

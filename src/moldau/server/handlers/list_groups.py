@@ -8,6 +8,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.list_groups_request import ListGroupsRequest
 from moldau.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -24,9 +25,15 @@ async def handle(
     states = request.states_filter or ()
     if None in states:  # entries are non-nullable strings: a null one is a broken request
         return ListGroupsResponse(error_code=ErrorCode.INVALID_REQUEST)
+    access = services.authorizer
+    everything = access.cluster(ctx, AclOperation.DESCRIBE, log_denied=False)
     return ListGroupsResponse(
         groups=[
             ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
             for g in services.groups.list_groups(states)
+            if everything
+            or access.allowed(
+                ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False
+            )
         ]
     )

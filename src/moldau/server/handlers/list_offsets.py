@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsRequest
 from moldau.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -42,12 +44,20 @@ def lookup(
 async def handle(
     services: Services, ctx: RequestContext, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
+    visible = services.authorizer.allowed_names(
+        ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name or "" for t in request.topics or [])
+    )
     return ListOffsetsResponse(
         topics=[
             ListOffsetsTopicResponse(
                 name=t.name,
                 partitions=[
                     lookup(services, t.name or "", p, request.isolation_level)
+                    if t.name in visible
+                    else ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
                     for p in t.partitions or []
                 ],
             )

@@ -13,6 +13,7 @@ from moldau.protocol.messages.offset_commit_response import (
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -23,27 +24,52 @@ MIN_VERSION = 2
 MAX_VERSION = 9
 
 
+def _refuse(request: OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=error
+                    )
+                    for p in t.partitions or []
+                ],
+            )
+            for t in request.topics or []
+        ]
+    )
+
+
 async def handle(
     services: Services, ctx: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
+    access = services.authorizer
+    if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""):
+        return _refuse(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    readable = access.allowed_names(
+        ctx, AclOperation.READ, ResourceType.TOPIC, (t.name or "" for t in request.topics or [])
+    )
     image = services.image
     offsets = []
-    unknown = set()
+    refused: dict[tuple[str | None, int], ErrorCode] = {}
     for t in request.topics or []:
         topic = image.topics.get(t.name or "")
         for p in t.partitions or []:
-            if topic is None or p.partition_index not in topic.partitions:
-                unknown.add((t.name, p.partition_index))
-                continue
-            offsets.append(
-                OffsetCommit(
-                    t.name or "",
-                    p.partition_index,
-                    p.committed_offset,
-                    p.committed_leader_epoch,
-                    p.committed_metadata,
+            if t.name not in readable:
+                refused[(t.name, p.partition_index)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None or p.partition_index not in topic.partitions:
+                refused[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets.append(
+                    OffsetCommit(
+                        t.name or "",
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata,
+                    )
                 )
-            )
     errors = await services.groups.commit_offsets(
         request.group_id or "",
         offsets,
@@ -59,10 +85,9 @@ async def handle(
                 partitions=[
                     OffsetCommitResponsePartition(
                         partition_index=p.partition_index,
-                        error_code=(
-                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                            if (t.name, p.partition_index) in unknown
-                            else errors.get((t.name or "", p.partition_index), ErrorCode.NONE)
+                        error_code=refused.get(
+                            (t.name, p.partition_index),
+                            errors.get((t.name or "", p.partition_index), ErrorCode.NONE),
                         ),
                     )
                     for p in t.partitions or []

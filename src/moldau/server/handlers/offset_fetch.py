@@ -17,6 +17,7 @@ from moldau.protocol.messages.offset_fetch_response import (
     OffsetFetchResponseTopic,
     OffsetFetchResponseTopics,
 )
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -31,13 +32,41 @@ MULTI_GROUP_VERSION = 8
 
 def fetch(
     services: Services,
+    ctx: RequestContext,
     group_id: str,
     topics: list[tuple[str, list[int]]] | None,
     topic_cls: type[Any],
     partition_cls: type[Any],
 ) -> tuple[ErrorCode, list[Any]]:
     """One group's committed offsets as response topics (v8+ and older use twin classes),
-    or the coordinator's error (not coordinator, loading) for the whole group."""
+    or the coordinator's error (not coordinator, loading) for the whole group.
+
+    As Kafka: DESCRIBE on the group, and only offsets of topics the principal may
+    DESCRIBE (left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED if named)."""
+    access = services.authorizer
+    if not access.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    refused = []
+    if topics is not None:
+        visible = access.allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in topics)
+        )
+        refused = [
+            topic_cls(
+                name=t,
+                partitions=[
+                    partition_cls(
+                        partition_index=p,
+                        committed_offset=-1,
+                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    )
+                    for p in parts
+                ],
+            )
+            for t, parts in topics
+            if t not in visible
+        ]
+        topics = [(t, parts) for t, parts in topics if t in visible]
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
     try:
         found = services.groups.fetch_offsets(group_id, wanted)
@@ -46,6 +75,11 @@ def fetch(
     by_topic: dict[str, list[PartitionOffset]] = defaultdict(list)
     for o in found:
         by_topic[o.topic].append(o)
+    if topics is None:
+        visible = access.allowed_names(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, by_topic, log_denied=False
+        )
+        by_topic = defaultdict(list, {t: o for t, o in by_topic.items() if t in visible})
     return ErrorCode.NONE, [
         topic_cls(
             name=name,
@@ -60,7 +94,7 @@ def fetch(
             ],
         )
         for name, offsets in by_topic.items()
-    ]
+    ] + refused
 
 
 def _wanted(topics: list[Any] | None) -> list[tuple[str, list[int]]] | None:
@@ -79,6 +113,7 @@ async def handle(
         for g in request.groups or []:
             error, topics = fetch(
                 services,
+                ctx,
                 g.group_id or "",
                 _wanted(g.topics),
                 OffsetFetchResponseTopics,
@@ -90,6 +125,7 @@ async def handle(
         return OffsetFetchResponse(groups=groups)
     error, topics = fetch(
         services,
+        ctx,
         request.group_id or "",
         _wanted(request.topics),
         OffsetFetchResponseTopic,

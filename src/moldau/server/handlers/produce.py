@@ -18,10 +18,13 @@ from moldau.protocol.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from moldau.records.batch import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_FLAG
+from moldau.replication.replica_manager import AppendResult
+from moldau.security.acl import AclOperation, ResourceType
+from moldau.security.quotas import PRODUCE
 from moldau.server.auto_create import auto_create_topics
 
 if TYPE_CHECKING:
-    from moldau.replication.replica_manager import AppendResult
     from moldau.server.dispatch import RequestContext
     from moldau.server.services import Services
 
@@ -50,6 +53,19 @@ def refuse(request: ProduceRequest, error: ErrorCode) -> ProduceResponse:
     )
 
 
+_UNAUTHORIZED = AppendResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def _transactional(records: bytes | bytearray | memoryview | None) -> bool:
+    """Whether a partition's (first) batch is transactional, from its header alone."""
+    return (
+        records is not None
+        and len(records) > ATTRIBUTES_OFFSET + 1
+        and records[MAGIC_OFFSET] == 2
+        and bool(records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG)
+    )
+
+
 def _response(index: int, r: AppendResult) -> PartitionProduceResponse:
     return PartitionProduceResponse(
         index=index,
@@ -69,10 +85,25 @@ async def handle(
     if request.acks not in (-1, 0, 1):
         return refuse(request, ErrorCode.INVALID_REQUIRED_ACKS)
     topic_data = request.topic_data or []
-    await auto_create_topics(services, [t.name or "" for t in topic_data])
+    access = services.authorizer
+    if any(_transactional(p.records) for t in topic_data for p in t.partition_data or []) and not (
+        request.transactional_id is not None
+        and access.allowed(
+            ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id
+        )
+    ):
+        return refuse(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    writable = access.allowed_names(
+        ctx, AclOperation.WRITE, ResourceType.TOPIC, (t.name or "" for t in topic_data)
+    )
+    ctx.throttle_ms = services.quotas.record_request(
+        PRODUCE, ctx, ctx.size, services.clock.now_ms()
+    )
+    await auto_create_topics(services, access.creatable(ctx, writable))
     entries = {
         (t.name or "", p.index): p.records or bytearray()
         for t in topic_data
+        if t.name in writable
         for p in t.partition_data or []
     }
     results = await services.replica_manager.append_records(
@@ -88,7 +119,7 @@ async def handle(
             TopicProduceResponse(
                 name=t.name,
                 partition_responses=[
-                    _response(p.index, results[(t.name or "", p.index)])
+                    _response(p.index, results.get((t.name or "", p.index), _UNAUTHORIZED))
                     for p in t.partition_data or []
                 ],
             )

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.sync_group_request import SyncGroupRequest
 from moldau.protocol.messages.sync_group_response import SyncGroupResponse
+from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.server.dispatch import RequestContext
@@ -20,6 +22,10 @@ MAX_VERSION = 5
 async def handle(
     services: Services, ctx: RequestContext, request: SyncGroupRequest
 ) -> SyncGroupResponse:
+    if not services.authorizer.allowed(
+        ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""
+    ):
+        return SyncGroupResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     result = await services.groups.sync(
         request.group_id or "",
         generation_id=request.generation_id,

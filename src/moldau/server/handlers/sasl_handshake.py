@@ -1,0 +1,25 @@
+"""SaslHandshake: pick the SASL mechanism (and, from v1, Kafka-framed tokens to follow)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
+from moldau.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
+
+if TYPE_CHECKING:
+    from moldau.server.dispatch import RequestContext
+    from moldau.server.services import Services
+
+API_KEY = ApiKey.SASL_HANDSHAKE
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+async def handle(
+    services: Services, ctx: RequestContext, request: SaslHandshakeRequest
+) -> SaslHandshakeResponse:
+    session = ctx.connection.session
+    error = session.handshake(request.mechanism or "", ctx.api_version)
+    return SaslHandshakeResponse(error_code=error, mechanisms=list(session.listener.mechanisms))
