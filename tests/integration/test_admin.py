@@ -439,7 +439,6 @@ def test_init_producer_id_hands_out_fresh_ids_and_errors(broker: BrokerProcess) 
         code, unissued, _ = init(producer_id=10**12, producer_epoch=3)
         assert code == ErrorCode.NONE and unissued != 10**12
         assert init(producer_id=pid, producer_epoch=-1)[0] == ErrorCode.INVALID_REQUEST
-        assert init(transactional_id="tx")[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert init(transactional_id="")[0] == ErrorCode.INVALID_REQUEST
 
 

@@ -29,6 +29,7 @@ from tests.integration.helpers import (
     consume_confluent,
     consume_kafka_python,
     create_topic,
+    flatten,
     make_records,
     produce_confluent,
     produce_kafka_python,
@@ -408,33 +409,32 @@ def test_admin(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
     ], str(result)
 
 
-# --- transactions (no coordinator yet) ---------------------------------------------------------
+# --- transactions ------------------------------------------------------------------------------
 
 
-def test_transactions_fail_cleanly(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
-    """Moldau has no transaction coordinator yet: FindCoordinator(TRANSACTION) answers
-    COORDINATOR_NOT_AVAILABLE, so initTransactions() retries until max.block.ms and
-    throws a TimeoutException; nothing is written, nothing hangs.
-    (The transactions issue replaces this test.)"""
+def test_transactions(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
+    """The Java producer commits one transaction and aborts another; a Java
+    consume-transform-produce loop (sendOffsetsToTransaction, every 3rd transaction
+    aborted and re-read) copies exactly the committed input once, and the Java
+    read_committed consumer sees exactly the committed records."""
     create_topic(broker.bootstrap, topic, 3)
-    block_ms = 3000
-    common = ["--bootstrap", broker.bootstrap, "--max-block-ms", str(block_ms)]
-    runs = [
-        java.start("produce", *common, "--topic", topic, "--count", "10",
-                   "--transactional-id", f"{topic}-producer"),
-        java.start("txn-copy", *common, "--input", topic, "--output", topic,
-                   "--group", f"{topic}-copy", "--transactional-id", f"{topic}-copier"),
-    ]  # fmt: skip
-    for run in runs:
-        result = run.result(timeout=60)
-        assert result.returncode == 1, str(result)
-        (error,) = result.errors
-        assert error["stage"] == "init_transactions", str(result)
-        assert error["error"] == "org.apache.kafka.common.errors.TimeoutException"
-        assert f"{block_ms}ms while awaiting InitProducerId" in error["message"]
-        assert not result.of("init_transactions") and not result.of("ack")
-        assert block_ms <= result.one("done")["ms"] < block_ms + 10_000, str(result)
-    assert all(hi == 0 for _, hi in watermarks(broker.bootstrap, topic).values())
+    output = f"{topic}-out"
+    create_topic(broker.bootstrap, output, 3)
+    committed = java.produce(broker.bootstrap, topic, make_records(60, seed=21), "none",
+                             "--transactional-id", f"{topic}-committer")  # fmt: skip
+    java.run("produce", "--bootstrap", broker.bootstrap, "--topic", topic, "--count", "40",
+             "--transactional-id", f"{topic}-aborter", "--transaction", "abort").check()  # fmt: skip
+    copy = java.run("txn-copy", "--bootstrap", broker.bootstrap, "--input", topic,
+                    "--output", output, "--group", f"{topic}-copy", "--transactional-id",
+                    f"{topic}-copier", "--abort-every", "3", "--max-records", "60",
+                    "--config", "max.poll.records=7").check()  # fmt: skip
+    assert copy.one("done")["copied"] == 60 and copy.of("aborted"), str(copy)
+    source = {g.value for g in flatten(java.consume(broker.bootstrap, topic, "--isolation", "read_committed"))}
+    assert source == set(committed)
+    copied = flatten(java.consume(broker.bootstrap, output, "--isolation", "read_committed"))
+    assert sorted(g.value for g in copied) == sorted(committed)
+    everything = flatten(java.consume(broker.bootstrap, topic))
+    assert len(everything) == 100
 
 
 # --- idempotence across a broker crash ---------------------------------------------------------

@@ -19,6 +19,11 @@ from typing import Any
 import pytest
 
 from moldau.protocol.errors import ErrorCode as E
+from moldau.protocol.messages.add_offsets_to_txn_request import AddOffsetsToTxnRequest
+from moldau.protocol.messages.add_partitions_to_txn_request import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+)
 from moldau.protocol.messages.alter_client_quotas_request import (
     AlterClientQuotasRequest,
     EntityData,
@@ -61,6 +66,8 @@ from moldau.protocol.messages.describe_configs_request import (
     DescribeConfigsResource,
 )
 from moldau.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from moldau.protocol.messages.describe_producers_request import DescribeProducersRequest
+from moldau.protocol.messages.describe_producers_request import TopicRequest as ProducersTopic
 from moldau.protocol.messages.describe_quorum_request import DescribeQuorumRequest
 from moldau.protocol.messages.describe_quorum_request import PartitionData as QuorumPartition
 from moldau.protocol.messages.describe_quorum_request import TopicData as QuorumTopic
@@ -68,10 +75,12 @@ from moldau.protocol.messages.describe_topic_partitions_request import (
     DescribeTopicPartitionsRequest,
     TopicRequest,
 )
+from moldau.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
 from moldau.protocol.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
 from moldau.protocol.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
+from moldau.protocol.messages.end_txn_request import EndTxnRequest
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from moldau.protocol.messages.heartbeat_request import HeartbeatRequest
@@ -113,6 +122,16 @@ from moldau.protocol.messages.offset_fetch_request import (
     OffsetFetchRequestTopics,
 )
 from moldau.protocol.messages.sync_group_request import SyncGroupRequest
+from moldau.protocol.messages.txn_offset_commit_request import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+)
+from moldau.protocol.messages.write_txn_markers_request import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
 from moldau.records.record import build_batch
 from moldau.security.acl import AclOperation as Op
 from moldau.security.acl import AclPermissionType, PatternType
@@ -220,6 +239,26 @@ def incremental_config(
     return lambda n: (IncrementalAlterConfigsRequest(resources=[IncrementalResource(
         resource_type=kind, resource_name=name(n),
         configs=[IncrementalConfig(name=key, config_operation=0, value=value)])]), 1)  # fmt: skip
+
+
+def add_partitions(n: Names) -> tuple[Any, int]:
+    return AddPartitionsToTxnRequest(v3_and_below_transactional_id=n.txn, v3_and_below_producer_id=7,
+                                     v3_and_below_producer_epoch=0,
+                                     v3_and_below_topics=[AddPartitionsToTxnTopic(name=n.topic, partitions=[0])]), 3  # fmt: skip
+
+
+def txn_commit(n: Names) -> tuple[Any, int]:
+    return TxnOffsetCommitRequest(transactional_id=n.txn, group_id=n.group, producer_id=7, producer_epoch=0,
+                                  topics=[TxnOffsetCommitRequestTopic(name=n.topic, partitions=[
+                                      TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 3  # fmt: skip
+
+
+def txn_commit_error(r: Any) -> int:
+    return r.topics[0].partitions[0].error_code
+
+
+def both(*grants: Callable[[Names], list[Grant]]) -> Callable[[Names], list[Grant]]:
+    return lambda n: [g for grant in grants for g in grant(n)]
 
 
 def topic_name(n: Names) -> str:
@@ -407,6 +446,49 @@ CASES = [
          lambda n: (AlterUserScramCredentialsRequest(deletions=[], upsertions=[ScramCredentialUpsertion(
              name=n.txn, mechanism=1, iterations=4096, salt=b"salt", salted_password=b"x" * 32)]), 0),
          lambda r: r.results[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED, cluster_grant(Op.ALTER)),
+    # -- transactions --------------------------------------------------------------------
+    Case("AddPartitionsToTxn/TRANSACTIONAL_ID:WRITE", add_partitions,
+         lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+         E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_grant(Op.WRITE), allowed=None, before=topic_grant(Op.WRITE)),
+    Case("AddPartitionsToTxn/TOPIC:WRITE", add_partitions,
+         lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+         E.TOPIC_AUTHORIZATION_FAILED, topic_grant(Op.WRITE), allowed=None, before=txn_grant(Op.WRITE)),
+    Case("AddPartitionsToTxn(verify)/CLUSTER:CLUSTER_ACTION",
+         lambda n: (AddPartitionsToTxnRequest(transactions=[]), 4),
+         lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, cluster_grant(Op.CLUSTER_ACTION)),
+    Case("AddOffsetsToTxn/TRANSACTIONAL_ID:WRITE",
+         lambda n: (AddOffsetsToTxnRequest(transactional_id=n.txn, producer_id=7, producer_epoch=0, group_id=n.group), 3),
+         lambda r: r.error_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_grant(Op.WRITE),
+         allowed=None, before=group_grant(Op.READ)),
+    Case("AddOffsetsToTxn/GROUP:READ",
+         lambda n: (AddOffsetsToTxnRequest(transactional_id=n.txn, producer_id=7, producer_epoch=0, group_id=n.group), 3),
+         lambda r: r.error_code, E.GROUP_AUTHORIZATION_FAILED, group_grant(Op.READ),
+         allowed=None, before=txn_grant(Op.WRITE)),
+    Case("TxnOffsetCommit/TRANSACTIONAL_ID:WRITE", txn_commit, txn_commit_error,
+         E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_grant(Op.WRITE), allowed=None,
+         before=both(group_grant(Op.READ), topic_grant(Op.READ))),
+    Case("TxnOffsetCommit/GROUP:READ", txn_commit, txn_commit_error,
+         E.GROUP_AUTHORIZATION_FAILED, group_grant(Op.READ), allowed=None,
+         before=both(txn_grant(Op.WRITE), topic_grant(Op.READ))),
+    Case("TxnOffsetCommit/TOPIC:READ", txn_commit, txn_commit_error,
+         E.TOPIC_AUTHORIZATION_FAILED, topic_grant(Op.READ), allowed=None,
+         before=both(txn_grant(Op.WRITE), group_grant(Op.READ))),
+    Case("EndTxn/TRANSACTIONAL_ID:WRITE",
+         lambda n: (EndTxnRequest(transactional_id=n.txn, producer_id=7, producer_epoch=0, committed=True), 3),
+         lambda r: r.error_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_grant(Op.WRITE), allowed=None),
+    Case("WriteTxnMarkers/CLUSTER:CLUSTER_ACTION",
+         lambda n: (WriteTxnMarkersRequest(markers=[WritableTxnMarker(producer_id=7, producer_epoch=0,
+                    transaction_result=False, coordinator_epoch=0,
+                    topics=[WritableTxnMarkerTopic(name=n.topic, partition_indexes=[0])])]), 1),
+         lambda r: r.markers[0].topics[0].partitions[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         cluster_grant(Op.CLUSTER_ACTION), allowed=None),
+    Case("DescribeTransactions/TRANSACTIONAL_ID:DESCRIBE",
+         lambda n: (DescribeTransactionsRequest(transactional_ids=[n.txn]), 0),
+         lambda r: r.transaction_states[0].error_code, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+         txn_grant(Op.DESCRIBE), allowed=None),
+    Case("DescribeProducers/TOPIC:READ",
+         lambda n: (DescribeProducersRequest(topics=[ProducersTopic(name=n.topic, partition_indexes=[0])]), 0),
+         lambda r: r.topics[0].partitions[0].error_code, E.TOPIC_AUTHORIZATION_FAILED, topic_grant(Op.READ)),
 ]  # fmt: skip
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from moldau.cli import acls, cluster, groups, perf, spark, storage, topics, users
+from moldau.cli import acls, cluster, groups, perf, spark, storage, topics, transactions, users
 from moldau.cli.common import show_client_logs
 from moldau.cli.console import console
 from moldau.cli.consume import consume
@@ -47,3 +47,4 @@ app.command("leader-election")(leader_election)
 app.command("reassign")(reassign)
 app.add_typer(acls.app, name="acls")
 app.add_typer(users.app, name="users")
+app.add_typer(transactions.app, name="transactions")

@@ -28,7 +28,19 @@ class CoordinatorRecord(NamedTuple):
     value: bytes | None
 
 
+@dataclass(frozen=True)
+class TxnBatch:
+    """How an operation's records are framed when a transaction is involved: data of the
+    producer's transaction (TxnOffsetCommit), or its COMMIT/ABORT marker (``marker``)."""
+
+    producer_id: int
+    producer_epoch: int
+    marker: bool | None = None  # None: transactional records; True/False: commit/abort
+    coordinator_epoch: int = -1
+
+
 @dataclass
 class Effects:
     completions: list[Completion] = field(default_factory=list)
     records: list[CoordinatorRecord] = field(default_factory=list)
+    txn: TxnBatch | None = None  # None: plain records

@@ -13,6 +13,11 @@ parked request the operation completed, only once the high watermark passes them
 append fails, the shard is restored to its state before the operation and every request
 the operation touched gets the error; the connection stays open. Ops without records
 still wait for the shard's last write: their answer may depend on it.
+
+Records may also be written as a producer's transactional batch, or be a transaction
+marker (``Effects.txn``): the group coordinator's TxnOffsetCommit and the markers that
+end it. Loading replays transactional records and markers through the loader's
+``replay(key, value, producer_id)`` and ``replay_marker(producer_id, committed)``.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from moldau.clock import Scheduler, TimerHandle
-from moldau.coordinator.effects import CoordinatorRecord, Effects, RequestId
+from moldau.coordinator.effects import Effects, RequestId
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.records.batch import NO_SEQUENCE
+from moldau.records.control import build_marker_batch, read_marker
 from moldau.records.record import build_batch, decode_all
 from moldau.replication.replica_manager import AppendOrigin, ReplicaManager
 
@@ -69,7 +76,11 @@ class Shard(Protocol):
 
 
 class ShardLoader(Protocol):
-    def replay(self, key: bytes, value: bytes | None) -> None: ...
+    def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
+        """One record; ``producer_id`` >= 0 for a transaction's (not decided yet)."""
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction ended."""
 
     def finish(self, now_ms: int) -> Shard: ...
 
@@ -102,6 +113,7 @@ class CoordinatorRuntime(Generic[S]):
         new_loader: Callable[[int], ShardLoader],
         *,
         write_timeout_ms: int = 5_000,
+        on_loaded: Callable[[int, S], None] | None = None,
     ) -> None:
         self.topic = topic
         self.replica_manager = replica_manager
@@ -109,6 +121,7 @@ class CoordinatorRuntime(Generic[S]):
         self.clock = scheduler.clock
         self.new_loader = new_loader
         self.write_timeout_ms = write_timeout_ms
+        self.on_loaded = on_loaded  # called with (partition, shard) once a shard is active
         self._shards: dict[int, _Hosted[S]] = {}
         self._waiters: dict[RequestId, asyncio.Future[Any]] = {}
         self._ids = itertools.count()
@@ -151,11 +164,18 @@ class CoordinatorRuntime(Generic[S]):
                 if not data:
                     break
                 for info, records in decode_all(data):
+                    if info.is_control:
+                        marker = read_marker(data[info.position : info.end_position])
+                        if marker is not None:
+                            loader.replay_marker(info.producer_id, marker.committed)
+                        offset = info.next_offset
+                        continue
+                    pid = info.producer_id if info.is_transactional else -1
                     for index, record in enumerate(records):
                         if record.key is None:
                             continue
                         try:
-                            loader.replay(record.key, record.value)
+                            loader.replay(record.key, record.value, pid)
                         except ValueError as e:
                             skipped += 1
                             log.warning(
@@ -169,9 +189,12 @@ class CoordinatorRuntime(Generic[S]):
             hosted.last_written = end - 1
         if self._shards.get(partition) is not hosted:
             return
-        hosted.shard = loader.finish(self.clock.now_ms())  # type: ignore[assignment]
+        shard = cast(S, loader.finish(self.clock.now_ms()))  # the loader builds an S
+        hosted.shard = shard
         hosted.state = ShardState.ACTIVE
         self._arm(partition, hosted)
+        if self.on_loaded is not None:
+            self.on_loaded(partition, shard)
         if hosted.last_written >= 0:
             log.info(
                 "%s-%d: loaded in %d ms%s",
@@ -202,6 +225,15 @@ class CoordinatorRuntime(Generic[S]):
     def is_active(self, partition: int) -> bool:
         hosted = self._shards.get(partition)
         return hosted is not None and hosted.state is ShardState.ACTIVE
+
+    def epoch(self, partition: int) -> int | None:
+        """The leader epoch this node leads the shard's partition in (the coordinator
+        epoch of the transaction coordinator); None if it does not."""
+        hosted = self._shards.get(partition)
+        return hosted.epoch if hosted is not None else None
+
+    def active_partitions(self) -> list[int]:
+        return [p for p, h in self._shards.items() if h.state is ShardState.ACTIVE]
 
     def active_shards(self) -> list[S]:
         return [
@@ -266,9 +298,9 @@ class CoordinatorRuntime(Generic[S]):
         assert shard is not None
         undo = shard.snapshot(keys)
         result, effects = op(shard)
-        if effects.records:
+        if effects.records or effects.txn is not None:
             try:
-                hosted.last_written = self._append(partition, effects.records)
+                hosted.last_written = self._append(partition, effects)
             except KafkaError as e:
                 shard.restore(undo)
                 error = client_error(e.code)
@@ -279,8 +311,27 @@ class CoordinatorRuntime(Generic[S]):
         await self._committed(partition, hosted, effects)
         return result
 
-    def _append(self, partition: int, records: list[CoordinatorRecord]) -> int:
-        batch = bytearray(build_batch(records))
+    def _append(self, partition: int, effects: Effects) -> int:
+        txn = effects.txn
+        if txn is None:
+            batch = bytearray(build_batch(effects.records))
+        elif txn.marker is not None:
+            batch = build_marker_batch(
+                txn.producer_id,
+                txn.producer_epoch,
+                committed=txn.marker,
+                coordinator_epoch=txn.coordinator_epoch,
+            )
+        else:
+            batch = bytearray(
+                build_batch(
+                    effects.records,
+                    producer_id=txn.producer_id,
+                    producer_epoch=txn.producer_epoch,
+                    base_sequence=NO_SEQUENCE,
+                    is_transactional=True,
+                )
+            )
         appended = self.replica_manager.append_to_leader(
             (self.topic, partition), batch, origin=AppendOrigin.COORDINATOR, required_acks=-1
         )

@@ -1,6 +1,6 @@
 """The replica manager: the one API through which this node appends to and reads from logs.
 
-Handlers, the group coordinator and (later) the transaction coordinator all go through
+Handlers, the group coordinator and the transaction coordinator's markers all go through
 it, as in Kafka's ``ReplicaManager``. It owns the :class:`Partition` state of every
 replica hosted here, creates and drops logs as the metadata publisher says, and is the
 only caller of ``Partition.maybe_increment_high_watermark``/``update_follower_fetch``,
@@ -11,7 +11,9 @@ waking what waits on the partition:
 - ``("leo", tp)``: the leader appended (follower fetches).
 
 Whole batches only: records are validated by header and CRC once, appended as one buffer,
-and read back as file ranges for sendfile.
+and read back as file ranges for sendfile. read_committed reads stop at the last stable
+offset and come with the aborted transactions they overlap (``replication/
+txn_verification.py`` guards the start of transactions, KIP-890).
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
+from moldau.replication.txn_verification import Guard, TransactionVerifier
 from moldau.storage.config import LogConfig
 from moldau.storage.log import Log, LogReadResult
 from moldau.storage.log_manager import LogManager
+from moldau.storage.producer_state import ProducerEntry
+from moldau.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +60,7 @@ READ_COMMITTED = 1
 class AppendOrigin(Enum):
     CLIENT = "client"  # a producer: internal topics are refused
     COORDINATOR = "coordinator"  # the group/transaction coordinator's own records
+    TXN_MARKER = "txn_marker"  # COMMIT/ABORT markers the transaction coordinator sends
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,7 @@ class FetchResult:
     log_start_offset: int = -1
     records: LogReadResult | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate there
+    aborted: list[AbortedTxn] | None = None  # read_committed: transactions to drop
 
     @property
     def size(self) -> int:
@@ -153,6 +160,8 @@ class ReplicaManager:
         self._hosting: TimerHandle | None = None
         # Where ISR changes go (the AlterPartition manager); a single broker has none.
         self.propose_isr_change: Callable[[TopicPartition, IsrProposal], None] = _no_isr_changes
+        # KIP-890 checks with the transaction coordinator (None: not verified)
+        self.transaction_verifier: TransactionVerifier | None = None
         # Where each partition's HW was at the last checkpoint: a restarted replica starts
         # from it (capped by its log), never from its log end.
         self._checkpointed_hw = log_manager.read_replication_checkpoint()
@@ -300,13 +309,23 @@ class ReplicaManager:
         origin: AppendOrigin,
         required_acks: int = 1,
         allow_zstd: bool = True,
+        verification: Guard | None = None,
     ) -> AppendResult:
         """Validate and append one partition's batches now (no waiting for followers).
 
         Errors come back in the result, never as exceptions: one bad partition does not
-        fail the others of a request."""
+        fail the others of a request. ``verification``: the guard of a transaction start
+        the coordinator confirmed; a marker written since voids it."""
+        verifier = self.transaction_verifier
         try:
             partition, replica_log = self._leader(tp)
+            if verification is not None and not (
+                verifier is not None and verifier.still_valid(tp, verification)
+            ):
+                raise KafkaError(
+                    "the transaction ended while the partition was verified",
+                    ErrorCode.INVALID_TXN_STATE,
+                )
             if origin is AppendOrigin.CLIENT and is_internal(tp[0]):
                 raise KafkaError(
                     f"Cannot append to internal topic {tp[0]}", ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -331,6 +350,8 @@ class ReplicaManager:
                 raise KafkaError(
                     "zstd needs produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
                 )
+            if origin is AppendOrigin.TXN_MARKER and not all(i.is_control for i in infos):
+                raise KafkaError("markers must be control batches", ErrorCode.INVALID_RECORD)
             appended = replica_log.append_as_leader(
                 records, infos, leader_epoch=partition.leader_epoch
             )
@@ -339,6 +360,9 @@ class ReplicaManager:
         except OSError as e:
             log.error("append to %s-%d failed: %s", *tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
+        if verifier is not None and (verification is not None or origin is AppendOrigin.TXN_MARKER):
+            for info in infos:
+                verifier.done(tp, info.producer_id)
         self.purgatory.notify(("leo", tp))
         if partition.maybe_increment_high_watermark(
             replica_log.log_end_offset, self.clock.now_ms()
@@ -359,18 +383,49 @@ class ReplicaManager:
         timeout_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         allow_zstd: bool = True,
+        transactional_id: str | None = None,
     ) -> dict[TopicPartition, AppendResult]:
         """Produce: append every partition, then (acks=all) wait until the HW passes each
-        appended batch or ``timeout_ms`` passes."""
+        appended batch or ``timeout_ms`` passes. A transactional producer's first batch on
+        a partition is verified with its coordinator first (KIP-890)."""
+        refused: dict[TopicPartition, ErrorCode] = {}
+        guards: dict[TopicPartition, Guard] = {}
+        if transactional_id and origin is AppendOrigin.CLIENT:
+            refused, guards = await self._verify(transactional_id, entries)
         results = {
-            tp: self.append_to_leader(
-                tp, records, origin=origin, required_acks=required_acks, allow_zstd=allow_zstd
+            tp: AppendResult(refused[tp], "the partition is not in the transaction")
+            if tp in refused
+            else self.append_to_leader(
+                tp,
+                records,
+                origin=origin,
+                required_acks=required_acks,
+                allow_zstd=allow_zstd,
+                verification=guards.get(tp),
             )
             for tp, records in entries.items()
         }
         if required_acks == -1:
             await self.await_replication(results, timeout_ms)
         return results
+
+    async def _verify(
+        self, transactional_id: str, entries: Mapping[TopicPartition, Writable]
+    ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, Guard]]:
+        verifier = self.transaction_verifier
+        if verifier is None:
+            return {}, {}
+        wanted: list[TopicPartition] = []
+        producer = (-1, -1)
+        for tp, records in entries.items():
+            replica_log = self.log_manager.get_log(*tp)
+            found = verifier.needs_verification(replica_log, records) if replica_log else None
+            if found is not None:
+                wanted.append(tp)
+                producer = found
+        if not wanted:
+            return {}, {}
+        return await verifier.check(transactional_id, *producer, wanted)
 
     async def await_replication(
         self, results: Mapping[TopicPartition, AppendResult], timeout_ms: int
@@ -482,11 +537,15 @@ class ReplicaManager:
             proposal = partition.isr_expansion(params.replica_id)
             if proposal is not None:
                 self.propose_isr_change(tp, proposal)
-        limit = replica_log.log_end_offset if params.from_follower else partition.high_watermark
+        hw = partition.high_watermark
+        lso = replica_log.last_stable_offset(hw)
+        committed = params.isolation_level == READ_COMMITTED and not params.from_follower
+        limit = replica_log.log_end_offset if params.from_follower else lso if committed else hw
         out = FetchResult(
-            high_watermark=partition.high_watermark,
-            last_stable_offset=partition.high_watermark,
+            high_watermark=hw,
+            last_stable_offset=lso,
             log_start_offset=replica_log.log_start_offset,
+            aborted=[] if committed else None,
         )
         if p.fetch_offset == limit and p.fetch_offset >= out.log_start_offset:
             return out  # caught up: nothing to read (the common case of idle partitions)
@@ -499,6 +558,11 @@ class ReplicaManager:
             )
         except KafkaError as e:
             out.error = e.code
+            return out
+        if committed and out.records.size:
+            out.aborted = replica_log.collect_aborted_transactions(
+                p.fetch_offset, out.records.next_offset
+            )
         return out
 
     # -- ISR -------------------------------------------------------------------------
@@ -584,7 +648,8 @@ class ReplicaManager:
         isolation_level: int = READ_UNCOMMITTED,
         current_leader_epoch: int = -1,
     ) -> OffsetLookup:
-        """ListOffsets: earliest, latest (HW), max timestamp, or by timestamp."""
+        """ListOffsets: earliest, latest (the HW, or the LSO for read_committed), max
+        timestamp, or by timestamp (below the same bound)."""
         try:
             partition, replica_log = self._leader(tp, current_leader_epoch)
         except KafkaError as e:
@@ -594,6 +659,8 @@ class ReplicaManager:
             # A new leader whose HW has not caught up yet: answering would be a guess.
             return OffsetLookup(ErrorCode.OFFSET_NOT_AVAILABLE)
         epoch = partition.leader_epoch
+        if isolation_level == READ_COMMITTED:
+            hw = replica_log.last_stable_offset(hw)
         if timestamp == EARLIEST_TIMESTAMP:
             return OffsetLookup(offset=replica_log.log_start_offset, leader_epoch=epoch)
         if timestamp == LATEST_TIMESTAMP:
@@ -609,6 +676,11 @@ class ReplicaManager:
         if found is None:
             return OffsetLookup()  # nothing at or after it: no offset and no epoch (Kafka's -1s)
         return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
+
+    def active_producers(self, tp: TopicPartition) -> list[ProducerEntry]:
+        """DescribeProducers on the leader; raises KafkaError."""
+        _, replica_log = self._leader(tp)
+        return list(replica_log.producer_state.producers.values())
 
     def delete_records(self, tp: TopicPartition, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords on the leader: (error, new low watermark)."""
@@ -632,6 +704,15 @@ class ReplicaManager:
         """Every hosted partition's HW (a copy: retention and the cleaner read it in a
         worker thread)."""
         return {tp: p.high_watermark for tp, p in self._partitions.items()}
+
+    def last_stable_offsets(self) -> dict[TopicPartition, int]:
+        """Every hosted partition's LSO (what the cleaner may compact up to)."""
+        out = {}
+        for tp, p in self._partitions.items():
+            replica_log = self.log_manager.get_log(*tp)
+            if replica_log is not None:
+                out[tp] = replica_log.last_stable_offset(p.high_watermark)
+        return out
 
     def checkpoint_high_watermarks(self) -> None:
         """``replication-offset-checkpoint``: where each HW restarts from."""

@@ -15,14 +15,18 @@ import sys
 from moldau.clock import AsyncioScheduler
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
+from moldau.coordinator.txn.coordinator import TxnConfig
+from moldau.coordinator.txn.service import TransactionCoordinatorService, TxnServiceConfig
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import MetadataLoader
 from moldau.metadata.publisher import MetadataPublisher
-from moldau.metadata.topics import OFFSETS_TOPIC
+from moldau.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.alter_partition import AlterPartitionManager
 from moldau.replication.fetcher import FetcherConfig, ReplicaFetcherManager
 from moldau.replication.replica_manager import ReplicaManager, ReplicationConfig
+from moldau.replication.txn_verification import TransactionVerifier
 from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
@@ -62,6 +66,7 @@ class Broker:
         self.cluster_id = cluster_id
         self.dynamic_config = DynamicBrokerConfig(config)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+        self.serving = asyncio.Event()  # registered, unfenced, coordinators loaded
         self.budget = DescriptorBudget.derive(
             open_files_limit(),
             config.int("log.segment.open.files.max"),
@@ -126,6 +131,8 @@ class Broker:
         self.publisher.add_listener(self.replica_manager)
         self.publisher.add_listener(self.fetchers)
         self.publisher.add_listener(self.groups.runtime)
+        self.transactions = self._transaction_coordinator(inter_broker)
+        self.publisher.add_listener(self.transactions.runtime)
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
         self.publisher.add_listener(self.authorizer)
@@ -173,6 +180,8 @@ class Broker:
                 ErrorCode.BROKER_NOT_AVAILABLE,
             )
         await self.groups.runtime.wait_loaded()
+        await self.transactions.runtime.wait_loaded()
+        self.serving.set()
 
     async def controlled_shutdown(self) -> None:
         """Move this broker's leaderships away before it stops (Kafka's controlled
@@ -202,6 +211,7 @@ class Broker:
         every(c.int("replica.lag.time.max.ms") // 2, self.replica_manager.maybe_shrink_isr)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
+        self.transactions.start()
 
     async def _retention(self) -> None:
         now = self.clock.now_ms()
@@ -210,8 +220,9 @@ class Broker:
         self.log_manager.expire_producers(now, self.config.int("producer.id.expiration.ms"))
 
     async def _clean(self) -> None:
-        hws = self.replica_manager.high_watermarks()
-        await asyncio.to_thread(self.log_manager.run_cleaner, hws, self.clock.now_ms())
+        # Up to the last stable offset: undecided transactions are never compacted.
+        bounds = self.replica_manager.last_stable_offsets()
+        await asyncio.to_thread(self.log_manager.run_cleaner, bounds, self.clock.now_ms())
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.clock.now_ms())
@@ -219,6 +230,8 @@ class Broker:
     def shutdown(self) -> None:
         """Flush everything and write checkpoints, so the next start needs no recovery."""
         self.lifecycle.close()
+        self.transactions.close()
+        self.txn_network.close()
         self.fetchers.close()
         self.isr_changes.close()
         self.replica_manager.close()
@@ -239,6 +252,7 @@ class Broker:
             groups=self.groups,
             producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions,
+            transactions=self.transactions,
             authorizer=self.authorizer,
             quotas=self.quotas,
         )
@@ -259,6 +273,62 @@ class Broker:
         self.log_manager.default_props = dict(self.dynamic_config.log_defaults)
         for topic in {tp[0] for tp in self.log_manager.logs}:
             self.log_manager.update_config(topic, self.topic_log_config(topic))
+
+    def _transaction_coordinator(self, inter_broker: str) -> TransactionCoordinatorService:
+        """The transaction coordinator and the KIP-890 checks partition leaders make; its
+        markers and checks reach other brokers on their inter-broker listener."""
+        c = self.config
+        self.txn_network = NetworkClient(
+            f"moldau-txn-{self.node_id}",
+            # Only a cluster has other brokers to send markers to and verify with.
+            security=ClientSecurity.inter_broker(c) if c.get("controller.quorum.voters") else None,
+        )
+        service = TransactionCoordinatorService(
+            TxnServiceConfig(
+                TxnConfig(
+                    transaction_max_timeout_ms=c.int("transaction.max.timeout.ms"),
+                    transactional_id_expiration_ms=c.int("transactional.id.expiration.ms"),
+                ),
+                num_partitions=c.int("transaction.state.log.num.partitions"),
+                abort_interval_ms=c.int(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+                ),
+                expire_interval_ms=c.int(
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"
+                ),
+            ),
+            self.node_id,
+            self.replica_manager,
+            self.scheduler,
+            lambda: self.producer_ids.next_id(),
+            self._ensure_transaction_topic,
+            self.groups,
+            lambda: self.publisher.image,
+            self.txn_network,
+            inter_broker,
+        )
+        if c.bool("transaction.partition.verification.enable"):
+            self.replica_manager.transaction_verifier = TransactionVerifier(service.verify)
+        return service
+
+    async def _ensure_transaction_topic(self) -> None:
+        if TRANSACTION_STATE_TOPIC in self.publisher.image.topics:
+            return
+        c = self.config
+        replication = c.int("transaction.state.log.replication.factor")
+        await self.channel.create_internal_topic(
+            TRANSACTION_STATE_TOPIC,
+            c.int("transaction.state.log.num.partitions"),
+            replication,
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(
+                    min(c.int("transaction.state.log.min.isr"), replication)
+                ),
+                "segment.bytes": c.get("transaction.state.log.segment.bytes"),
+            },
+        )
 
     async def _ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.publisher.image.topics:

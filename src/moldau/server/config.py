@@ -57,15 +57,21 @@ SECURITY_KEYS = [
     BrokerKey("sasl.enabled.mechanisms", str, "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     BrokerKey("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "Mechanism between brokers."),
     BrokerKey("sasl.mechanism.controller.protocol", str, "GSSAPI", "Mechanism to controllers."),
-    BrokerKey("sasl.server.max.receive.size", int, "524288", "Largest frame before authentication."),
+    BrokerKey(
+        "sasl.server.max.receive.size", int, "524288", "Largest frame before authentication."
+    ),
     BrokerKey("connections.max.reauth.ms", int, "0", "SASL session lifetime (0: unlimited)."),
-    BrokerKey("authorizer.class.name", str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+    BrokerKey(
+        "authorizer.class.name", str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    ),
     BrokerKey("super.users", str, "", "Principals allowed everything: User:a;User:b."),
     BrokerKey("allow.everyone.if.no.acl.found", bool, "false", "Allow where no ACL applies."),
     BrokerKey("quota.window.num", int, "11", "Samples a client quota rate is measured over."),
     BrokerKey("quota.window.size.seconds", int, "1", "Length of one quota sample."),
 ]
-_LISTENER_SCOPED = re.compile(r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$")
+_LISTENER_SCOPED = re.compile(
+    r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$"
+)
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 BROKER_KEYS: dict[str, BrokerKey] = {
@@ -146,6 +152,48 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
         BrokerKey("group.max.size", int, "2147483647", "Members per group."),
         BrokerKey("producer.id.expiration.ms", int, "86400000", "Forget idle producers."),
+        BrokerKey(
+            "transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state."
+        ),
+        BrokerKey(
+            "transaction.state.log.replication.factor",
+            int,
+            "1",
+            "Replication of __transaction_state (Moldau's default, as for the offsets topic).",
+        ),
+        BrokerKey(
+            "transaction.state.log.min.isr",
+            int,
+            "2",
+            "min.insync.replicas of __transaction_state (at most its replication factor).",
+        ),
+        BrokerKey(
+            "transaction.state.log.segment.bytes", int, "104857600", "Transaction log segments."
+        ),
+        BrokerKey(
+            "transaction.max.timeout.ms", int, "900000", "Largest transaction.timeout.ms allowed."
+        ),
+        BrokerKey(
+            "transactional.id.expiration.ms", int, "604800000", "Forget idle transactional ids."
+        ),
+        BrokerKey(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            int,
+            "10000",
+            "How often transactions past their timeout are aborted.",
+        ),
+        BrokerKey(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            int,
+            "3600000",
+            "How often idle transactional ids are expired.",
+        ),
+        BrokerKey(
+            "transaction.partition.verification.enable",
+            bool,
+            "true",
+            "Leaders check with the coordinator before a transaction starts (KIP-890).",
+        ),
         BrokerKey("cluster.id", str, "", "Cluster id (generated on first start)."),
         BrokerKey("process.roles", str, "broker,controller", "KRaft roles of this node."),
         BrokerKey("controller.quorum.voters", str, "", "KRaft voters (single node: self)."),

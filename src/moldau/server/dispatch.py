@@ -79,8 +79,13 @@ class Dispatcher:
         listeners: Mapping[str, ListenerSecurity] | None = None,
         credentials: CredentialLookup | None = None,
         quotas: ClientQuotas | None = None,
+        serving: asyncio.Event | None = None,
     ) -> None:
         self.services = services
+        # Set once the broker may answer (registered, caught up, unfenced): until then its
+        # requests wait, as Kafka enables request processing only then; a restarted broker
+        # would otherwise answer from the metadata it had before it stopped.
+        self.serving = serving
         self.handlers = handlers
         self.advertised = advertised
         self.listeners = dict(listeners or {})
@@ -103,6 +108,8 @@ class Dispatcher:
         return conn.session
 
     async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
+        if self.serving is not None and not self.serving.is_set():
+            await self.serving.wait()
         session = self._session(conn)
         if session.raw_tokens:
             return self._raw_token(session, frame, conn)

@@ -191,7 +191,12 @@ class Node:
         handlers: list[tuple[Listener, Any]] = []
         security: dict[str, Any] = {"listeners": self.security, "credentials": self._scram}
         if self.broker is not None:
-            services = Dispatcher(self.broker.services, quotas=self.broker.quotas, **security)
+            services = Dispatcher(
+                self.broker.services,
+                quotas=self.broker.quotas,
+                serving=self.broker.serving,
+                **security,
+            )
             handlers += [(li, services) for li in self.broker_listeners]
         if self.controller_listeners:
             from moldau.server.controller_handlers import controller_dispatcher

@@ -11,6 +11,7 @@ from moldau.security.quotas import ClientQuotas
 if TYPE_CHECKING:
     from moldau.clock import Clock
     from moldau.coordinator.group.service import GroupCoordinatorService
+    from moldau.coordinator.txn.service import TransactionCoordinatorService
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
     from moldau.replication.replica_manager import ReplicaManager
@@ -33,6 +34,7 @@ class Services:
     groups: GroupCoordinatorService
     producer_ids: ProducerIdManager
     fetch_sessions: FetchSessionCache
+    transactions: TransactionCoordinatorService
     authorizer: Access = field(default_factory=Access)  # ACL checks (allows all if unset)
     quotas: ClientQuotas = field(default_factory=ClientQuotas)
 

@@ -1,12 +1,20 @@
 """Kafka's log cleaner: compaction of ``cleanup.policy=compact`` logs.
 
 One pass over a log: the *cleanable* range is the sealed segments below the first
-uncleanable offset (the active segment, the high watermark and ``min.compaction.lag.ms``
-bound it); its *dirty* part starts at the cleaner checkpoint. An offset map (key -> latest
+uncleanable offset (the active segment, the bound the caller gives -- the last stable
+offset, so no undecided transaction is touched -- and ``min.compaction.lag.ms`` bound it);
+its *dirty* part starts at the cleaner checkpoint. An offset map (key -> latest
 offset) is built over the dirty part, then every cleanable segment is rewritten in groups
 whose cleaned size stays under ``segment.bytes``, keeping each key's latest record. Offsets and
 timestamps never change: a rewritten batch keeps its base offset, offset range, codec,
 producer fields and leader epoch; batches that lose nothing are copied byte for byte.
+
+Transactions, as Kafka cleans them: batches of aborted transactions (known from the
+transaction index) go whole, without looking at keys, and never enter the offset map; a
+marker stays while any batch of its transaction does and goes once
+``delete.retention.ms`` has passed after it, unless it is its producer's last batch
+(which keeps the producer's epoch); the cleaned segment's transaction index keeps the
+aborted transactions whose marker it keeps.
 
 This is the one storage component that decodes records; it is not on the produce/fetch
 path and may run in a worker thread: it only reads sealed segments, writes a new one and
@@ -19,6 +27,8 @@ by the number of distinct keys, unlike Kafka's fixed-size
 
 from __future__ import annotations
 
+import copy
+import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -31,9 +41,11 @@ from moldau.records.batch import (
     scan_batches,
     set_log_append_time,
 )
+from moldau.records.control import EndTxnMarker, read_marker
 from moldau.records.record import Record, build_batch, iter_batches
 from moldau.storage.log import CleaningAbortedError, Log
 from moldau.storage.segment import Segment, SegmentDeletedError
+from moldau.storage.txn_index import AbortedTxn, TransactionIndex
 
 READ_CHUNK = 8 * 1024 * 1024  # bytes of whole batches decoded per pread
 
@@ -54,8 +66,9 @@ class CleanableRange:
 
 
 def first_uncleanable_offset(log: Log, now_ms: int, high_watermark: int) -> int:
-    """The active segment's base, bounded by the high watermark and by the first segment
-    holding a batch younger than ``min.compaction.lag.ms``."""
+    """The active segment's base, bounded by ``high_watermark`` (callers pass the last
+    stable offset) and by the first segment holding a batch younger than
+    ``min.compaction.lag.ms``."""
     end = min(log.active.base_offset, high_watermark)
     lag = log.config.min_compaction_lag_ms
     if lag > 0:
@@ -117,8 +130,11 @@ def clean_log(
     max_bytes = log.config.segment_bytes
     group: list[Segment] = []
     out: _CleanedSegment | None = None
+    last_offsets = {pid: e.last_offset for pid, e in list(log.producer_state.producers.items())}
     try:
-        offset_map = build_offset_map(rng.segments, rng.first_dirty, aborted)
+        aborted_txns = log.collect_aborted_transactions(rng.segments[0].base_offset, rng.end)
+        offset_map = build_offset_map(rng.segments, rng.first_dirty, aborted, aborted_txns)
+        txns = TransactionCleaning(aborted_txns, last_offsets)
         for segment in rng.segments:
             if aborted():
                 raise CleaningAbortedError(f"{log.dir.name}: cleaning stopped")
@@ -126,14 +142,15 @@ def clean_log(
                 out.swap(group, truncations)
                 group, out = [], None
             out = out or _CleanedSegment(log, segment.base_offset, aborted)
-            mark = out.mark()
-            out.write_segment(segment, offset_map, deadline)
+            mark, saved = out.mark(), txns.copy()
+            out.write_segment(segment, offset_map, deadline, txns)
             if group and out.segment.size > max_bytes:
                 # The group is full: cut this segment off and start the next group with it.
                 out.rewind(mark)
+                txns = saved
                 out.swap(group, truncations)
                 group, out = [], _CleanedSegment(log, segment.base_offset, aborted)
-                out.write_segment(segment, offset_map, deadline)
+                out.write_segment(segment, offset_map, deadline, txns)
             group.append(segment)
         if out:
             out.swap(group, truncations)
@@ -159,9 +176,22 @@ class _CleanedSegment:
         self.swapped = False
         self.aborted = aborted
 
-    def write_segment(self, segment: Segment, offset_map: dict[bytes, int], deadline: int) -> None:
+    def write_segment(
+        self,
+        segment: Segment,
+        offset_map: dict[bytes, int],
+        deadline: int,
+        txns: TransactionCleaning,
+    ) -> None:
+        index = self.segment.txn_index
         for info, records, raw in _decoded_batches(segment, self.aborted):
-            data = _clean_batch(info, records, raw, offset_map, deadline)
+            data: bytes | bytearray | memoryview
+            if info.is_control:
+                data = raw if txns.keep_control(info, raw, deadline, index) else b""
+            elif txns.is_aborted(info):
+                data = b""
+            else:
+                data = _clean_batch(info, records, raw, offset_map, deadline)
             if data:
                 header = read_batch_header(data)
                 header.position = 0
@@ -194,15 +224,23 @@ class _CleanedSegment:
 
 
 def build_offset_map(
-    segments: Sequence[Segment], first_dirty: int, aborted: Callable[[], bool] = lambda: False
+    segments: Sequence[Segment],
+    first_dirty: int,
+    aborted: Callable[[], bool] = lambda: False,
+    aborted_txns: Sequence[AbortedTxn] = (),
 ) -> dict[bytes, int]:
-    """Key -> offset of its latest record at or after ``first_dirty``."""
+    """Key -> offset of its latest record at or after ``first_dirty``; records of aborted
+    transactions do not count (they supersede nothing)."""
     offset_map: dict[bytes, int] = {}
+    txns = TransactionCleaning(aborted_txns, {})
     for segment in segments:
         if segment.next_offset <= first_dirty:
             continue
         for info, records, _ in _decoded_batches(segment, aborted):
-            if info.is_control or info.last_offset < first_dirty:
+            if info.is_control:
+                txns.end(info, None)
+                continue
+            if txns.is_aborted(info) or info.last_offset < first_dirty:
                 continue
             for record in records:
                 if record.key is not None and record.offset >= first_dirty:
@@ -219,8 +257,6 @@ def _clean_batch(
 ) -> bytes | bytearray | memoryview:
     """The batch without superseded records, null keys and expired tombstones: the
     original bytes if nothing goes, empty if everything does."""
-    if info.is_control:
-        return raw  # transaction markers are kept (no transactions to resolve yet)
     expired = info.max_timestamp <= tombstone_deadline
     kept = [
         r
@@ -249,6 +285,79 @@ def _clean_batch(
     if info.timestamp_type:  # decoded records carry the batch's LogAppendTime
         set_log_append_time(data, scan_batches(data, strict=False)[0], info.max_timestamp)
     return data
+
+
+class TransactionCleaning:
+    """Kafka's CleanedTransactionMetadata: the transactions a pass walks through, in
+    offset order, deciding which batches of aborted transactions go and which markers may
+    go. Copied before a segment is written so a rewound segment can be written again."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn], last_offsets: dict[int, int]) -> None:
+        self.pending = [(t.first_offset, i, t) for i, t in enumerate(aborted)]  # a heap
+        heapq.heapify(self.pending)
+        self.last_offsets = last_offsets  # producer id -> its last offset in the log
+        self.aborted_open: dict[int, tuple[AbortedTxn, bool]] = {}  # pid -> (txn, seen data)
+        self.committed_open: set[int] = set()  # pids whose committed data was seen
+        self.kept: AbortedTxn | None = None  # the aborted transaction a kept marker ends
+
+    def copy(self) -> TransactionCleaning:
+        return copy.deepcopy(self)
+
+    def _start_up_to(self, info: BatchInfo) -> None:
+        """Open the aborted transactions that began by ``info`` and end at or after it
+        (those ending before it were in segments the walk skipped)."""
+        pending = self.pending
+        while pending and pending[0][0] <= info.last_offset:
+            _, _, txn = heapq.heappop(pending)
+            if txn.last_offset >= info.base_offset:
+                self.aborted_open.setdefault(txn.producer_id, (txn, False))
+
+    def is_aborted(self, info: BatchInfo) -> bool:
+        """A data batch: True if it belongs to an aborted transaction (it goes)."""
+        self._start_up_to(info)
+        if not info.is_transactional:
+            return False
+        open_abort = self.aborted_open.get(info.producer_id)
+        if open_abort is not None:
+            self.aborted_open[info.producer_id] = (open_abort[0], True)
+            return True
+        self.committed_open.add(info.producer_id)
+        return False
+
+    def end(self, info: BatchInfo, marker: EndTxnMarker | None) -> bool:
+        """A control batch ends its producer's transaction (``marker`` None: an empty one
+        the cleaner left); True if no batch of that transaction was left in this pass, so
+        the marker may go. A kept ABORT marker's transaction is in ``kept``."""
+        self._start_up_to(info)
+        self.kept = None
+        pid = info.producer_id
+        if marker is None:
+            self.aborted_open.pop(pid, None)
+            self.committed_open.discard(pid)
+            return True
+        if not marker.committed:
+            txn, observed = self.aborted_open.pop(pid, (None, False))
+            if txn is not None and observed:
+                self.kept = txn
+                return False
+            return True
+        if pid in self.committed_open:
+            self.committed_open.discard(pid)
+            return False
+        return True
+
+    def keep_control(
+        self, info: BatchInfo, raw: memoryview, deadline: int, index: TransactionIndex
+    ) -> bool:
+        """Whether a marker stays in the cleaned segment (its aborted transaction goes to
+        ``index`` if it does): while its transaction has data, until delete.retention.ms
+        passed after it, and while it is its producer's last batch."""
+        removable = self.end(info, read_marker(raw))
+        if self.kept is not None:
+            index.append(self.kept)
+            return True
+        last = self.last_offsets.get(info.producer_id)
+        return not (removable and info.max_timestamp <= deadline and last != info.last_offset)
 
 
 def _decoded_batches(

@@ -11,8 +11,10 @@ write index and checkpoint files and move the recovery point, never for a whole 
 pass, so an append waits at most for a swap's renames.
 
 The log does not own the high watermark (replication does): what needs it takes it as an
-argument. Each log keeps Kafka's leader-epoch cache (``leader-epoch-checkpoint``) and
-idempotent producer state (``.snapshot`` files) consistent with its batches.
+argument. Each log keeps Kafka's leader-epoch cache (``leader-epoch-checkpoint``),
+producer state (``.snapshot`` files) and aborted-transaction indexes (``.txnindex``)
+consistent with its batches; transaction markers are the only batches whose record it
+reads on append.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from moldau.records.batch import (
     set_log_append_time,
     stamp_base_offset,
 )
+from moldau.records.control import EndTxnMarker, read_marker
 from moldau.records.record import Record, decode_records
 from moldau.storage.checkpoint import fsync_dir
 from moldau.storage.config import LogConfig
@@ -48,6 +51,7 @@ from moldau.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileC
 from moldau.storage.files import SegmentFile, StorageCaches, default_caches
 from moldau.storage.producer_state import (
     SNAPSHOT_SUFFIX,
+    CompletedTxn,
     CorruptSnapshotError,
     ProducerStateManager,
     list_snapshots,
@@ -62,6 +66,7 @@ from moldau.storage.segment import (
     SegmentDeletedError,
     file_stem,
 )
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +215,7 @@ class Log:
                         known[segment.base_offset] = tail
                     continue
             infos, truncated = segment.recover()
+            segment.txn_index.reset()  # rebuilt from the batches by _load_producer_state
             if truncated:
                 logger.warning(
                     "%s: recovery cut %d invalid byte(s) from the segment at offset %d",
@@ -235,7 +241,14 @@ class Log:
         log._recovery_point = leo if clean_shutdown else min(recovery_point, leo)
         log._roll_flush_to = log._recovery_point
         log._load_epoch_cache(recovered, known)
-        log._load_producer_state({**known, **recovered}, log._snapshot_names)
+        markers_recovered = [
+            base for base, infos in recovered.items() if any(i.is_control for i in infos)
+        ]
+        log._load_producer_state(
+            {**known, **recovered},
+            log._snapshot_names,
+            rebuild_from=min(markers_recovered, default=None),
+        )
         log._snapshot_names = []
         for segment in segments:
             log.caches.files.discard(segment)  # opened to load: not in use yet
@@ -262,13 +275,15 @@ class Log:
                 continue
             if suffix == LOG_SUFFIX[1:]:
                 logs[int(stem)] = os.stat(self.dir / name).st_size
-            elif suffix in (INDEX_SUFFIX[1:], TIME_INDEX_SUFFIX[1:]):
+            elif suffix in (INDEX_SUFFIX[1:], TIME_INDEX_SUFFIX[1:], TXN_INDEX_SUFFIX[1:]):
                 indexes.setdefault(int(stem), []).append(name)
         for base, files in indexes.items():
             if base not in logs:
                 for name in files:
                     (self.dir / name).unlink(missing_ok=True)  # index without its log
-        return {base: _Found(size, len(indexes.get(base, ())) == 2) for base, size in logs.items()}
+        return {
+            base: _Found(size, _has_indexes(indexes.get(base, ()))) for base, size in logs.items()
+        }
 
     def _complete_swap(self, swap: Path) -> None:
         """A ``.swap`` file is a whole, fsynced cleaned segment (it is renamed from
@@ -281,7 +296,7 @@ class Log:
             stem, _, suffix = name.partition(".")
             if (
                 stem.isdigit()
-                and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
                 and base <= int(stem) < max(end, base + 1)
             ):
                 (self.dir / name).unlink()
@@ -316,17 +331,27 @@ class Log:
         self.epoch_cache = cache
 
     def _load_producer_state(
-        self, known: dict[int, list[BatchInfo]], names: list[str] | None = None
+        self,
+        known: dict[int, list[BatchInfo]],
+        names: list[str] | None = None,
+        *,
+        rebuild_from: int | None = None,
     ) -> None:
         """Latest usable snapshot, then replay the batch headers written after it
-        (``known``: headers already read; ``names``: the directory listing, if made)."""
+        (``known``: headers already read; ``names``: the directory listing, if made).
+        Aborted transactions that replay ends and the transaction indexes lack (segments
+        recovered from ``rebuild_from`` on) are added to them, so the snapshot is taken
+        from at or below ``rebuild_from``."""
         leo = self.log_end_offset
         start = self.segments[0].base_offset
+        limit = leo if rebuild_from is None else rebuild_from
         self.producer_state = ProducerStateManager()
         self._snapshot_offset = -1
         for offset, path in reversed(list_snapshots(self.dir, names)):
             if offset > leo:
                 path.unlink(missing_ok=True)
+                continue
+            if offset > limit:
                 continue
             try:
                 start = self.producer_state.load_snapshot(path)
@@ -336,9 +361,32 @@ class Log:
                 path.unlink(missing_ok=True)
                 self.producer_state = ProducerStateManager()
         if start < leo:
-            self.producer_state.replay(
-                info for info in self._headers_from(start, known) if info.base_offset >= start
+            completed = self.producer_state.replay(
+                (info for info in self._headers_from(start, known) if info.base_offset >= start),
+                self._marker_at,
             )
+            for txn in completed:
+                self._index_if_missing(txn)
+
+    def _marker_at(self, info: BatchInfo) -> EndTxnMarker | None:
+        """The marker of a control batch already in the log (recovery)."""
+        segment = self.segments[self._segment_index(info.base_offset)]
+        found = segment.translate_offset(info.base_offset)
+        if found is None or found.base_offset != info.base_offset:
+            return None
+        try:
+            return read_marker(segment.read(found.position, found.size))
+        except KafkaError as e:
+            logger.warning("%s: unreadable marker at %d: %s", self.dir.name, info.base_offset, e)
+            return None
+
+    def _index_if_missing(self, txn: CompletedTxn) -> None:
+        if not txn.aborted:
+            return
+        index = self.segments[self._segment_index(txn.last_offset)].txn_index
+        entries = index.entries()
+        if not entries or entries[-1].last_offset < txn.last_offset:
+            index.append(_aborted(txn))
 
     def _headers_from(self, offset: int, known: dict[int, list[BatchInfo]]) -> Iterable[BatchInfo]:
         for segment in self.segments[self._segment_index(offset) :]:
@@ -421,6 +469,9 @@ class Log:
             raise InvalidRecordError("an append needs at least one record batch")
         now = _now_ms(self.clock) if now_ms is None else now_ms
         log_append_time = self.config.log_append_time
+        markers = _markers(records, infos)
+        for i, marker in markers.items():
+            self.producer_state.check_marker(infos[i], marker)
         for info in infos:
             duplicate = self.producer_state.check(info)
             if duplicate is not None:
@@ -437,7 +488,7 @@ class Log:
             if log_append_time:
                 set_log_append_time(records, info, now)
             next_offset = info.next_offset
-        self._append(records, infos, now)
+        self._append(records, infos, now, markers)
         if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
             with self._lock:
                 self.epoch_cache.assign(leader_epoch, base_offset)
@@ -472,20 +523,30 @@ class Log:
                     f"{info.base_offset} after offset {expected - 1}"
                 )
             expected = info.next_offset
-        self._append(records, infos, _now_ms(self.clock))
-        self.producer_state.replay(infos)
+        self._append(records, infos, _now_ms(self.clock), _markers(records, infos))
         with self._lock:
             for info in infos:
                 if info.partition_leader_epoch >= 0:
                     self.epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
         return AppendResult(infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset)
 
-    def _append(self, records: bytearray | memoryview, infos: list[BatchInfo], now: int) -> None:
-        """Roll if needed, write, record producer state, flush if flush.messages says so."""
+    def _append(
+        self,
+        records: bytearray | memoryview,
+        infos: list[BatchInfo],
+        now: int,
+        markers: dict[int, EndTxnMarker],
+    ) -> None:
+        """Roll if needed, write, record producer state (an aborted transaction goes to
+        the active segment's transaction index), flush if flush.messages says so."""
         self._maybe_roll(len(records), infos[0].base_offset, infos[-1], now)
-        self.active.append(records, infos)
-        for info in infos:
-            self.producer_state.update(info, info.base_offset, info.max_timestamp)
+        active = self.active
+        active.append(records, infos)
+        state = self.producer_state
+        for i, info in enumerate(infos):
+            completed = state.update(info, info.base_offset, info.max_timestamp, markers.get(i))
+            if completed is not None and completed.aborted:
+                active.txn_index.append(_aborted(completed))
         if self.log_end_offset - self._recovery_point >= self.config.flush_messages:
             self.flush()
 
@@ -618,6 +679,25 @@ class Log:
         return self.read(
             offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
         ).to_bytes()
+
+    # -- transactions --------------------------------------------------------------
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the first offset of an undecided transaction (or of one whose marker
+        is not below the high watermark yet), at most the high watermark."""
+        first = self.producer_state.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)``, from the
+        transaction indexes of the segment holding ``fetch_offset`` on."""
+        segments = self.segments
+        found: list[AbortedTxn] = []
+        for segment in segments[self._segment_index(fetch_offset) :]:
+            txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found += txns
+            if complete:
+                break
+        return found
 
     # -- timestamps ----------------------------------------------------------------
     def offset_for_timestamp(
@@ -927,6 +1007,26 @@ class Log:
 
 def _base_offset(segment: Segment) -> int:
     return segment.base_offset
+
+
+def _has_indexes(files: Sequence[str]) -> bool:
+    """Both the offset and the time index are there (a transaction index is optional)."""
+    return sum(not name.endswith(TXN_INDEX_SUFFIX) for name in files) == 2
+
+
+def _markers(records: bytearray | memoryview, infos: list[BatchInfo]) -> dict[int, EndTxnMarker]:
+    """The transaction markers among ``infos`` by index (no work for data batches)."""
+    markers = {}
+    for i, info in enumerate(infos):
+        if info.is_control and info.producer_id >= 0:
+            marker = read_marker(memoryview(records)[info.position : info.end_position])
+            if marker is not None:
+                markers[i] = marker
+    return markers
+
+
+def _aborted(txn: CompletedTxn) -> AbortedTxn:
+    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
 
 
 def _swap_next_offset(path: Path, base: int) -> int:

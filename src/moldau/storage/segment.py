@@ -1,4 +1,4 @@
-"""One log segment: ``<base>.log`` plus its offset and time indexes.
+"""One log segment: ``<base>.log`` plus its offset, time and transaction indexes.
 
 Batches are appended byte for byte with one ``write`` per append; lookups go index ->
 position -> a short scan of batch headers (one ``pread`` of 61 bytes each), so neither
@@ -33,6 +33,7 @@ from moldau.records.batch import (
 )
 from moldau.storage.files import SegmentFile, StorageCaches, open_segment_file
 from moldau.storage.index import OffsetIndex, TimeIndex
+from moldau.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ class Segment:
         self.time_index = TimeIndex(
             Path(f"{stem}{TIME_INDEX_SUFFIX}{suffix}"), base_offset, index_bytes, caches.indexes
         )
+        self.txn_index = TransactionIndex(Path(f"{stem}{TXN_INDEX_SUFFIX}{suffix}"))
         self.deleted = False
         self._next_offset: int | None = None  # None: not known until the tail is read
         self._first_timestamp: int | None = None
@@ -130,6 +132,7 @@ class Segment:
         segment.time_index = TimeIndex.create(
             segment.time_index.path, base_offset, index_bytes, caches.indexes
         )
+        segment.txn_index = TransactionIndex(segment.txn_index.path, new=True)
         segment._next_offset = base_offset
         segment._first_timestamp = -1
         segment._max_timestamp = (-1, base_offset)
@@ -411,7 +414,9 @@ class Segment:
 
     # -- lifecycle -----------------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
-        """Drop every batch whose last offset is >= ``offset``; returns bytes removed."""
+        """Drop every batch whose last offset is >= ``offset`` (and the aborted
+        transactions they ended); returns bytes removed."""
+        self.txn_index.truncate_to(offset)
         info = self.translate_offset(offset)
         if info is None:
             return 0
@@ -441,6 +446,7 @@ class Segment:
             os.fsync(self.file.fd)
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         except (SegmentDeletedError, FileNotFoundError):
             if not self.deleted:
                 raise
@@ -463,6 +469,7 @@ class Segment:
             (self.time_index, TIME_INDEX_SUFFIX),
         ):
             index.rename(Path(f"{stem}{name}{suffix}"))
+        self.txn_index.rename(Path(f"{stem}{TXN_INDEX_SUFFIX}{suffix}"))
 
     def mark_deleted(self) -> None:
         """Remove the indexes and rename the log to ``.deleted``; in-flight sendfile ranges
@@ -470,6 +477,7 @@ class Segment:
         self.deleted = True
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         deleted = self.path.with_name(self.path.name + DELETED_SUFFIX)
         os.rename(self.path, deleted)
         self.path = deleted
@@ -486,6 +494,7 @@ class Segment:
         self._caches.files.discard(self)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from moldau.coordinator.effects import TxnBatch
 from moldau.protocol.errors import ErrorCode
 
 from .config import GroupConfig
@@ -51,6 +52,7 @@ from .results import (
     TopicPartition,
 )
 from .timers import Timers
+from .txn_offsets import PendingTxnOffsets
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """Kafka's bound on a new member's parked JoinGroup (it cannot heartbeat yet)."""
@@ -65,13 +67,23 @@ class GroupLoader:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self.metadata: dict[str, GroupMetadataValue] = {}
+        self.pending: dict[str, PendingTxnOffsets] = {}
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one record; raises ValueError if it does not decode."""
+    def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
+        """Apply one record (``producer_id`` >= 0: a transactional offset commit, pending
+        until its marker); raises ValueError if it does not decode."""
         decoded = decode_key(key)
         if isinstance(decoded, OffsetKey):
-            committed = self.offsets.setdefault(decoded.group, {})
             tp = (decoded.topic, decoded.partition)
+            pending = self.pending.get(decoded.group)
+            if producer_id >= 0:
+                if value is not None:
+                    pending = self.pending.setdefault(decoded.group, PendingTxnOffsets())
+                    pending.add(producer_id, tp, decode_offset_value(value))
+                return
+            if pending is not None:
+                pending.supersede(tp)
+            committed = self.offsets.setdefault(decoded.group, {})
             if value is None:
                 committed.pop(tp, None)
             else:
@@ -81,6 +93,12 @@ class GroupLoader:
                 self.metadata.pop(decoded.group, None)
             else:
                 self.metadata[decoded.group] = decode_group_value(value)
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        for group, pending in self.pending.items():
+            if producer_id in pending:
+                done = pending.complete(producer_id, committed)
+                self.offsets.setdefault(group, {}).update(done)
 
 
 @dataclass(frozen=True)
@@ -305,21 +323,93 @@ class GroupCoordinator:
                 continue
             value = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_ms, expire)
             group.offsets[tp] = value
+            group.pending_txn.supersede(tp)
             self._append(encode_offset_key(group_id, *tp), encode_offset_value(value))
             results[tp] = ErrorCode.NONE
         return results, self._end()
 
+    def txn_commit_offsets(
+        self,
+        now_ms: int,
+        *,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None,
+        offsets: Sequence[OffsetCommit],
+    ) -> tuple[dict[TopicPartition, ErrorCode], Effects]:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and stay
+        pending until its marker (``complete_transaction``). As Kafka, a group that does not
+        exist is created; a member id or generation, when given, must match."""
+        self._begin(now_ms)
+        group = self._groups.get(group_id)
+        static = group.static_members.get(group_instance_id or "") if group else None
+        error = None
+        if static is not None and static != member_id:
+            error = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id and (group is None or member_id not in group.members):
+            error = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id >= 0 and (group is None or generation_id != group.generation_id):
+            error = ErrorCode.ILLEGAL_GENERATION
+        if error is not None:
+            return {(o.topic, o.partition): error for o in offsets}, self._end()
+        if group is None:
+            group = self._groups[group_id] = Group(group_id, now_ms)
+        results: dict[TopicPartition, ErrorCode] = {}
+        for o in offsets:
+            tp = (o.topic, o.partition)
+            metadata = o.metadata or ""
+            if len(metadata.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            value = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_ms)
+            group.pending_txn.add(producer_id, tp, value)
+            self._append(encode_offset_key(group_id, *tp), encode_offset_value(value))
+            results[tp] = ErrorCode.NONE
+        if self._effects.records:
+            self._effects.txn = TxnBatch(producer_id, producer_epoch)
+        return results, self._end()
+
+    def groups_with_pending(self, producer_id: int) -> list[str]:
+        """Groups holding offsets of the producer's open transaction."""
+        return [g.group_id for g in self._groups.values() if producer_id in g.pending_txn]
+
+    def complete_transaction(
+        self,
+        now_ms: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> Effects:
+        """The transaction coordinator's marker for this partition: writes it, and the
+        producer's pending offsets become committed (COMMIT) or go (ABORT)."""
+        self._begin(now_ms)
+        for group in self._groups.values():
+            if producer_id in group.pending_txn:
+                group.offsets.update(group.pending_txn.complete(producer_id, committed))
+        self._effects.txn = TxnBatch(producer_id, producer_epoch, committed, coordinator_epoch)
+        return self._end()
+
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        require_stable: bool = False,
     ) -> list[PartitionOffset]:
-        """OffsetFetch for one group (KIP-709 handlers call it per group); None = all."""
+        """OffsetFetch for one group (KIP-709 handlers call it per group); None = all.
+        ``require_stable``: partitions with a transactional commit pending are unstable."""
         group = self._groups.get(group_id)
         committed = group.offsets if group is not None else {}
         wanted = committed.keys() if partitions is None else partitions
         results = []
         for topic, partition in wanted:
             o = committed.get((topic, partition))
-            if o is None:
+            if require_stable and group is not None and group.pending_txn.has((topic, partition)):
+                results.append(PartitionOffset(topic, partition, -1, -1, "", unstable=True))
+            elif o is None:
                 results.append(PartitionOffset(topic, partition, -1, -1, ""))
             else:
                 results.append(
@@ -419,8 +509,10 @@ class GroupCoordinator:
         Stable (members keep heartbeating across a coordinator move); one without comes
         back Empty with its generation."""
         self._now = now_ms
-        offsets, metadata = loader.offsets, loader.metadata
-        for group_id in metadata.keys() | {g for g, o in offsets.items() if o}:
+        offsets, metadata, pending = loader.offsets, loader.metadata, loader.pending
+        for group_id in metadata.keys() | {g for g, o in offsets.items() if o} | {
+            g for g, p in pending.items() if p
+        }:
             value = metadata.get(group_id)
             group = (
                 Group(group_id, now_ms)
@@ -428,6 +520,7 @@ class GroupCoordinator:
                 else Group.from_metadata(group_id, value, now_ms)
             )
             group.offsets = offsets.get(group_id, {})
+            group.pending_txn = pending.get(group_id) or PendingTxnOffsets()
             self._groups[group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
@@ -780,7 +873,7 @@ class GroupCoordinator:
         """Tombstone removed offsets; an Empty group left without offsets is Dead and goes."""
         for topic, partition in removed:
             self._append(encode_offset_key(group.group_id, topic, partition), None)
-        if group.state is GroupState.EMPTY and not group.offsets:
+        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_txn:
             del self._groups[group.group_id]
             if group.generation_id > 0:  # generation 0 groups only ever stored offsets
                 self._append(encode_group_key(group.group_id), None)

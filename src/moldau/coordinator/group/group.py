@@ -14,6 +14,7 @@ from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscription_topics
 from .member import Member
 from .offsets_records import GroupMetadataValue, MemberMetadataValue, OffsetAndMetadata
 from .results import JoinGroupMember, TopicPartition
+from .txn_offsets import PendingTxnOffsets
 
 
 class GroupState(Enum):
@@ -46,6 +47,7 @@ class Group:
         self.new_member_added = False
         self.subscribed_topics: frozenset[str] | None = None
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommits awaiting their marker
         self._supported_protocols: Counter[str] = Counter()
 
     def transition(self, state: GroupState, now_ms: int) -> None:

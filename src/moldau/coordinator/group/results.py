@@ -62,13 +62,15 @@ class OffsetCommit(NamedTuple):
 
 
 class PartitionOffset(NamedTuple):
-    """A fetched offset; offset -1 / leader_epoch -1 / metadata "" when none is committed."""
+    """A fetched offset; offset -1 / leader_epoch -1 / metadata "" when none is committed.
+    ``unstable``: a transaction has an offset for it pending (asked with require_stable)."""
 
     topic: str
     partition: int
     offset: int
     leader_epoch: int
     metadata: str
+    unstable: bool = False
 
 
 class GroupOverview(NamedTuple):

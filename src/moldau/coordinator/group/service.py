@@ -42,8 +42,11 @@ class _Loader:
         self.config = config
         self.groups = GroupLoader()
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        self.groups.replay(key, value)
+    def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
+        self.groups.replay(key, value, producer_id)
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        self.groups.replay_marker(producer_id, committed)
 
     def finish(self, now_ms: int) -> GroupCoordinator:
         coordinator = GroupCoordinator(self.config, now_ms=now_ms)
@@ -151,11 +154,55 @@ class GroupCoordinatorService:
             return {(o.topic, o.partition): e.code for o in offsets}
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        require_stable: bool = False,
     ) -> list[PartitionOffset]:
         """Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
         return self.runtime.read(
-            self.partition_for(group_id), lambda c: c.fetch_offsets(group_id, partitions)
+            self.partition_for(group_id),
+            lambda c: c.fetch_offsets(group_id, partitions, require_stable),
+        )
+
+    # -- transactions ----------------------------------------------------------------
+    async def txn_commit_offsets(
+        self, group_id: str, offsets: Sequence[OffsetCommit], **kwargs: Any
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: pending in the producer's transaction until its marker."""
+
+        def op(c: GroupCoordinator) -> tuple[Any, Effects]:
+            return c.txn_commit_offsets(
+                self.clock.now_ms(), group_id=group_id, offsets=offsets, **kwargs
+            )
+
+        try:
+            result: dict[TopicPartition, ErrorCode] = await self._write(group_id, op)
+            return result
+        except KafkaError as e:
+            return {(o.topic, o.partition): e.code for o in offsets}
+
+    async def complete_transaction(
+        self,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        committed: bool,
+        coordinator_epoch: int,
+    ) -> None:
+        """Write a transaction's marker to this ``__consumer_offsets`` partition (the
+        WriteTxnMarkers handler); its offsets become visible or go. Raises KafkaError."""
+        keys = self.runtime.read(partition, lambda c: c.groups_with_pending(producer_id))
+        now = self.clock.now_ms()
+        await self.runtime.write(
+            partition,
+            lambda c: (
+                None,
+                c.complete_transaction(
+                    now, producer_id, producer_epoch, committed, coordinator_epoch
+                ),
+            ),
+            keys,
         )
 
     async def delete_offsets(

@@ -1,4 +1,5 @@
-"""Fetch: file ranges up to the high watermark, long-polled until enough bytes arrive.
+"""Fetch: file ranges up to the high watermark (the last stable offset for read_committed,
+with the aborted transactions the client must drop), long-polled until enough bytes arrive.
 
 No record is read into Python: the response carries the log's file ranges and the network
 layer sends them with sendfile. From v7, incremental fetch sessions (KIP-227) let clients
@@ -13,6 +14,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.fetch_request import FetchRequest
 from moldau.protocol.messages.fetch_response import (
+    AbortedTransaction,
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
@@ -66,6 +68,11 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
     )
     if r.diverging_epoch is not None:
         data.diverging_epoch = EpochEndOffset(*r.diverging_epoch)
+    if r.aborted:
+        data.aborted_transactions = [
+            AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+            for t in r.aborted
+        ]
     return data
 
 

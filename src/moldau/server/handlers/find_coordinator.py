@@ -1,10 +1,11 @@
-"""FindCoordinator: where a group's coordinator runs (the leader of its offsets partition)."""
+"""FindCoordinator: where a group's coordinator runs (the leader of its offsets partition),
+or a transactional id's (the leader of its ``__transaction_state`` partition)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moldau.metadata.topics import OFFSETS_TOPIC
+from moldau.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
@@ -15,6 +16,8 @@ from moldau.protocol.messages.find_coordinator_response import (
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
+    from moldau.coordinator.group.service import GroupCoordinatorService
+    from moldau.coordinator.txn.service import TransactionCoordinatorService
     from moldau.server.dispatch import RequestContext
     from moldau.server.services import Services
 
@@ -38,15 +41,22 @@ def _unavailable(key: str, message: str) -> Coordinator:
 
 
 async def locate(services: Services, key: str, key_type: int, listener: str) -> Coordinator:
-    """The leader of the key's ``__consumer_offsets`` partition coordinates the group."""
-    if key_type != GROUP_KEY_TYPE:
-        # Transactions come with the transaction coordinator (a later issue).
-        return _unavailable(key, "This broker has no transaction coordinator.")
+    """The leader of the key's ``__consumer_offsets`` (``__transaction_state``) partition
+    coordinates the group (the transactional id)."""
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
+        return Coordinator(
+            key=key, node_id=-1, host="", port=-1, error_code=ErrorCode.INVALID_REQUEST
+        )
+    groups = key_type == GROUP_KEY_TYPE
+    coordinator: GroupCoordinatorService | TransactionCoordinatorService = (
+        services.groups if groups else services.transactions
+    )
     try:
-        await services.groups.ensure_topic()
+        await coordinator.ensure_topic()
     except KafkaError as e:
         return _unavailable(key, str(e))
-    partition = services.image.partition(OFFSETS_TOPIC, services.groups.partition_for(key))
+    topic = OFFSETS_TOPIC if groups else TRANSACTION_STATE_TOPIC
+    partition = services.image.partition(topic, coordinator.partition_for(key))
     broker = services.image.brokers.get(partition.leader) if partition is not None else None
     endpoint = broker.endpoint(listener) if broker is not None else None
     if broker is None or endpoint is None:

@@ -1,4 +1,5 @@
-"""InitProducerId for idempotent producers; transactions need a coordinator we lack yet."""
+"""InitProducerId: a fresh producer id for an idempotent producer, or the producer id and
+a bumped epoch of a transactional id from its transaction coordinator."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 API_KEY = ApiKey.INIT_PRODUCER_ID
 MIN_VERSION = 0
 MAX_VERSION = 4
+FENCED_ERROR_VERSION = 4  # older clients get INVALID_PRODUCER_EPOCH for PRODUCER_FENCED
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -42,12 +44,20 @@ async def handle(
             return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif not access.idempotent_write(ctx):
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if request.transactional_id is not None:
-        # What a cluster whose transaction coordinator is unavailable answers; clients
-        # retry it and fail clearly ("Coordinator not available") when their timeout ends.
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         return _error(ErrorCode.INVALID_REQUEST)
+    if request.transactional_id is not None:
+        result = await services.transactions.init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, pid, epoch
+        )
+        error = result.error
+        if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < FENCED_ERROR_VERSION:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        if error != ErrorCode.NONE:
+            return _error(error)
+        return InitProducerIdResponse(
+            producer_id=result.producer_id, producer_epoch=result.producer_epoch
+        )
     # As Kafka does for idempotent producers, a recovering producer (KIP-360 sends its
     # old id and epoch) gets a fresh id: ids are only ever handed out once.
     try:

@@ -1,4 +1,6 @@
-"""OffsetFetch: one group (v1-7) or many (v8+, KIP-709); null topics means all."""
+"""OffsetFetch: one group (v1-7) or many (v8+, KIP-709); null topics means all. With
+``require_stable`` (v7+, KIP-447) a partition whose offset a transaction has pending
+answers UNSTABLE_OFFSET_COMMIT, and the consumer retries until the transaction ends."""
 
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ def fetch(
     topics: list[tuple[str, list[int]]] | None,
     topic_cls: type[Any],
     partition_cls: type[Any],
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, list[Any]]:
     """One group's committed offsets as response topics (v8+ and older use twin classes),
     or the coordinator's error (not coordinator, loading) for the whole group.
@@ -69,7 +72,7 @@ def fetch(
         topics = [(t, parts) for t, parts in topics if t in visible]
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
     try:
-        found = services.groups.fetch_offsets(group_id, wanted)
+        found = services.groups.fetch_offsets(group_id, wanted, require_stable)
     except KafkaError as e:
         return e.code, []
     by_topic: dict[str, list[PartitionOffset]] = defaultdict(list)
@@ -89,6 +92,7 @@ def fetch(
                     committed_offset=o.offset,
                     committed_leader_epoch=o.leader_epoch,
                     metadata=o.metadata,
+                    error_code=ErrorCode.UNSTABLE_OFFSET_COMMIT if o.unstable else ErrorCode.NONE,
                 )
                 for o in offsets
             ],
@@ -118,6 +122,7 @@ async def handle(
                 _wanted(g.topics),
                 OffsetFetchResponseTopics,
                 OffsetFetchResponsePartitions,
+                request.require_stable,
             )
             groups.append(
                 OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=topics)
@@ -130,5 +135,6 @@ async def handle(
         _wanted(request.topics),
         OffsetFetchResponseTopic,
         OffsetFetchResponsePartition,
+        request.require_stable,
     )
     return OffsetFetchResponse(error_code=error, topics=topics)

@@ -111,6 +111,7 @@ async def handle(
         required_acks=request.acks,
         timeout_ms=request.timeout_ms,
         allow_zstd=ctx.api_version >= ZSTD_MIN_VERSION,
+        transactional_id=request.transactional_id,
     )
     if request.acks == 0:
         return None
