@@ -2,9 +2,12 @@
 
 Produces `--records` (2M) records of `--size` (100) bytes with a plain idempotent producer,
 then times Spark reading them all (cold, then warm), writing them to another topic in
-batch, and copying them with a streaming query (`Trigger.AvailableNow`). Never asserts.
+batch, and copying them with a streaming query (`Trigger.AvailableNow`); both writes with
+the exactly-once sink (a transaction per task) and with the at-least-once sink (idempotent
+producer). Never asserts.
 
     python -m benchmarks.spark_bench [--records N] [--master local[4]] [--quick]
+        [--max-offsets-per-trigger N] [--rounds N]
 """
 
 from __future__ import annotations
@@ -52,10 +55,7 @@ def timed(action: Callable[[], int]) -> dict[str, int]:
 
 
 def measure(spark: SparkSession, bootstrap: str, args: argparse.Namespace) -> dict:
-    source, batch_out, stream_out = (
-        create_topic(bootstrap, f"spark-{name}", args.partitions)
-        for name in ("in", "out", "stream")
-    )
+    source = create_topic(bootstrap, "spark-in", args.partitions)
     produce_rate = produce(bootstrap, source, args.records, args.size)
 
     def reader() -> DataFrameReader:
@@ -65,23 +65,27 @@ def measure(spark: SparkSession, bootstrap: str, args: argparse.Namespace) -> di
             .option("subscribe", source)
         )
 
-    def batch_write() -> int:
+    def batch_write(guarantee: str) -> int:
+        out = create_topic(bootstrap, f"spark-out-{guarantee}", args.partitions)
         reader().load().select("key", "value").write.format("moldau").mode("append").option(
             "kafka.bootstrap.servers", bootstrap
-        ).option("topic", batch_out).save()
+        ).option("topic", out).option("deliveryGuarantee", guarantee).save()
         return args.records
 
-    def stream_copy() -> int:
+    def stream_copy(guarantee: str) -> int:
+        out = create_topic(bootstrap, f"spark-stream-{guarantee}", args.partitions)
         query = (
             spark.readStream.format("moldau")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", source)
             .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
             .load()
             .select("key", "value")
             .writeStream.format("moldau")
             .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", stream_out)
+            .option("topic", out)
+            .option("deliveryGuarantee", guarantee)
             .option("checkpointLocation", tempfile.mkdtemp(prefix="moldau-bench-ck-"))
             .trigger(availableNow=True)
             .start()
@@ -89,14 +93,24 @@ def measure(spark: SparkSession, bootstrap: str, args: argparse.Namespace) -> di
         query.awaitTermination()
         return sum(p["numInputRows"] for p in query.recentProgress)
 
-    return {
+    results: dict = {
         "produce_rows_per_s": round(produce_rate),
         # The first query also pays for Spark's Python workers starting; the second is warm.
         "batch_read": timed(lambda: reader().load().count()),
         "batch_read_warm": timed(lambda: reader().load().count()),
-        "batch_write": timed(batch_write),
-        "stream_copy": timed(stream_copy),
     }
+    # Rounds alternate which sink goes first, so neither always gets the cooler machine.
+    guarantees = ["at-least-once", "exactly-once"]
+    for round_ in range(args.rounds):
+        for guarantee in guarantees if round_ % 2 == 0 else guarantees[::-1]:
+            key = guarantee.replace("-", "_")
+            results.setdefault(f"batch_write_{key}", []).append(
+                timed(lambda g=guarantee: batch_write(g))
+            )
+            results.setdefault(f"stream_copy_{key}", []).append(
+                timed(lambda g=guarantee: stream_copy(g))
+            )
+    return results
 
 
 def main() -> None:
@@ -106,6 +120,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each sink")
+    parser.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        default=500_000,
+        help="micro-batch size of the streaming copies (one transaction per task and batch)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.records = 20_000

@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from moldau.testing import ClusterProcess
@@ -65,6 +66,7 @@ class BackgroundProducer:
             self.acked.append((msg.partition(), msg.offset(), msg.value()))  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_sigterm_moves_leaderships_before_the_node_exits(
     new_cluster: NewCluster, topic: str
 ) -> None:

@@ -46,7 +46,11 @@ def test_options_follow_spark_kafka_names_and_defaults():
     assert opts.fail_on_data_loss is True and opts.include_headers is False
     assert parse_read_options(BASE, streaming=False).starting.kind == "earliest"
     plain = parse_read_options({"bootstrap.servers": "h:1", "subscribe": "a"}, streaming=False)
-    assert plain.client == {"bootstrap.servers": "h:1"}
+    assert plain.client == {"bootstrap.servers": "h:1", "isolation.level": "read_committed"}
+    dirty = parse_read_options(
+        {**BASE, "kafka.isolation.level": "read_uncommitted"}, streaming=False
+    )
+    assert dirty.client["isolation.level"] == "read_uncommitted"
 
 
 @pytest.mark.parametrize(
@@ -59,6 +63,7 @@ def test_options_follow_spark_kafka_names_and_defaults():
         {**BASE, "failOnDataLoss": "maybe"},
         {**BASE, "minPartitions": "0"},
         {**BASE, "maxOffsetsPerTrigger": "10"},  # streaming only
+        {**BASE, "kafka.isolation.level": "read_dirty"},
     ],
 )
 def test_bad_options_fail_on_the_driver(bad):
@@ -160,3 +165,15 @@ def test_lost_data_fails_or_skips_ahead():
 def test_write_topic_option():
     assert parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "out"}).topic == "out"
     assert parse_write_options({"kafka.bootstrap.servers": "h:1"}).topic is None
+
+
+def test_write_options_are_exactly_once_unless_asked_otherwise():
+    base = {"kafka.bootstrap.servers": "h:1"}
+    eos = parse_write_options(base)
+    assert eos.exactly_once and eos.transactional_id_prefix == "moldau-spark"
+    alo = parse_write_options({**base, "deliveryGuarantee": "At-Least-Once"})
+    assert not alo.exactly_once
+    named = parse_write_options({**base, "transactionalIdPrefix": "etl"})
+    assert named.transactional_id_prefix == "etl"
+    with pytest.raises(ValueError, match="deliveryGuarantee"):
+        parse_write_options({**base, "deliveryGuarantee": "exactly-twice"})

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.spark.clients import Rec, create_topic, produce
+from tests.spark.clients import Rec, create_topic, produce, transaction, wait_stable
 
 pytestmark = pytest.mark.spark
 
@@ -253,3 +253,34 @@ def test_running_stream_to_memory_sink_sees_new_records_once(spark, broker):
         assert max(p["numInputRows"] for p in query.recentProgress) <= 40
     finally:
         query.stop()
+
+
+def test_read_committed_by_default_stops_at_the_lso_and_drops_aborted(spark, broker, tmp_path):
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "read-txn", 2)
+    committed = [(p, b"committed-%d-%d" % (p, i)) for i in range(3) for p in (0, 1)]
+    transaction(bootstrap, "rt-1", "read-txn", committed).commit_transaction(60)
+    aborted = [(p, b"aborted-%d" % p) for p in (0, 1)]
+    transaction(bootstrap, "rt-1", "read-txn", aborted).abort_transaction(60)
+    plain = [(1, r.value) for r in produce(bootstrap, "read-txn", [(1, None, b"plain")])]
+    still_open = transaction(bootstrap, "rt-2", "read-txn", [(0, b"open")])
+    behind = [(0, r.value) for r in produce(bootstrap, "read-txn", [(0, None, b"behind")])]
+
+    def values(df) -> list[tuple[int, bytes]]:
+        return [(r["partition"], r["value"]) for r in df.orderBy("partition", "offset").collect()]
+
+    # Partition 0 ends at the open transaction (its LSO): "behind" is not stable yet.
+    visible = [r for r in committed if r[0] == 0] + [r for r in committed if r[0] == 1] + plain
+    assert values(_reader(spark, broker, "read-txn").load()) == visible
+    dirty = _reader(spark, broker, "read-txn", **{"kafka.isolation.level": "read_uncommitted"})
+    want_dirty = sorted(committed + aborted + plain + [(0, b"open")] + behind)
+    assert sorted(values(dirty.load())) == want_dirty
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    _stream(spark, broker, ck, out, subscribe="read-txn")
+    streamed = spark.read.parquet(str(out)).orderBy("partition", "offset")
+    assert values(streamed) == visible
+    still_open.commit_transaction(60)
+    wait_stable(bootstrap, "read-txn", 2)
+    _stream(spark, broker, ck, out, subscribe="read-txn")
+    streamed = spark.read.parquet(str(out)).orderBy("partition", "offset")
+    assert values(streamed) == visible[:3] + [(0, b"open")] + behind + visible[3:]

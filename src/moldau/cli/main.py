@@ -10,7 +10,9 @@ from moldau.cli import acls, cluster, groups, perf, spark, storage, topics, tran
 from moldau.cli.common import show_client_logs
 from moldau.cli.console import console
 from moldau.cli.consume import consume
+from moldau.cli.leader_election import leader_election
 from moldau.cli.produce import produce
+from moldau.cli.reassign import reassign
 from moldau.cli.server import server
 
 app = typer.Typer(
@@ -41,6 +43,8 @@ app.command("console")(console)
 app.add_typer(perf.app, name="perf")
 app.add_typer(storage.app, name="storage")
 app.add_typer(cluster.app, name="cluster")
+app.command("leader-election")(leader_election)
+app.command("reassign")(reassign)
 app.add_typer(acls.app, name="acls")
 app.add_typer(users.app, name="users")
 app.add_typer(transactions.app, name="transactions")

@@ -13,11 +13,13 @@ As Kafka's ClusterControlManager and BrokerHeartbeatManager:
   leaderships move away, and it is told it may stop once it leads nothing.
 
 Liveness (when each broker last heartbeated) is the active controller's memory, not
-metadata: a newly elected controller gives every broker a full session to check in. A
-controller that itself did not look for half a session (its event loop or queue stalled,
-which in a combined node also holds back the local broker's heartbeats) gives every broker
-a full session again rather than fencing them for a silence it caused (Kafka likewise
-counts a heartbeat that timed out in an overloaded controller queue as contact).
+metadata: a newly elected controller gives every broker a full session to check in. Time
+in which the controller itself did not look (half a session or more between checks: its
+event loop or queue stalled, which in a combined node also holds back the local broker's
+heartbeats) does not count against brokers' sessions, so none is fenced for a silence the
+controller caused (Kafka likewise counts a heartbeat that timed out in an overloaded
+controller queue as contact); a broker that is really gone still expires after a session
+of time in which the controller was looking.
 """
 
 from __future__ import annotations
@@ -177,12 +179,11 @@ class ClusterControl:
         """Fence every unfenced broker whose session timed out."""
         last_check, self._last_check_ms = self._last_check_ms, now_ms
         if last_check is not None and now_ms - last_check > self.session_timeout_ms // 2:
-            log.warning(
-                "the controller stalled for %d ms: every broker gets a new session",
-                now_ms - last_check,
-            )
-            self._last_contact = dict.fromkeys(self._last_contact, now_ms)
-            return []
+            stalled = now_ms - last_check
+            log.warning("the controller stalled for %d ms: not counted against sessions", stalled)
+            self._last_contact = {
+                b: min(now_ms, last + stalled) for b, last in self._last_contact.items()
+            }
         records: list[MetadataRecord] = []
         for broker in image.brokers.values():
             if broker.fenced or self.has_session(broker.broker_id, now_ms):

@@ -153,6 +153,10 @@ class RaftClient:
         self._requests = RequestManager(config.request_timeout_ms, config.retry_backoff_ms)
         self._correlation_id = 0
         self._parked: list[_ParkedFetch] = []
+        # Per fetching replica, (epoch, high watermark) of the last answer it got: a fetch
+        # that would park is answered at once when the replica has not heard the current
+        # high watermark yet (else it learns a commit only when its long poll expires).
+        self._hw_told: dict[int, tuple[int, int]] = {}
         self._next_offset = -1
         self._fired: LeaderAndEpoch | None = None
         self._effects = Effects()
@@ -927,11 +931,13 @@ class RaftClient:
         if (
             response.error_code != ErrorCode.NONE
             or request.max_wait_ms == 0
+            or not self._heard_high_watermark(request, response)
             or response.diverging_epoch is not None
             or response.snapshot_id is not None
             or request.fetch_offset < self._log.log_end_offset
             or not isinstance(state, Leader)
         ):
+            self._told(request, response)
             return response
         # Nothing to send yet: hold the fetch until records arrive, the HW moves or it expires.
         self._parked.append(
@@ -992,9 +998,17 @@ class RaftClient:
         done = {id(fetch) for fetch in fetches}
         self._parked = [fetch for fetch in self._parked if id(fetch) not in done]
         for fetch in fetches:
-            self._send(
-                fetch.source, fetch.correlation_id, self._try_complete_fetch(fetch.request, now_ms)
-            )
+            response = self._try_complete_fetch(fetch.request, now_ms)
+            self._told(fetch.request, response)
+            self._send(fetch.source, fetch.correlation_id, response)
+
+    def _heard_high_watermark(self, request: FetchRequest, response: FetchResponse) -> bool:
+        told = self._hw_told.get(request.replica_id)
+        return request.replica_id < 0 or told == (response.leader_epoch, response.high_watermark)
+
+    def _told(self, request: FetchRequest, response: FetchResponse) -> None:
+        if request.replica_id >= 0 and response.error_code == ErrorCode.NONE:
+            self._hw_told[request.replica_id] = (response.leader_epoch, response.high_watermark)
 
     # ------------------------------------------------------------------ Fetch (follower side)
 

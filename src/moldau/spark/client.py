@@ -7,8 +7,9 @@ a range and producing run in tasks.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -21,6 +22,9 @@ from moldau.spark.options import Subscription
 
 TIMEOUT_S = 30.0
 CHUNK = 20_000
+# Long enough for a big task on a busy machine, short enough that a transaction left open
+# by a task that is never retried does not hold read_committed readers back for long.
+TRANSACTION_TIMEOUT_MS = 300_000
 
 # A group id is mandatory in librdkafka, but we only assign() and never commit,
 # so no group is ever joined and Spark's checkpoint stays the only source of truth.
@@ -166,24 +170,22 @@ def _offset(m: Message) -> int:
     return -1 if offset is None else offset
 
 
-def produce_batches(
-    config: dict[str, str],
-    batches: Iterator[pa.RecordBatch],
-    topic: str | None,
-    stamp: Sequence[Header],
-) -> int:
-    """Produce every row (`value`, optional `key`, `topic`, `partition`, `headers`) and flush.
-
-    Returns only once every record is acknowledged by all in-sync replicas; any delivery
-    error raises, so Spark never commits a task whose records are not durable.
-    """
-    errors: list[KafkaError] = []
-
+def _producer(config: dict[str, str], errors: list[KafkaError]) -> Producer:
     def on_delivery(err: KafkaError | None, _msg: object) -> None:
         if err is not None:
             errors.append(err)
 
-    producer = Producer({**_PRODUCER_DEFAULTS, **config, "on_delivery": on_delivery})
+    return Producer({**_PRODUCER_DEFAULTS, **config, "on_delivery": on_delivery})
+
+
+def _produce_all(
+    producer: Producer,
+    batches: Iterator[pa.RecordBatch],
+    topic: str | None,
+    stamp: Sequence[Header],
+    errors: list[KafkaError],
+) -> int:
+    """Hand every row to the producer (not yet acknowledged); raise on the first failure."""
     count = 0
     for batch in batches:
         for topic_, value, key, partition, headers in _rows(batch, topic, stamp):
@@ -199,11 +201,74 @@ def produce_batches(
         count += batch.num_rows
         if errors:
             raise DeliveryError(f"{len(errors)} records failed, first: {errors[0]}")
+    return count
+
+
+def produce_batches(
+    config: dict[str, str],
+    batches: Iterator[pa.RecordBatch],
+    topic: str | None,
+    stamp: Sequence[Header],
+) -> int:
+    """Produce every row (`value`, optional `key`, `topic`, `partition`, `headers`) and flush.
+
+    Returns only once every record is acknowledged by all in-sync replicas; any delivery
+    error raises, so Spark never commits a task whose records are not durable.
+    """
+    errors: list[KafkaError] = []
+    producer = _producer(config, errors)
+    count = _produce_all(producer, batches, topic, stamp, errors)
     unsent = producer.flush(TIMEOUT_S * 4)
     if errors or unsent:
         first = errors[0] if errors else "flush timed out"
         raise DeliveryError(f"{len(errors) + unsent} records not delivered, first: {first}")
     return count
+
+
+class TransactionalProducer:
+    """One task attempt's transactional producer: `init()`, then at most one `write()`.
+
+    `init()` fences every older producer of the same `transactional.id` and waits until
+    the transaction it left open is completed (committed, if its commit had reached the
+    coordinator) or aborted: after it, what the earlier attempts did is final and visible.
+    """
+
+    def __init__(self, config: dict[str, str], transactional_id: str) -> None:
+        self._errors: list[KafkaError] = []
+        settings = {"transaction.timeout.ms": str(TRANSACTION_TIMEOUT_MS), **config}
+        self._producer = _producer({**settings, "transactional.id": transactional_id}, self._errors)
+
+    def init(self) -> None:
+        self._producer.init_transactions(TIMEOUT_S * 4)
+
+    def write(
+        self,
+        batches: Iterator[pa.RecordBatch],
+        topic: str | None,
+        stamp: Sequence[Header],
+        entry: Callable[[int], list[TopicPartition]],
+        group_metadata: object,
+    ) -> int:
+        """Rows, then the group offsets `entry(rows)`, in one transaction, committed.
+
+        Raises (after aborting) if anything fails, so nothing of a failed write is visible.
+        """
+        self._producer.begin_transaction()
+        try:
+            count = _produce_all(self._producer, batches, topic, stamp, self._errors)
+            self._producer.send_offsets_to_transaction(entry(count), group_metadata, TIMEOUT_S * 4)
+            self._producer.commit_transaction(TIMEOUT_S * 4)
+        except BaseException:  # failed rows, a failing upstream, a fenced producer
+            self._abort()
+            raise
+        if self._errors:  # committed but a record failed: cannot happen, never hide it
+            raise DeliveryError(f"{len(self._errors)} records failed, first: {self._errors[0]}")
+        return count
+
+    def _abort(self) -> None:
+        """Best effort: a fenced or dead producer cannot abort; the next attempt's init does."""
+        with contextlib.suppress(KafkaException):
+            self._producer.abort_transaction(TIMEOUT_S)
 
 
 def _rows(

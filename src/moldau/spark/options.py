@@ -157,9 +157,21 @@ def _starting(opts: Mapping[str, str], streaming: bool) -> OffsetSpec:
     return OffsetSpec.parse(opts.get("startingoffsets", default), "startingOffsets")
 
 
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+
+
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
-    """Validate once on the driver so a typo fails the query, not a task."""
+    """Validate once on the driver so a typo fails the query, not a task.
+
+    Reads are `read_committed` unless `kafka.isolation.level` says otherwise, as in Spark's
+    Kafka source: the end of the log is then the last stable offset, and records of aborted
+    transactions are dropped.
+    """
     opts = {k.lower(): v for k, v in options.items()}
+    client = client_config(opts)
+    client.setdefault("isolation.level", "read_committed")
+    if client["isolation.level"] not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation.level must be one of {ISOLATION_LEVELS}")
     ending = OffsetSpec.parse(opts.get("endingoffsets", "latest"), "endingOffsets")
     if streaming and "endingoffsets" in opts:
         raise ValueError("endingOffsets is for batch queries only")
@@ -168,7 +180,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
     if ending.kind == "earliest" or any(v == EARLIEST for v in ending.offsets.values()):
         raise ValueError("endingOffsets cannot be earliest")
     return ReadOptions(
-        client=client_config(opts),
+        client=client,
         subscription=_subscription(opts),
         starting=_starting(opts, streaming),
         ending=ending,
@@ -184,9 +196,27 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
 class WriteOptions:
     client: dict[str, str]
     topic: str | None
+    exactly_once: bool
+    transactional_id_prefix: str
+
+
+GUARANTEES = ("exactly-once", "at-least-once")
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
-    """The `topic` option, if given, overrides a `topic` column (as in Spark's Kafka sink)."""
+    """The `topic` option, if given, overrides a `topic` column (as in Spark's Kafka sink).
+
+    `deliveryGuarantee` is `exactly-once` (default: Kafka transactions) or `at-least-once`
+    (idempotent producer, no transactions); `transactionalIdPrefix` namespaces the
+    transactional ids and ledger groups of the exactly-once sink.
+    """
     opts = {k.lower(): v for k, v in options.items()}
-    return WriteOptions(client=client_config(opts), topic=opts.get("topic") or None)
+    guarantee = opts.get("deliveryguarantee", "exactly-once").strip().lower()
+    if guarantee not in GUARANTEES:
+        raise ValueError(f"option deliveryGuarantee must be one of {GUARANTEES}, got {guarantee!r}")
+    return WriteOptions(
+        client=client_config(opts),
+        topic=opts.get("topic") or None,
+        exactly_once=guarantee == "exactly-once",
+        transactional_id_prefix=opts.get("transactionalidprefix", "moldau-spark"),
+    )

@@ -1,5 +1,9 @@
 """Batch and streaming readers: plan offset ranges on the driver, fetch them in tasks.
 
+Plans never reach past the end of the log as the reading isolation level sees it: under
+`read_committed` (the default) that is the last stable offset, so no task waits for, or
+reads, records of a transaction still open.
+
 Streaming offsets are `{"topic": {"partition": next_offset}}` JSON in sorted order. Spark
 journals the end offsets of every micro-batch before running it and replays the same range
 after a crash, and a range always yields the same records, so a restarted query resumes
@@ -99,9 +103,12 @@ class MoldauBatchReader(_Planner, DataSourceReader):
         try:
             partitions, low, high = self.snapshot()
             start = self.starting_offsets(partitions, low, high)
-            end = self.options.ending.resolve(partitions, low, high, {}, missing=LATEST)
+            wanted = self.options.ending.resolve(partitions, low, high, {}, missing=LATEST)
         finally:
             self.close()
+        end = {tp: min(off, high[tp]) for tp, off in wanted.items()}
+        if end != wanted:  # beyond the end (the LSO under read_committed): nothing to wait for
+            log.warning("endingOffsets past the end of the log, reading to %s", to_json_dict(end))
         return [RangePartition(r) for r in plan_ranges(start, end, self.options.min_partitions)]
 
 

@@ -24,7 +24,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from moldau.spark.arrow import spark_schema
-from moldau.spark.ledger import CommitLedger
+from moldau.spark.ledger import ensure_topic
 from moldau.spark.options import parse_read_options, parse_write_options
 from moldau.spark.reader import MoldauBatchReader, MoldauStreamReader
 from moldau.spark.writer import MoldauBatchWriter, MoldauStreamWriter
@@ -47,9 +47,12 @@ class MoldauDataSource(DataSource):
         return MoldauStreamReader(parse_read_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return MoldauBatchWriter(parse_write_options(self.options))
+        options = parse_write_options(self.options)
+        if options.exactly_once:
+            ensure_topic(options.client)
+        return MoldauBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_write_options(self.options)
-        CommitLedger.ensure_topic(options.client)
+        ensure_topic(options.client)
         return MoldauStreamWriter(options)

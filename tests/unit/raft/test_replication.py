@@ -109,6 +109,19 @@ def test_leader_parks_an_empty_fetch_until_records_arrive() -> None:
     assert isinstance(response, FetchResponse) and response.records
 
 
+def test_followers_learn_a_commit_without_waiting_for_their_long_poll() -> None:
+    """The fetch that moves the high watermark, and every other follower's next fetch, is
+    answered with the new high watermark at once instead of parking for fetch.max.wait."""
+    q = Quorum(3)
+    q.elect(1)
+    q.replicate()
+    q.append(1, b"x")
+    q.deliver_all()  # records out, fetches past them back, new HW out: no time passes
+    for node in q.nodes.values():
+        assert node.client.high_watermark == 2, node.node_id
+    assert not q.network, "once told, the followers' fetches park again"
+
+
 def test_parked_fetch_expires_after_max_wait() -> None:
     q = Quorum(3)
     q.elect(1)

@@ -515,9 +515,11 @@ class GroupCoordinator:
         back Empty with its generation."""
         self._now = now_ms
         offsets, metadata, pending = loader.offsets, loader.metadata, loader.pending
-        for group_id in metadata.keys() | {g for g, o in offsets.items() if o} | {
-            g for g, p in pending.items() if p
-        }:
+        for group_id in (
+            metadata.keys()
+            | {g for g, o in offsets.items() if o}
+            | {g for g, p in pending.items() if p}
+        ):
             value = metadata.get(group_id)
             group = (
                 Group(group_id, now_ms)

@@ -146,10 +146,19 @@ class GroupCoordinatorService:
     async def commit_offsets(
         self, group_id: str, offsets: Sequence[OffsetCommit], **kwargs: Any
     ) -> dict[TopicPartition, ErrorCode]:
+        return await self._commit(GroupCoordinator.commit_offsets, group_id, offsets, kwargs)
+
+    async def _commit(
+        self,
+        commit: Callable[..., tuple[Any, Effects]],
+        group_id: str,
+        offsets: Sequence[OffsetCommit],
+        kwargs: dict[str, Any],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """An offset commit (plain or transactional): an error fails every partition."""
+
         def op(c: GroupCoordinator) -> tuple[Any, Effects]:
-            return c.commit_offsets(
-                self.clock.now_ms(), group_id=group_id, offsets=offsets, **kwargs
-            )
+            return commit(c, self.clock.now_ms(), group_id=group_id, offsets=offsets, **kwargs)
 
         try:
             result: dict[TopicPartition, ErrorCode] = await self._write(group_id, op)
@@ -174,17 +183,7 @@ class GroupCoordinatorService:
         self, group_id: str, offsets: Sequence[OffsetCommit], **kwargs: Any
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: pending in the producer's transaction until its marker."""
-
-        def op(c: GroupCoordinator) -> tuple[Any, Effects]:
-            return c.txn_commit_offsets(
-                self.clock.now_ms(), group_id=group_id, offsets=offsets, **kwargs
-            )
-
-        try:
-            result: dict[TopicPartition, ErrorCode] = await self._write(group_id, op)
-            return result
-        except KafkaError as e:
-            return {(o.topic, o.partition): e.code for o in offsets}
+        return await self._commit(GroupCoordinator.txn_commit_offsets, group_id, offsets, kwargs)
 
     async def complete_transaction(
         self,

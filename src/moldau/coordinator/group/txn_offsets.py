@@ -44,7 +44,9 @@ class PendingTxnOffsets:
     def has(self, tp: TopicPartition) -> bool:
         return any(tp in pending for pending in self.by_producer.values())
 
-    def complete(self, producer_id: int, committed: bool) -> dict[TopicPartition, OffsetAndMetadata]:
+    def complete(
+        self, producer_id: int, committed: bool
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The producer's transaction ended: the offsets that become committed."""
         pending = self.by_producer.pop(producer_id, {})
         if not committed:

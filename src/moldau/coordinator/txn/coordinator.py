@@ -147,7 +147,11 @@ class TransactionCoordinator:
         ]
 
     def verify_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
     ) -> dict[TopicPartition, ErrorCode]:
         """KIP-890: is each partition in the producer's current transaction?"""
         wanted = list(partitions)

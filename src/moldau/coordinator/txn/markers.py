@@ -163,7 +163,10 @@ class TxnMarkerChannel:
                     producer_id=task.producer_id,
                     producer_epoch=task.producer_epoch,
                     transaction_result=task.committed,
-                    topics=[WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
+                    topics=[
+                        WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                        for t, ps in by_topic.items()
+                    ],
                     coordinator_epoch=task.coordinator_epoch,
                 )
             ]

@@ -143,7 +143,10 @@ class TransactionCoordinatorService:
         try:
             new_id = -1
             if self.runtime.read(
-                partition, lambda c: c.needs_producer_id(transactional_id, producer_epoch if expected else None)
+                partition,
+                lambda c: c.needs_producer_id(
+                    transactional_id, producer_epoch if expected else None
+                ),
             ):
                 new_id = await self.next_producer_id()
             now = self.clock.now_ms()
@@ -209,13 +212,13 @@ class TransactionCoordinatorService:
                     producer_id=producer_id,
                     producer_epoch=producer_epoch,
                     verify_only=True,
-                    topics=[AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                    topics=[
+                        AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()
+                    ],
                 )
             ]
         )
-        response = await self.network.send(
-            (endpoint.host, endpoint.port), request, VERIFY_VERSION
-        )
+        response = await self.network.send((endpoint.host, endpoint.port), request, VERIFY_VERSION)
         missing = error_code(response.error_code) or ErrorCode.INVALID_TXN_STATE
         answers = dict.fromkeys(partitions, missing)
         for result in response.results_by_transaction or []:
@@ -235,7 +238,9 @@ class TransactionCoordinatorService:
         try:
             return self.runtime.read(
                 self.partition_for(transactional_id),
-                lambda c: c.verify_partitions(transactional_id, producer_id, producer_epoch, wanted),
+                lambda c: c.verify_partitions(
+                    transactional_id, producer_id, producer_epoch, wanted
+                ),
             )
         except KafkaError as e:
             return dict.fromkeys(wanted, e.code)
@@ -321,7 +326,12 @@ class TransactionCoordinatorService:
                     partition, functools.partial(_abort_timed_out, now=now, ids=ids), ids
                 )
             except KafkaError as e:
-                log.info("%s-%d: aborting timed-out transactions failed: %s", TRANSACTION_STATE_TOPIC, partition, e)
+                log.info(
+                    "%s-%d: aborting timed-out transactions failed: %s",
+                    TRANSACTION_STATE_TOPIC,
+                    partition,
+                    e,
+                )
                 continue
             for task in tasks:
                 log.info(
@@ -341,7 +351,12 @@ class TransactionCoordinatorService:
                         partition, functools.partial(_expire, now=now, ids=ids), ids
                     )
             except KafkaError as e:
-                log.info("%s-%d: expiring transactional ids failed: %s", TRANSACTION_STATE_TOPIC, partition, e)
+                log.info(
+                    "%s-%d: expiring transactional ids failed: %s",
+                    TRANSACTION_STATE_TOPIC,
+                    partition,
+                    e,
+                )
 
     def _loaded(self, partition: int, shard: TransactionCoordinator) -> None:
         """A shard this node now leads: finish what the previous coordinator left in
@@ -362,7 +377,9 @@ class TransactionCoordinatorService:
         epoch = tasks[0].coordinator_epoch
         while self.runtime.epoch(partition) == epoch:
             try:
-                await self.replica_manager.await_high_watermark(tp, end, self.config.marker_timeout_ms)
+                await self.replica_manager.await_high_watermark(
+                    tp, end, self.config.marker_timeout_ms
+                )
                 break
             except KafkaError as e:
                 if e.code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
