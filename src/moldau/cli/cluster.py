@@ -28,6 +28,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from moldau.cli.wire import servers
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from moldau.protocol.messages.describe_quorum_request import (
@@ -240,10 +241,9 @@ async def describe_cluster(bootstrap: str, timeout_ms: int = 10_000) -> dict[str
     """Brokers, quorum and partitions as a dict, from the first of the comma-separated
     ``bootstrap`` servers that answers."""
     error: Exception = ConnectionError(f"no server in {bootstrap!r}")
-    for server in filter(None, (s.strip() for s in bootstrap.split(","))):
-        host, port = server.rsplit(":", 1)
+    for address in servers(bootstrap):
         try:
-            return await _describe((host, int(port)), timeout_ms)
+            return await _describe(address, timeout_ms)
         except (ConnectionError, TimeoutError, OSError) as e:
             error = e
     raise error

@@ -30,6 +30,7 @@ from moldau.cli.common import (
     print_kv,
     table,
 )
+from moldau.cli.wire import servers
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.describe_producers_request import (
@@ -78,10 +79,7 @@ class TransactionsAdmin:
     """The admin requests of the transactions tool, on one bootstrap list."""
 
     def __init__(self, bootstrap: str, timeout_ms: int = int(REQUEST_TIMEOUT_S * 1000)) -> None:
-        self.servers: list[Address] = []
-        for server in filter(None, (s.strip() for s in bootstrap.split(","))):
-            host, port = server.rsplit(":", 1)
-            self.servers.append((host, int(port)))
+        self.servers: list[Address] = list(servers(bootstrap))
         self.client = NetworkClient("moldau-transactions", request_timeout_ms=timeout_ms)
 
     def close(self) -> None:
@@ -161,16 +159,16 @@ class TransactionsAdmin:
             "producer_epoch": state.producer_epoch,
             "timeout_ms": state.transaction_timeout_ms,
             "start_time_ms": state.transaction_start_time_ms,
-            "partitions": sorted(
-                f"{t.topic}-{p}" for t in state.topics for p in t.partitions
-            ),
+            "partitions": sorted(f"{t.topic}-{p}" for t in state.topics for p in t.partitions),
         }
 
     async def _leader(self, topic: str, partition: int) -> Address:
         brokers, meta = await self.brokers(topic)
         if meta.error_code:
             raise _error(meta.error_code, f"topic {topic!r}")
-        leader = next((p.leader_id for p in meta.partitions if p.partition_index == partition), None)
+        leader = next(
+            (p.leader_id for p in meta.partitions if p.partition_index == partition), None
+        )
         if leader is None or leader not in brokers:
             raise AdminError(f"UNKNOWN_TOPIC_OR_PARTITION: {topic}-{partition} has no leader")
         return brokers[leader]
@@ -293,7 +291,9 @@ def list_transactions(
         return
     grid = table("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE")
     for t in found:
-        grid.add_row(t["transactional_id"], str(t["coordinator"]), str(t["producer_id"]), t["state"])
+        grid.add_row(
+            t["transactional_id"], str(t["coordinator"]), str(t["producer_id"]), t["state"]
+        )
     out.print(grid)
 
 
@@ -379,9 +379,7 @@ def abort(
     producer: tuple[int, int, int] | None = None
     if start_offset is None:
         if producer_id is None or producer_epoch is None or coordinator_epoch is None:
-            raise typer.BadParameter(
-                "--producer-id needs --producer-epoch and --coordinator-epoch"
-            )
+            raise typer.BadParameter("--producer-id needs --producer-epoch and --coordinator-epoch")
         producer = (producer_id, producer_epoch, coordinator_epoch)
     done = _run(bootstrap, lambda a: a.abort(topic, partition, start_offset, producer))
     if json_output:
