@@ -227,7 +227,6 @@ class ReplicaManager:
         if self._hosting is not None:
             self._hosting.cancel()
             self._hosting = None
-        self._pending.clear()
 
     def _become(self, tp: TopicPartition, part: PartitionImage, leads: bool) -> None:
         hosted = self._host(tp)
@@ -728,8 +727,12 @@ class ReplicaManager:
         return out
 
     def checkpoint_high_watermarks(self) -> None:
-        """``replication-offset-checkpoint``: where each HW restarts from."""
-        hws = self.high_watermarks()
+        """``replication-offset-checkpoint``: where each HW restarts from (replicas still
+        waiting to be opened keep the HW they were checkpointed with)."""
+        waiting = {
+            tp: self._checkpointed_hw[tp] for tp in self._pending if tp in self._checkpointed_hw
+        }
+        hws = waiting | self.high_watermarks()
         self.log_manager.write_replication_checkpoint(hws)
         self._checkpointed_hw = hws
 
