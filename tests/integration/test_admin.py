@@ -50,6 +50,7 @@ from tests.integration.helpers import (
     consume_confluent,
     consume_kafka_python,
     create_topic,
+    delete_topic,
     make_records,
     partition_results,
     produce_confluent,
@@ -403,6 +404,38 @@ def test_delete_records_errors(broker: BrokerProcess, topic: str) -> None:
         ("no-such-topic", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1),
     ]
     assert watermarks(broker.bootstrap, topic) == {0: (0, 10)}
+
+
+def test_delete_records_of_a_compacted_topic_is_a_policy_violation(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    """As Kafka: only topics whose cleanup.policy includes delete lose their head."""
+    create_topic(broker.bootstrap, topic, 1, {"cleanup.policy": "compact"})
+    produce_confluent(broker.bootstrap, topic, make_records(10, seed=4))
+    (future,) = client.delete_records([TopicPartition(topic, 0, 5)]).values()
+    assert error_code(lambda: future.result(DEADLINE_S)) == KafkaError.POLICY_VIOLATION
+    assert watermarks(broker.bootstrap, topic) == {0: (0, 10)}
+
+
+def test_a_topic_created_again_keeps_its_records_across_kill_9(
+    fresh_broker: FreshBroker, topic: str
+) -> None:
+    """The deleted topic's checkpointed log start offset (moved by DeleteRecords) must not
+    apply to a new topic of the same name when the broker restarts after a crash."""
+    b = fresh_broker()
+    admin_client = AdminClient({"bootstrap.servers": b.bootstrap})
+    create_topic(b.bootstrap, topic, 1)
+    produce_confluent(b.bootstrap, topic, make_records(10, seed=5))
+    (future,) = admin_client.delete_records([TopicPartition(topic, 0, 5)]).values()
+    assert future.result(DEADLINE_S).low_watermark == 5
+    delete_topic(b.bootstrap, topic)
+    create_topic(b.bootstrap, topic, 1)
+    records = make_records(10, seed=6)
+    acked = produce_confluent(b.bootstrap, topic, records)
+    b.kill()
+    b.start()
+    assert watermarks(b.bootstrap, topic) == {0: (0, 10)}
+    assert_log_matches(records, consume_confluent(b.bootstrap, topic), acked=acked)
 
 
 # --- producer ids ------------------------------------------------------------------

@@ -49,6 +49,15 @@ def total(samples: list[Samples], name: str, **labels: str) -> float:
     return sum(s.values.get((name, frozenset(labels.items())), 0.0) for s in samples)
 
 
+def group_lags(samples: list[Samples]) -> list[dict[int, float]]:
+    """The lag of the workload's group per partition, as each node reports it."""
+    series = ("kafka_consumergroup_lag", "consumergroup", "topic", "partition")
+    return [
+        {int(p): v for (g, t, p), v in s.series(*series).items() if g == "cluster-readers"}
+        for s in samples
+    ]
+
+
 @pytest.fixture(scope="module")
 def workload(cluster: ClusterProcess) -> dict[int, int]:
     """Replicated records produced with acks=all; a group commits known offsets. Returns
@@ -90,6 +99,8 @@ def test_cluster_wide_sums_match_the_workload(cluster: ClusterProcess, workload:
             (s := scrape(cluster))
             and total(s, RM + "underreplicatedpartitions") == 0
             and total(s, RM + "partitioncount") == 3 * partitions
+            # A follower learns its leader's new HW with its next fetch response.
+            and [lag for lag in group_lags(s) if lag] == [workload]
         ),
         timeout=60,
     )
@@ -120,12 +131,7 @@ def test_cluster_wide_sums_match_the_workload(cluster: ClusterProcess, workload:
 
     # The group's coordinator (one node) reports its lag; it hosts every partition here,
     # so it knows each one. The console's reading of the three endpoints agrees.
-    series = ("kafka_consumergroup_lag", "consumergroup", "topic", "partition")
-    reported = [
-        {int(p): v for (g, t, p), v in s.series(*series).items() if g == "cluster-readers"}
-        for s in samples
-    ]
-    assert [lag for lag in reported if lag] == [workload]
+    assert [lag for lag in group_lags(samples) if lag] == [workload]
     merged = Scrape.parse(fetch_text(cluster.metrics_url(i)) for i in sorted(cluster.nodes))
     assert merged.group_lag()["cluster-readers"] == {TOPIC: sum(workload.values())}
 

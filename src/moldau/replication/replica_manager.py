@@ -184,6 +184,11 @@ class ReplicaManager:
             self._stop_replica(tp)
         if changes.deletes:
             self.topic_stats.retain(new.topics)
+            # As Kafka rewrites a log dir's checkpoints on every delete: a partition created
+            # again under the same name must not restart from the deleted one's log start
+            # offset, recovery point or HW after a crash.
+            self.log_manager.checkpoint()
+            self.checkpoint_high_watermarks()
         becoming = [
             *((tp, part, True) for tp, part in changes.leaders.items()),
             *((tp, part, False) for tp, part in changes.followers.items()),
@@ -702,6 +707,12 @@ class ReplicaManager:
                 raise KafkaError(
                     f"Cannot delete records of internal topic {tp[0]}",
                     ErrorCode.INVALID_TOPIC_EXCEPTION,
+                )
+            if not replica_log.config.delete_enabled:
+                raise KafkaError(
+                    f"Records of partition {tp[0]}-{tp[1]} can not be deleted due to the "
+                    "configured policy",
+                    ErrorCode.POLICY_VIOLATION,
                 )
             low = replica_log.delete_records_before(offset, partition.high_watermark)
             return ErrorCode.NONE, low

@@ -433,8 +433,10 @@ class LogManager:
         self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT, hws)
 
     def _write_per_dir(self, name: str, offsets: Mapping[TopicPartition, int]) -> None:
-        dir_of = dict(self._dir_of)
         with self._checkpoint_lock:
+            # Read under the lock: offsets gathered before a log was deleted must not put
+            # it back into a checkpoint written after its deletion.
+            dir_of = dict(self._dir_of)
             for log_dir in self.log_dirs:
                 write_checkpoint(
                     log_dir / name,
