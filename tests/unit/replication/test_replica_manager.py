@@ -281,3 +281,38 @@ def test_a_large_change_opens_its_replicas_a_slice_at_a_time(tmp_path: Path, mon
         assert (result.error, result.last_offset) == (ErrorCode.NONE, 2 if waiting == TP else 1)
 
     run(test)
+
+
+def test_a_hw_checkpoint_keeps_the_replicas_still_waiting_to_open(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """After a restart, a checkpoint taken while a large change is still opening replicas
+    must not drop the HWs of those not opened yet."""
+    monkeypatch.setattr(replica_manager, "HOST_BATCH", 10)
+    parts = {p: PartitionImage(p, (1,), (1,), 1, 0, 0) for p in range(12)}
+    t = TopicImage("t", b"t" * 16, parts, {})
+    many = MetadataImage(topics={"t": t}, topics_by_id={t.topic_id: "t"})
+
+    async def test() -> None:
+        first = Node(tmp_path)
+        first.publisher.publish(many)
+        first.scheduler.advance(0)
+        for p in range(12):
+            batch = bytearray(build_batch([(b"k", b"v")] * (p + 1)))
+            results = await first.rm.append_records(
+                {("t", p): batch}, required_acks=1, timeout_ms=1_000
+            )
+            assert results[("t", p)].error == ErrorCode.NONE
+        first.rm.checkpoint_high_watermarks()
+        first.logs.shutdown()
+        expected = {("t", p): p + 1 for p in range(12)}
+        assert first.logs.read_replication_checkpoint() == expected
+
+        restarted = Node(tmp_path)
+        restarted.logs.load_logs()
+        restarted.publisher.publish(many)
+        assert len(restarted.rm._pending) > 0  # still waiting for the scheduler
+        restarted.rm.checkpoint_high_watermarks()
+        assert restarted.logs.read_replication_checkpoint() == expected
+
+    run(test)
