@@ -49,6 +49,18 @@ def total(samples: list[Samples], name: str, **labels: str) -> float:
     return sum(s.values.get((name, frozenset(labels.items())), 0.0) for s in samples)
 
 
+def _processes_using(data_dir: Path) -> list[int]:
+    """Processes whose command line names ``data_dir`` (nodes started with it)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(data_dir).encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:  # exited meanwhile
+            continue
+    return found
+
+
 def group_lags(samples: list[Samples]) -> list[dict[int, float]]:
     """The lag of the workload's group per partition, as each node reports it."""
     series = ("kafka_consumergroup_lag", "consumergroup", "topic", "partition")
@@ -177,7 +189,10 @@ def test_a_lost_follower_shrinks_the_isr_and_its_return_expands_it(
     assert total(scrape(cluster, others), RM + "isrexpands_total") > expands_before
 
 
-def test_cluster_up_serves_and_prints_the_metrics_urls(tmp_path: Path):
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM])
+def test_cluster_up_serves_and_prints_the_metrics_urls(tmp_path: Path, stop_signal: int):
+    """`moldau cluster up` serves metrics and stops its nodes cleanly on Ctrl-C or SIGTERM
+    (a node left running would keep its ports and data dir)."""
     up = subprocess.Popen(
         [sys.executable, "-m", "moldau", "cluster", "up", "--nodes", "1", "--dir", str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -205,10 +220,13 @@ def test_cluster_up_serves_and_prints_the_metrics_urls(tmp_path: Path):
 
         ClusterProcess.wait_until(agreed, timeout=60)
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            up.wait(60)
+        up.send_signal(stop_signal)
+        try:  # longer than `up` waits for its nodes before it kills them
+            rest, _ = up.communicate(timeout=90)
         except subprocess.TimeoutExpired:
             up.kill()
-            up.wait()
-    assert up.returncode == 0
+            rest, _ = up.communicate()
+    assert up.returncode == 0, rest
+    assert "stopping" in rest
+    node_data = tmp_path / "node1"
+    assert not _processes_using(node_data), "a node outlived `moldau cluster up`"

@@ -185,6 +185,13 @@ class LocalCluster:
             try:
                 node.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
+                last = "\n".join(node.output[-30:])
+                print(
+                    f"node {node.node_id} did not stop in {timeout_s:.0f} s; killing it. It "
+                    f"printed last:\n{last}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 node.proc.kill()
                 node.proc.wait()
 
@@ -223,13 +230,20 @@ def up(
     for node in cluster.nodes:
         if node.metrics_port is not None:
             typer.echo(f"metrics: http://127.0.0.1:{node.metrics_port}/metrics")
+    # Ctrl-C and SIGTERM only set a flag: a KeyboardInterrupt raised inside Popen.poll()
+    # can leave its lock taken, and the stop would then wait forever on a node.
+    signals: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _: signals.append(signum))
     typer.echo("press Ctrl-C to stop")
     try:
-        while all(n.proc is not None and n.proc.poll() is None for n in cluster.nodes):
+        while not signals:
+            if not all(n.proc is not None and n.proc.poll() is None for n in cluster.nodes):
+                typer.echo("a node exited; stopping the cluster", err=True)
+                break
             time.sleep(0.5)
-        typer.echo("a node exited; stopping the cluster", err=True)
-    except KeyboardInterrupt:
-        typer.echo("stopping")
+        else:
+            typer.echo("stopping")
     finally:
         cluster.stop()
 

@@ -365,9 +365,16 @@ class RaftManager:
     async def shutdown(self, timeout_s: float) -> None:
         """Stop gracefully (Kafka's graceful shutdown): a leader resigns first, so the other
         voters elect a successor at once instead of after a fetch timeout, and stays until
-        it hears of one (or ``timeout_s``, when no successor can win); then `close`."""
+        it hears of one (or ``timeout_s``, when no successor can win); then `close`. The
+        only voter has no one to hand over to and closes at once (as Kafka's)."""
         client = self._client
-        if client is not None and not self.closed and isinstance(client.state, Leader):
+        only_voter = self.config.voter_ids == {self.node_id}
+        if (
+            client is not None
+            and not self.closed
+            and not only_voter
+            and isinstance(client.state, Leader)
+        ):
             self.resign()
             deadline = time.monotonic() + timeout_s
             while not self.closed and time.monotonic() < deadline:
