@@ -278,6 +278,7 @@ class Node:
         for server in self._servers:
             server.close()
         if self.broker is not None:
+            log.info("closing the logs")
             self.broker.shutdown()
         if self.controller is not None:
             self.controller.deactivate()

@@ -919,7 +919,7 @@ class Log:
     def close(self, *, sync: bool = True) -> None:
         """Flush, trim indexes, write the epoch checkpoint and a producer snapshot: the
         next open needs no recovery. With ``sync=False`` nothing is fsynced; the caller
-        makes everything durable at once (``os.sync``) before it says so."""
+        makes everything durable at once (``sync_filesystems``) before it says so."""
         with self._lock:
             if self.closed:
                 return

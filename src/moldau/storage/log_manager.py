@@ -37,6 +37,7 @@ from moldau.storage.checkpoint import (
     TopicPartition,
     fsync_dir,
     read_checkpoint,
+    sync_filesystems,
     write_checkpoint,
 )
 from moldau.storage.cleaner import clean_log
@@ -453,7 +454,9 @@ class LogManager:
             for _, log in self._pending_deletes:
                 log.delete()
             self._pending_deletes = []
-            os.sync()
+            started = time.monotonic()
+            sync_filesystems(self.log_dirs)
+            logger.info("log dirs synced in %.2f s", time.monotonic() - started)
             self.checkpoint()
             for log_dir in self.log_dirs:
                 (log_dir / CLEAN_SHUTDOWN_FILE).touch()
