@@ -10,7 +10,8 @@ As Kafka's ClusterControlManager and BrokerHeartbeatManager:
   heartbeats for ``broker.session.timeout.ms`` is fenced, and a fenced broker leads
   nothing and is in no ISR.
 - A heartbeat that asks to shut down starts a controlled shutdown: the broker's
-  leaderships move away, and it is told it may stop once it leads nothing.
+  leaderships move away, and once it leads nothing it is fenced and told it may stop (so
+  its next incarnation registers without waiting for the old session to time out).
 
 Liveness (when each broker last heartbeated) is the active controller's memory, not
 metadata: a newly elected controller gives every broker a full session to check in. Time
@@ -165,6 +166,11 @@ class ClusterControl:
                 result.records += self.replication.broker_lost(image, broker_id)
             after = image.apply(result.records)
             result.should_shut_down = self.replication.leaders(after, broker_id) == 0
+            if result.should_shut_down and not broker.fenced:
+                # Kafka's SHUTDOWN_NOW fences the broker: its session ends here, so the
+                # restarted process registers at once instead of after a session timeout.
+                result.records += self._fence(after, broker_id)
+                result.is_fenced = True
         elif broker.fenced and caught_up and not want_fence:
             result.records.append(UnfenceBrokerRecord(id=broker_id, epoch=broker.epoch))
             after = image.apply(result.records)

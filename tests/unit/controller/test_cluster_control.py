@@ -142,6 +142,18 @@ def test_controlled_shutdown_moves_leadership_first() -> None:
     assert 1 not in c.part(0).isr and c.image.brokers[1].in_controlled_shutdown
 
 
+def test_a_broker_that_may_shut_down_is_fenced_and_its_next_incarnation_registers() -> None:
+    """Kafka's SHUTDOWN_NOW: the session ends with the controlled shutdown, so a restarted
+    broker is not refused as a duplicate for a session timeout; a live one still is."""
+    c = Cluster()
+    c.topic({0: [1, 0]})
+    assert c.register(2, incarnation=b"x" * 16) == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    result = c.heartbeat(1, shut_down=True)
+    assert result.should_shut_down and result.is_fenced
+    assert c.image.brokers[1].fenced and c.part(0).isr == (0,)
+    assert c.register(1, incarnation=b"n" * 16) == ErrorCode.NONE
+
+
 def test_last_isr_member_stays_and_unclean_election_is_opt_in() -> None:
     c = Cluster(brokers=(1, 2))
     c.topic({0: [1, 2]})
