@@ -13,19 +13,11 @@ import pytest
 from moldau.testing import ClusterProcess
 from tests.integration.helpers import CONSUMERS, PRODUCERS, assert_log_matches
 from tests.integration.test_clients import records_for
-from tests.java.client import JavaClient, java_client
+from tests.java.client import JavaClient
 
 PARTITIONS = 6
 N_RECORDS = 1000
 CODEC = {"confluent": "zstd", "kafka-python": "gzip", "aiokafka": "lz4", "kcat": "snappy"}
-
-
-@pytest.fixture(scope="module")
-def java() -> JavaClient:
-    client = java_client()
-    if client is None:
-        pytest.skip("no JDK found (javac): scripts/setup.sh test installs openjdk-17-jdk-headless")
-    return client
 
 
 def partitions(cluster: ClusterProcess, topic: str) -> list[dict[str, Any]]:

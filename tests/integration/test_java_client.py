@@ -42,21 +42,12 @@ from tests.java.client import (
     consumed,
     decode_record,
     encode_record,
-    java_client,
 )
 
 PARTITIONS = 6
 N_RECORDS = 2000
 CODEC_IDS = {name: i for i, name in enumerate(CODECS)}  # the batch attributes' codec bits
 _BROKER_TROUBLE = (" WARNING ", " ERROR ", "Traceback")
-
-
-@pytest.fixture(scope="session")
-def java() -> JavaClient:
-    client = java_client()
-    if client is None:
-        pytest.skip("no JDK found (javac): scripts/setup.sh test installs openjdk-17-jdk-headless")
-    return client
 
 
 @pytest.fixture(autouse=True)
@@ -429,7 +420,10 @@ def test_transactions(broker: BrokerProcess, java: JavaClient, topic: str) -> No
                     f"{topic}-copier", "--abort-every", "3", "--max-records", "60",
                     "--config", "max.poll.records=7").check()  # fmt: skip
     assert copy.one("done")["copied"] == 60 and copy.of("aborted"), str(copy)
-    source = {g.value for g in flatten(java.consume(broker.bootstrap, topic, "--isolation", "read_committed"))}
+    source = {
+        g.value
+        for g in flatten(java.consume(broker.bootstrap, topic, "--isolation", "read_committed"))
+    }
     assert source == set(committed)
     copied = flatten(java.consume(broker.bootstrap, output, "--isolation", "read_committed"))
     assert sorted(g.value for g in copied) == sorted(committed)

@@ -20,7 +20,7 @@ from moldau.testing import BrokerProcess, ClusterProcess
 from moldau.testing.process import TEST_DEFAULTS
 from tests.integration.helpers import create_topic
 from tests.integration.txn_helpers import DEADLINE_S, end_offsets, read_confluent
-from tests.java.client import JavaClient, JavaProcess, java_client
+from tests.java.client import JavaClient, JavaProcess
 
 PARTITIONS = 3
 RECORDS = 900
@@ -87,9 +87,7 @@ def check_exactly_once(bs: str, sink: str) -> None:
 
 
 @pytest.mark.slow
-def test_copier_killed_at_random_points_writes_everything_once(
-    tmp_path: Path, topic: str
-) -> None:
+def test_copier_killed_at_random_points_writes_everything_once(tmp_path: Path, topic: str) -> None:
     rng = random.Random(1234)
     with BrokerProcess(tmp_path / "broker", {"num.partitions": str(PARTITIONS)}) as broker:
         bs = broker.bootstrap
@@ -116,14 +114,6 @@ def test_copier_killed_at_random_points_writes_everything_once(
             copier.kill()
             copier.wait()
         check_exactly_once(bs, sink)
-
-
-@pytest.fixture(scope="module")
-def java() -> JavaClient:
-    client = java_client()
-    if client is None:
-        pytest.skip("no JDK found (javac): scripts/setup.sh test installs openjdk-17-jdk-headless")
-    return client
 
 
 def start_java_copier(java: JavaClient, bs: str, source: str, sink: str) -> JavaProcess:

@@ -6,20 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from moldau.protocol.errors import ErrorCode as E
-from tests.java.client import JavaClient, java_client
+from tests.java.client import JavaClient
 from tests.security.raw import SaslRawClient
 from tests.security.secure import Listeners, Login
-
-
-@pytest.fixture(scope="module")
-def java() -> JavaClient:
-    client = java_client()
-    if client is None:
-        pytest.skip("no JDK found (javac)")
-    return client
 
 
 def test_security_admin_apis(java: JavaClient, secured: Listeners, login: dict[str, Login]) -> None:

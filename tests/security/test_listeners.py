@@ -34,7 +34,6 @@ from tests.integration.helpers import (
     produce_kafka_python,
     produce_kcat,
 )
-from tests.java.client import JavaClient, java_client
 from tests.security.secure import Listeners, Login, watermarks
 
 PARTITIONS = 2
@@ -46,14 +45,6 @@ CASES = [
     ("kafka-python", "sasl-scram256"),
     ("java", "ssl"),
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="session")
-def java() -> JavaClient:
-    client = java_client()
-    if client is None:
-        pytest.skip("no JDK found (javac)")
-    return client
 
 
 def create_topic(broker: Listeners, name: str, partitions: int = PARTITIONS) -> None:
