@@ -16,6 +16,7 @@ from prometheus_client.core import Metric
 
 from moldau import metrics
 from moldau.clock import ManualScheduler
+from moldau.config.topic import LogConfig
 from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.quorum_controller import QuorumController
 from moldau.coordinator.group.config import GroupConfig
@@ -39,7 +40,6 @@ from moldau.metrics.timing import RequestTimer, parked
 from moldau.protocol.api_keys import ApiKey
 from moldau.records.record import build_batch
 from moldau.replication.replica_manager import ReplicaManager
-from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import LogManager
 from tests.metrics.helpers import Samples
 

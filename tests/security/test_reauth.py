@@ -151,7 +151,7 @@ def test_network_client_over_sasl_ssl(reauth: Listeners, certs: dict[str, Any]) 
 
 
 def test_client_security_from_broker_config(tmp_path: Path, certs: dict[str, Any]) -> None:
-    from moldau.server.config import BrokerConfig
+    from moldau.config.broker import BrokerConfig
 
     config = BrokerConfig({
         "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",

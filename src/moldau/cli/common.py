@@ -157,7 +157,7 @@ def user_properties(
 
     This is where SASL/TLS settings come in, as with Kafka's tools.
     """
-    from moldau.server.config import ConfigError, read_properties
+    from moldau.config.broker import ConfigError, read_properties
 
     loaded: dict[str, str] = {}
     if command_config is not None:

@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
+from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.protocol.errors import KafkaError
-from moldau.server.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("moldau.server")
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.protocol.errors import KafkaError
-from moldau.server.config import BrokerConfig, ConfigError
 from moldau.storage.meta_properties import format_dirs, new_uuid
 
 app = typer.Typer(help="Format a node's log directories (kafka-storage).", no_args_is_help=True)

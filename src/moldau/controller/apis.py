@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from moldau.clock import Clock, SystemClock
+from moldau.config.topic import resolve_configs
 from moldau.controller import broker_apis, partition_apis, security_apis
 from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.configs import Changes, incremental, replacement
@@ -60,7 +61,6 @@ from moldau.protocol.messages.incremental_alter_configs_response import (
     IncrementalAlterConfigsResponse,
 )
 from moldau.protocol.primitives import ZERO_UUID
-from moldau.storage.config import resolve_configs
 
 T = TypeVar("T")
 

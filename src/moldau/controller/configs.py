@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from typing import Any
 
+from moldau.config.topic import TOPIC_CONFIGS
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.storage.config import TOPIC_CONFIGS
 
 Changes = dict[str, str | None]  # value: set, None: delete
 

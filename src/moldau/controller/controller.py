@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from moldau.config.topic import LogConfig
 from moldau.controller.configs import Changes, apply_changes
 from moldau.controller.placement import place
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
@@ -24,7 +25,6 @@ from moldau.metadata.records import (
 )
 from moldau.metadata.topics import topic_name_error
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.storage.config import LogConfig
 
 PRODUCER_ID_BLOCK = 1000
 

@@ -11,11 +11,11 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from moldau.config.topic import LogConfig
 from moldau.metadata.records import MetadataRecord, decode_record, encode_record
 from moldau.metadata.topics import METADATA_TOPIC
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 
 logger = logging.getLogger(__name__)

@@ -26,14 +26,14 @@ from prometheus_client import (
 from prometheus_client.core import Metric
 
 from moldau import metrics
+from moldau.config.broker import ConfigError
 from moldau.metrics.families import families
 from moldau.metrics.snapshot import BrokerParts, NodeParts, NodeSnapshot, SnapshotTaker
 from moldau.metrics.stats import Histogram
-from moldau.server.config import ConfigError
 from moldau.server.dispatch import Dispatcher
 
 if TYPE_CHECKING:
-    from moldau.server.config import BrokerConfig
+    from moldau.config.broker import BrokerConfig
     from moldau.server.node import Node
 
 log = logging.getLogger(__name__)

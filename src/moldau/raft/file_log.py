@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from moldau.config.topic import LogConfig
 from moldau.raft.config import MetadataLogConfig
 from moldau.raft.log import LeaderChange, LogAppendInfo, OffsetAndEpoch
 from moldau.raft.records import Batches, data_batch, leader_change_batch
 from moldau.records.batch import scan_batches
 from moldau.storage.checkpoint import fsync_dir
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 
 logger = logging.getLogger(__name__)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from moldau.clock import Scheduler, TimerHandle
+from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
@@ -35,7 +36,6 @@ from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.txn_verification import Guard, TransactionVerifier
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log, LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry

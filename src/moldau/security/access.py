@@ -22,9 +22,9 @@ from moldau.security.acl import (
 from moldau.security.authorizer import STANDARD_AUTHORIZER, AuthorizerConfig, StandardAuthorizer
 
 if TYPE_CHECKING:
+    from moldau.config.broker import BrokerConfig
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import LocalChanges
-    from moldau.server.config import BrokerConfig
 
 # Kafka's default for the authorized-operations fields when they were not asked for.
 OPERATIONS_NOT_REQUESTED = -(2**31)

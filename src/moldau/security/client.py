@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from moldau.config.broker import BrokerConfig
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from moldau.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
@@ -30,7 +31,6 @@ from moldau.security.listeners import (
 from moldau.security.plain import plain_token
 from moldau.security.scram import MECHANISMS, SaslFailure, ScramClient
 from moldau.security.tls import TlsConfigError, client_context
-from moldau.server.config import BrokerConfig
 
 Exchange = Callable[[Any, int], Awaitable[Any]]
 """Sends one request (message, version) on the connection being set up; its response."""

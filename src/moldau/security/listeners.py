@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from moldau.config.broker import BROKER_KEYS, BrokerConfig, ConfigError
 from moldau.security.jaas import JaasConfig, JaasError, parse_jaas
 from moldau.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from moldau.security.tls import PrincipalMapper, TlsConfigError, server_context
-from moldau.server.config import BROKER_KEYS, BrokerConfig, ConfigError
 
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = frozenset({PLAIN, *SCRAM_MECHANISMS})

@@ -28,9 +28,9 @@ from moldau.metadata.security import QuotaEntity
 from moldau.security.acl import KafkaPrincipal
 
 if TYPE_CHECKING:
+    from moldau.config.broker import BrokerConfig
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import LocalChanges
-    from moldau.server.config import BrokerConfig
 
 PRODUCE = "producer_byte_rate"
 FETCH = "consumer_byte_rate"

@@ -13,6 +13,8 @@ import logging
 import sys
 
 from moldau.clock import AsyncioScheduler
+from moldau.config.broker import BrokerConfig, Listener
+from moldau.config.topic import LogConfig
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
 from moldau.coordinator.txn.coordinator import TxnConfig
@@ -31,13 +33,11 @@ from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
-from moldau.server.config import BrokerConfig, Listener
 from moldau.server.controller_channel import ControllerChannel
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
-from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget, open_files_limit
 

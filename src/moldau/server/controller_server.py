@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from moldau.clock import AsyncioScheduler, TimerHandle
+from moldau.config.broker import BrokerConfig
 from moldau.controller.apis import ControllerApis
 from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.controller import Controller
@@ -19,7 +20,6 @@ from moldau.controller.quorum_controller import MetadataLogWriter, QuorumControl
 from moldau.controller.replication_control import ReplicationControl
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
-from moldau.server.config import BrokerConfig
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.storage.resources import DescriptorBudget, open_files_limit
 

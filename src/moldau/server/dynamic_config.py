@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from moldau.config.broker import BROKER_KEYS, BrokerConfig, ConfigError, parse_value
+from moldau.config.topic import BROKER_SYNONYMS, TOPIC_CONFIGS, ConfigSource
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.protocol.errors import KafkaError
-from moldau.server.config import BROKER_KEYS, BrokerConfig, ConfigError, parse_value
-from moldau.storage.config import BROKER_SYNONYMS, TOPIC_CONFIGS, ConfigSource
 
 CLUSTER_DEFAULT = ""
 

@@ -47,7 +47,7 @@ from moldau.server.connection_quotas import ConnectionQuotas
 from moldau.server.memory_pool import MemoryPool
 
 if TYPE_CHECKING:
-    from moldau.server.config import BrokerConfig
+    from moldau.config.broker import BrokerConfig
 
 log = logging.getLogger(__name__)
 

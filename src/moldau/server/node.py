@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from moldau.clock import AsyncioScheduler
+from moldau.config.broker import BrokerConfig, ConfigError, Listener
 from moldau.controller.metadata_log import MetadataLog
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import replay
@@ -34,7 +35,6 @@ from moldau.security.client import ClientSecurity
 from moldau.security.listeners import listener_security
 from moldau.security.scram import ScramMechanism
 from moldau.server.broker import Broker
-from moldau.server.config import BrokerConfig, ConfigError, Listener
 from moldau.server.controller_channel import LocalControllerChannel, RemoteControllerChannel
 from moldau.server.controller_server import ControllerServer
 from moldau.server.dispatch import Dispatcher

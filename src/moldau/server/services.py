@@ -10,12 +10,12 @@ from moldau.security.quotas import ClientQuotas
 
 if TYPE_CHECKING:
     from moldau.clock import Clock
+    from moldau.config.broker import BrokerConfig
     from moldau.coordinator.group.service import GroupCoordinatorService
     from moldau.coordinator.txn.service import TransactionCoordinatorService
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
     from moldau.replication.replica_manager import ReplicaManager
-    from moldau.server.config import BrokerConfig
     from moldau.server.controller_channel import ControllerChannel
     from moldau.server.dynamic_config import DynamicBrokerConfig
     from moldau.server.fetch_session import FetchSessionCache

@@ -1,6 +1,6 @@
 """Config resources for DescribeConfigs: topic and broker configs as Kafka reports them.
 
-Effective values come from ``moldau.storage.config`` (the single source of truth for
+Effective values come from ``moldau.config.topic`` (the single source of truth for
 names, defaults and synonyms); this module only shapes them the way Kafka reports them.
 """
 
@@ -10,19 +10,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
-from moldau.protocol.messages.describe_configs_response import (
-    DescribeConfigsResourceResult,
-    DescribeConfigsSynonym,
-)
-from moldau.server.config import BROKER_KEYS
-from moldau.server.dynamic_config import DYNAMIC_KEYS, DynamicBrokerConfig
-from moldau.storage.config import (
+from moldau.config.broker import BROKER_KEYS
+from moldau.config.topic import (
     BROKER_SYNONYMS,
     TOPIC_CONFIGS,
     ConfigDef,
     ConfigSource,
     resolve_configs,
 )
+from moldau.protocol.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsSynonym,
+)
+from moldau.server.dynamic_config import DYNAMIC_KEYS, DynamicBrokerConfig
 
 
 class ConfigType(IntEnum):

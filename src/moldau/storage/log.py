@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from moldau.config.topic import LogConfig
 from moldau.protocol.errors import (
     InvalidRecordError,
     KafkaError,
@@ -46,7 +47,6 @@ from moldau.records.batch import (
 from moldau.records.control import EndTxnMarker, read_marker
 from moldau.records.record import Record, decode_records
 from moldau.storage.checkpoint import fsync_dir
-from moldau.storage.config import LogConfig
 from moldau.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from moldau.storage.files import SegmentFile, StorageCaches, default_caches
 from moldau.storage.producer_state import (

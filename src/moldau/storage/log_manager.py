@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from moldau.config.topic import LogConfig
 from moldau.metrics.stats import CleanerStats
 from moldau.protocol.errors import ErrorCode, KafkaError, StorageError
 from moldau.storage.checkpoint import (
@@ -41,7 +42,6 @@ from moldau.storage.checkpoint import (
     write_checkpoint,
 )
 from moldau.storage.cleaner import clean_log
-from moldau.storage.config import LogConfig
 from moldau.storage.files import StorageCaches
 from moldau.storage.log import CleaningAbortedError, Log
 from moldau.storage.resources import (

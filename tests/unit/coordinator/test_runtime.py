@@ -13,6 +13,7 @@ import pytest
 
 import moldau.storage.segment as segment_module
 from moldau.clock import ManualScheduler
+from moldau.config.topic import LogConfig
 from moldau.coordinator.group import GroupConfig, OffsetCommit
 from moldau.coordinator.group.service import GroupCoordinatorService
 from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
@@ -21,7 +22,6 @@ from moldau.metadata.topics import OFFSETS_TOPIC
 from moldau.protocol.errors import ErrorCode
 from moldau.records.record import build_batch
 from moldau.replication.replica_manager import AppendOrigin, ReplicaManager
-from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import LogManager
 
 from .conftest import SUB

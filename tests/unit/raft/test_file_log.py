@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from moldau.config.topic import LogConfig
 from moldau.metadata.records import TopicRecord, decode_record, encode_record
 from moldau.raft import LeaderChange, OffsetAndEpoch, QuorumConfigError
 from moldau.raft.config import MetadataLogConfig
@@ -23,7 +24,6 @@ from moldau.raft.memory_log import MemoryRaftLog
 from moldau.raft.records import Batches, ControlRecordType, control_type, decode_leader_change
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 
 SMALL = MetadataLogConfig(segment_bytes=1024)

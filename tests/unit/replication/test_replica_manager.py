@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.clock import ManualScheduler
+from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage, TopicImage
 from moldau.metadata.publisher import MetadataPublisher
 from moldau.protocol.errors import ErrorCode
@@ -23,7 +24,6 @@ from moldau.replication.replica_manager import (
     OffsetLookup,
     ReplicaManager,
 )
-from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import LogManager
 
 TP = ("t", 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from moldau.server.config import BrokerConfig, ConfigError
+from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.server.connection_quotas import ConnectionQuotas, normalize_ip
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from moldau.server.config import BrokerConfig
+from moldau.config.broker import BrokerConfig
+from moldau.config.topic import TOPIC_CONFIGS, ConfigSource
 from moldau.server.dynamic_config import DYNAMIC_KEYS, DynamicBrokerConfig
 from moldau.server.topic_configs import ConfigType, DescribeOptions, describe_broker, describe_topic
-from moldau.storage.config import TOPIC_CONFIGS, ConfigSource
 
 ALL = DescribeOptions(keys=None, synonyms=True, documentation=True)
 

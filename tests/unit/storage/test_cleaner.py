@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storage_helpers import FakeClock, append
 
+from moldau.config.topic import LogConfig
 from moldau.records.compression import Compression
 from moldau.records.record import build_batch, decode_all
 from moldau.storage import log as log_module
 from moldau.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
 from moldau.storage.cleaner import clean_log, cleanable_range
-from moldau.storage.config import LogConfig
 from moldau.storage.log import CLEANED_SUFFIX, SWAP_SUFFIX, Log
 from moldau.storage.log_manager import LogManager
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from storage_helpers import FakeClock, append
 
+from moldau.config.topic import LogConfig
 from moldau.records.batch import scan_batches
 from moldau.records.control import build_marker_batch, read_marker
 from moldau.records.record import build_batch, decode_all
 from moldau.storage.cleaner import clean_log
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 
 NOW = 1_700_000_000_000

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from storage_helpers import FakeClock, append, batch
 
+from moldau.config.topic import LogConfig
 from moldau.protocol.errors import (
     InvalidProducerEpochError,
     OffsetOutOfRangeError,
@@ -15,7 +16,6 @@ from moldau.protocol.errors import (
 )
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all, decode_records
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, file_delete_delay_ms=0)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from moldau.protocol.errors import InvalidConfigError
-from moldau.storage.config import (
+from moldau.config.topic import (
     BROKER_SYNONYMS,
     TOPIC_CONFIGS,
     ConfigSource,
     LogConfig,
     resolve_configs,
 )
+from moldau.protocol.errors import InvalidConfigError
 
 
 def test_defaults_are_kafkas() -> None:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storage_helpers import append, batch, open_paths
 
-from moldau.storage.config import LogConfig
+from moldau.config.topic import LogConfig
 from moldau.storage.files import StorageCaches
 from moldau.storage.log import Log, LogReadResult
 from moldau.storage.segment import Segment

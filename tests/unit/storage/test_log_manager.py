@@ -7,8 +7,8 @@ from pathlib import Path
 
 from storage_helpers import FakeClock, append, batch
 
+from moldau.config.topic import LogConfig
 from moldau.storage.checkpoint import read_checkpoint
-from moldau.storage.config import LogConfig
 from moldau.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LogManager,

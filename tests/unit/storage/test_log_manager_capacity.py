@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from storage_helpers import append, batch
 
+from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage import log_manager as log_manager_module
 from moldau.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget, DiskSpace

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from storage_helpers import append, batch
 
-from moldau.storage.config import LogConfig
+from moldau.config.topic import LogConfig
 from moldau.storage.log import Log
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128, file_delete_delay_ms=0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from storage_helpers import append, batch
 
-from moldau.storage.config import LogConfig
+from moldau.config.topic import LogConfig
 from moldau.storage.log import Log
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=200, file_delete_delay_ms=0)

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from storage_helpers import append, batch
 
+from moldau.config.topic import LogConfig
 from moldau.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
 from moldau.records.batch import scan_batches
 from moldau.records.record import decode_all
-from moldau.storage.config import LogConfig
 from moldau.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from moldau.storage.log import Log
 

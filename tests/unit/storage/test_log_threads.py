@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from storage_helpers import FakeClock, append
 
+from moldau.config.topic import LogConfig
 from moldau.records.record import build_batch, decode_all
 from moldau.storage.cleaner import clean_log
-from moldau.storage.config import LogConfig
 from moldau.storage.log import CLEANED_SUFFIX, CleaningAbortedError, Log
 from moldau.storage.segment import Segment
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from storage_helpers import append, batch
 
+from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, InvalidProducerEpochError, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.control import build_marker_batch, read_marker
-from moldau.storage.config import LogConfig
 from moldau.storage.log import Log
 from moldau.storage.producer_state import CoordinatorFencedError, ProducerStateManager
 from moldau.storage.txn_index import AbortedTxn

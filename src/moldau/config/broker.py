@@ -2,7 +2,7 @@
 
 A properties file (``--config``) is read first, then ``-o key=value`` overrides. Broker
 keys for topic-level settings (``log.segment.bytes`` ...) are defined once, in
-``moldau.storage.config``; this module holds the broker-only keys.
+``moldau.config.topic``; this module holds the broker-only keys.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from moldau.config.topic import BROKER_SYNONYMS, LogConfig
 from moldau.protocol.errors import KafkaError
-from moldau.storage.config import BROKER_SYNONYMS, LogConfig
 
 
 class ConfigError(ValueError):
