@@ -29,13 +29,13 @@ from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
-from moldau.metrics.stats import IsrStats, TopicStats
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.txn_verification import Guard, TransactionVerifier
+from moldau.stats.counters import IsrStats, TopicStats
 from moldau.storage.log import Log, LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry

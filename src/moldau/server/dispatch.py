@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from moldau.metrics.requests import RequestStats
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import is_flexible
@@ -34,6 +33,7 @@ from moldau.security.quotas import REQUEST, ClientQuotas
 from moldau.security.session import CredentialLookup, Session, open_session
 from moldau.server.error_responses import error_response
 from moldau.server.handlers import HANDLERS, advertised_versions
+from moldau.stats.requests import RequestStats
 
 if TYPE_CHECKING:
     from moldau.server.network import Connection
