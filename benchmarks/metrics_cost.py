@@ -52,7 +52,7 @@ from moldau.metrics.timing import RequestTimer, parked
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages.produce_request import ProduceRequest
 from moldau.replication.replica_manager import FetchRequestPartition, FetchResult
-from moldau.storage.log import LogReadResult
+from moldau.storage.local_log import LogReadResult
 
 VALUE = 100  # librdkafka's records
 SRC = Path(metrics.__file__).parents[2]  # this checkout's sources
