@@ -29,17 +29,18 @@ from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
-from moldau.metrics.stats import IsrStats, TopicStats
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.txn_verification import Guard, TransactionVerifier
-from moldau.storage.log import Log, LogReadResult
+from moldau.stats.counters import IsrStats, TopicStats
+from moldau.storage.local_log import LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry
 from moldau.storage.txn_index import AbortedTxn
+from moldau.storage.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +250,7 @@ class ReplicaManager:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
 
-    def _host(self, tp: TopicPartition) -> tuple[Partition, Log] | None:
+    def _host(self, tp: TopicPartition) -> tuple[Partition, UnifiedLog] | None:
         try:
             replica_log = self.log_manager.get_or_create_log(*tp, self._config_for(tp[0]))
         except (OSError, KafkaError) as e:
@@ -279,7 +280,7 @@ class ReplicaManager:
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
 
-    def local_log(self, tp: TopicPartition) -> Log | None:
+    def local_log(self, tp: TopicPartition) -> UnifiedLog | None:
         return self.log_manager.get_log(*tp)
 
     @property
@@ -291,7 +292,9 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         return partition.high_watermark if partition is not None else -1
 
-    def _leader(self, tp: TopicPartition, current_leader_epoch: int = -1) -> tuple[Partition, Log]:
+    def _leader(
+        self, tp: TopicPartition, current_leader_epoch: int = -1
+    ) -> tuple[Partition, UnifiedLog]:
         """The partition and its log if this node leads it, else the Kafka error."""
         self._open_now(tp)
         partition = self._partitions.get(tp)
@@ -760,7 +763,7 @@ def _no_isr_changes(tp: TopicPartition, proposal: IsrProposal) -> None:
 
 
 def _divergence(
-    replica_log: Log, p: FetchRequestPartition, high_watermark: int
+    replica_log: UnifiedLog, p: FetchRequestPartition, high_watermark: int
 ) -> tuple[int, int] | None:
     """Where a follower's log diverges from this leader's, if it does: the leader's end
     of the follower's last epoch is before the follower's fetch offset. An epoch this

@@ -33,9 +33,9 @@ from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
-from moldau.server.controller_channel import ControllerChannel
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
+from moldau.server.node_to_controller import ControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.storage.log_manager import LogManager

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from moldau.ids import SYSTEM_IDS, IdSource
-from moldau.metrics.stats import GroupStats
 from moldau.protocol.errors import ErrorCode
+from moldau.stats.counters import GroupStats
 
 from .config import GroupConfig
 from .group import Group, GroupState
