@@ -46,8 +46,9 @@ def _no_dynamic_broker_configs(key: str, value: str | None) -> str | None:
     return f"Cannot update these configs dynamically: {key}"
 
 
-class Controller:
-    """Single-node controller logic; ``broker_props`` supplies topic config defaults."""
+class TopicControl:
+    """Decides topics and their partitions, topic and broker configs, and producer-id
+    blocks; ``broker_props`` supplies topic config defaults."""
 
     def __init__(
         self,

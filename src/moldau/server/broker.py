@@ -35,7 +35,7 @@ from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
-from moldau.server.node_to_controller import ControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.storage.log_manager import LogManager
@@ -55,7 +55,7 @@ class Broker:
         self,
         config: BrokerConfig,
         scheduler: AsyncioScheduler,
-        channel: ControllerChannel,
+        channel: NodeToControllerChannel,
         cluster_id: str,
     ) -> None:
         self.config = config

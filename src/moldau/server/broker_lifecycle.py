@@ -25,7 +25,7 @@ from moldau.protocol.messages.broker_registration_request import (
     BrokerRegistrationRequest,
     Listener,
 )
-from moldau.server.node_to_controller import ControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannel
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class BrokerLifecycle:
         self,
         broker_id: int,
         cluster_id: str,
-        channel: ControllerChannel,
+        channel: NodeToControllerChannel,
         metadata_offset: Callable[[], int],
         *,
         rack: str | None = None,
