@@ -14,6 +14,11 @@ AlterConfigs, IncrementalAlterConfigs  ALTER_CONFIGS on the topic, on the cluste
                                        brokers and broker loggers, on the group
 ElectLeaders, AlterPartitionReassign.  ALTER on the cluster
 ListPartitionReassignments             DESCRIBE on the cluster
+DescribeQuorum                         DESCRIBE on the cluster
+CreateAcls, DeleteAcls                 ALTER on the cluster (SECURITY_DISABLED without
+                                       an authorizer)
+AlterUserScramCredentials              ALTER on the cluster
+AlterClientQuotas                      ALTER_CONFIGS on the cluster
 =====================================  ==============================================
 """
 
@@ -25,6 +30,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.alter_client_quotas_response import (
+    AlterClientQuotasResponse,
+    EntityData,
+    EntryData,
+)
 from moldau.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse as AlterConfigsResult,
 )
@@ -33,7 +43,13 @@ from moldau.protocol.messages.alter_partition_reassignments_response import (
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
 )
+from moldau.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+)
+from moldau.protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from moldau.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
+from moldau.protocol.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
 from moldau.protocol.messages.delete_topics_response import DeletableTopicResult
 from moldau.protocol.messages.describe_quorum_response import DescribeQuorumResponse
 from moldau.protocol.messages.elect_leaders_response import (
@@ -78,60 +94,126 @@ _CONFIG_RESOURCES = {
 }
 
 
+def _elect_leaders_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    return ElectLeadersResponse(
+        error_code=error,
+        replica_election_results=[
+            ReplicaElectionResult(
+                topic=t.topic,
+                partition_result=[
+                    PartitionResult(partition_id=p, error_code=error) for p in t.partitions or []
+                ],
+            )
+            for t in request.topic_partitions or []
+        ],
+    )
+
+
+def _reassignments_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    return AlterPartitionReassignmentsResponse(
+        error_code=error,
+        responses=[
+            ReassignableTopicResponse(
+                name=t.name,
+                partitions=[
+                    ReassignablePartitionResponse(
+                        partition_index=p.partition_index, error_code=error
+                    )
+                    for p in t.partitions or []
+                ],
+            )
+            for t in request.topics or []
+        ],
+    )
+
+
+def _acl_creations_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    return CreateAclsResponse(
+        results=[
+            AclCreationResult(error_code=error, error_message=message)
+            for _ in request.creations or []
+        ]
+    )
+
+
+def _acl_deletions_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    return DeleteAclsResponse(
+        filter_results=[
+            DeleteAclsFilterResult(error_code=error, error_message=message)
+            for _ in request.filters or []
+        ]
+    )
+
+
+def _quotas_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    return AlterClientQuotasResponse(
+        entries=[
+            EntryData(
+                error_code=error,
+                entity=[
+                    EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                    for e in entry.entity or []
+                ],
+            )
+            for entry in request.entries or []
+        ]
+    )
+
+
+def _credentials_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
+    users = dict.fromkeys(
+        [d.name for d in request.deletions or []] + [u.name for u in request.upsertions or []]
+    )
+    return AlterUserScramCredentialsResponse(
+        results=[AlterUserScramCredentialsResult(user=u, error_code=error) for u in users]
+    )
+
+
+Refusal = Callable[[Any, ErrorCode, "str | None"], Any]
+
+#: Requests that need a permission on the cluster, and how each is refused whole.
+_CLUSTER_PERMISSION: dict[int, tuple[AclOperation, Refusal]] = {
+    ApiKey.ELECT_LEADERS: (AclOperation.ALTER, _elect_leaders_refused),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (AclOperation.ALTER, _reassignments_refused),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        AclOperation.DESCRIBE,
+        lambda request, error, message: ListPartitionReassignmentsResponse(error_code=error),
+    ),
+    ApiKey.DESCRIBE_QUORUM: (
+        AclOperation.DESCRIBE,
+        lambda request, error, message: DescribeQuorumResponse(
+            error_code=error, error_message=None
+        ),
+    ),
+    ApiKey.CREATE_ACLS: (AclOperation.ALTER, _acl_creations_refused),
+    ApiKey.DELETE_ACLS: (AclOperation.ALTER, _acl_deletions_refused),
+    ApiKey.ALTER_CLIENT_QUOTAS: (AclOperation.ALTER_CONFIGS, _quotas_refused),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (AclOperation.ALTER, _credentials_refused),
+}
+#: ACL changes need an authorizer to mean anything: Kafka refuses them without one.
+_NEED_AUTHORIZER = (ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
+
+
 async def forward(
     access: Access, image: MetadataImage, ctx: Context, request: Any, send: Send
 ) -> Any:
     """``send(request)`` with what the principal may not do taken out and answered."""
     if not access.enabled:
+        if ctx.api_key in _NEED_AUTHORIZER:
+            _, refused = _CLUSTER_PERMISSION[ctx.api_key]
+            return refused(request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
         return await send(request)
+    if ctx.api_key in _CLUSTER_PERMISSION:
+        operation, refused = _CLUSTER_PERMISSION[ctx.api_key]
+        if access.cluster(ctx, operation):
+            return await send(request)
+        return refused(request, CLUSTER_DENIED, None)
     if ctx.api_key == ApiKey.DELETE_TOPICS:
         return await _delete_topics(access, image, ctx, request, send)
     if ctx.api_key == ApiKey.CREATE_PARTITIONS:
         return await _create_partitions(access, ctx, request, send)
     if ctx.api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
         return await _alter_configs(access, ctx, request, send)
-    if ctx.api_key == ApiKey.ELECT_LEADERS:
-        if access.cluster(ctx, AclOperation.ALTER):
-            return await send(request)
-        return ElectLeadersResponse(
-            error_code=CLUSTER_DENIED,
-            replica_election_results=[
-                ReplicaElectionResult(
-                    topic=t.topic,
-                    partition_result=[
-                        PartitionResult(partition_id=p, error_code=CLUSTER_DENIED)
-                        for p in t.partitions or []
-                    ],
-                )
-                for t in request.topic_partitions or []
-            ],
-        )
-    if ctx.api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
-        if access.cluster(ctx, AclOperation.ALTER):
-            return await send(request)
-        return AlterPartitionReassignmentsResponse(
-            error_code=CLUSTER_DENIED,
-            responses=[
-                ReassignableTopicResponse(
-                    name=t.name,
-                    partitions=[
-                        ReassignablePartitionResponse(
-                            partition_index=p.partition_index, error_code=CLUSTER_DENIED
-                        )
-                        for p in t.partitions or []
-                    ],
-                )
-                for t in request.topics or []
-            ],
-        )
-    if ctx.api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
-        if access.cluster(ctx, AclOperation.DESCRIBE):
-            return await send(request)
-        return ListPartitionReassignmentsResponse(error_code=CLUSTER_DENIED)
-    if ctx.api_key == ApiKey.DESCRIBE_QUORUM:
-        if access.cluster(ctx, AclOperation.DESCRIBE):
-            return await send(request)
-        return DescribeQuorumResponse(error_code=CLUSTER_DENIED, error_message=None)
     return await send(request)
 
 
