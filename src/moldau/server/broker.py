@@ -107,8 +107,7 @@ class Broker:
 
         def endpoint(image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
             broker = image.brokers.get(broker_id)
-            e = broker.endpoint(inter_broker) or broker.endpoint() if broker else None
-            return (e.host, e.port) if e is not None else None
+            return broker.address(inter_broker) if broker is not None else None
 
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
