@@ -10,6 +10,7 @@ from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.quorum_controller import QuorumController
 from moldau.controller.replication_control import ReplicationControl
 from moldau.controller.topic_control import TopicControl
+from moldau.ids import IdSource
 
 
 @dataclass
@@ -25,3 +26,8 @@ class ControllerContext:
     @property
     def replication(self) -> ReplicationControl:
         return self.cluster.replication
+
+    @property
+    def ids(self) -> IdSource:
+        """Where new ids (topics, ACLs) come from: injected, so a simulation can seed it."""
+        return self.topics.ids

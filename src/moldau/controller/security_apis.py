@@ -9,10 +9,10 @@ from their image.
 from __future__ import annotations
 
 import math
-import uuid
 from typing import TYPE_CHECKING
 
 from moldau.controller.quorum_controller import ControllerResult
+from moldau.ids import IdSource
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.security import StandardAcl, quota_entity
@@ -89,15 +89,15 @@ async def create_acls(
                 continue
             if acl not in existing:  # an identical ACL is a success that adds nothing
                 existing.add(acl)
-                records.append(acl.to_record(_new_id(image)))
+                records.append(acl.to_record(_new_id(controller.ids, image)))
             results.append(AclCreationResult(error_code=ErrorCode.NONE))
         return ControllerResult(CreateAclsResponse(results=results), records)
 
     return await controller.quorum.write(op)
 
 
-def _new_id(image: MetadataImage) -> bytes:
-    while (acl_id := uuid.uuid4().bytes) in image.security.acls:
+def _new_id(ids: IdSource, image: MetadataImage) -> bytes:
+    while (acl_id := ids.uuid4().bytes) in image.security.acls:
         pass
     return acl_id
 
