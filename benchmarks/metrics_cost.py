@@ -52,7 +52,7 @@ from moldau.replication.replica_manager import FetchRequestPartition, FetchResul
 from moldau.stats.counters import TopicStats
 from moldau.stats.requests import RequestStats
 from moldau.stats.timing import RequestTimer, parked
-from moldau.storage.log import LogReadResult
+from moldau.storage.local_log import LogReadResult
 
 VALUE = 100  # librdkafka's records
 SRC = Path(metrics.__file__).parents[2]  # this checkout's sources

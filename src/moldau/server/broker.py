@@ -86,6 +86,13 @@ class Broker:
             self.scheduler,
             self.topic_log_config,
             ReplicationConfig(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms")),
+            # Both answered by parts built below, which need the replica manager themselves.
+            propose_isr_change=lambda tp, proposal: self.isr_changes.submit(tp, proposal),
+            transaction_verifier=TransactionVerifier(
+                lambda *question: self.transactions.verify(*question)
+            )
+            if config.bool("transaction.partition.verification.enable")
+            else None,
         )
         self.groups = GroupCoordinatorService(
             GroupConfig(
@@ -160,7 +167,6 @@ class Broker:
             self.replica_manager,
             lambda: self.publisher.image,
         )
-        self.replica_manager.propose_isr_change = self.isr_changes.submit
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, image: MetadataImage) -> None:
@@ -274,7 +280,7 @@ class Broker:
             self.log_manager.update_config(topic, self.topic_log_config(topic))
 
     def _transaction_coordinator(self, inter_broker: str) -> TransactionCoordinatorService:
-        """The transaction coordinator and the KIP-890 checks partition leaders make; its
+        """The transaction coordinator (it answers the KIP-890 checks of partition leaders); its
         markers and checks reach other brokers on their inter-broker listener."""
         c = self.config
         self.txn_network = NetworkClient(
@@ -306,8 +312,6 @@ class Broker:
             self.txn_network,
             inter_broker,
         )
-        if c.bool("transaction.partition.verification.enable"):
-            self.replica_manager.transaction_verifier = TransactionVerifier(service.verify)
         return service
 
     async def _ensure_transaction_topic(self) -> None:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
-    from moldau.storage.log import LogReadResult
+    from moldau.storage.local_log import LogReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
