@@ -243,8 +243,6 @@ def up(
 # -- describe -------------------------------------------------------------------------
 
 
-
-
 @app.command("describe")
 def describe(
     bootstrap: Annotated[

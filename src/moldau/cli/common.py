@@ -106,8 +106,6 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-
-
 def check(error: KafkaError | None, context: str = "") -> None:
     """Fail on a per-item error returned inside an otherwise successful result."""
     if error is not None and error.code() != KafkaError.NO_ERROR:

@@ -20,8 +20,6 @@ from moldau.protocol.errors import ErrorCode
 REQUEST_TIMEOUT_MS = 30_000
 
 
-
-
 async def send(
     bootstrap: str, message: Any, version: int, timeout_ms: int = REQUEST_TIMEOUT_MS
 ) -> Any:

@@ -33,7 +33,9 @@ async def broker_registration(
 
     def op(image: MetadataImage) -> ControllerResult[BrokerRegistrationResponse]:
         epoch = image.offset + 1  # where the registration will land: epochs only grow
-        error, message, records = controller.cluster.register(image, reg, epoch, controller.clock.now_ms())
+        error, message, records = controller.cluster.register(
+            image, reg, epoch, controller.clock.now_ms()
+        )
         response = BrokerRegistrationResponse(
             error_code=error, broker_epoch=epoch if error == ErrorCode.NONE else -1
         )

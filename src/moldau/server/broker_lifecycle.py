@@ -17,6 +17,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 
+from moldau.config.broker import BrokerConfig
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -64,6 +65,24 @@ class BrokerLifecycle:
         self._wake = asyncio.Event()  # the next heartbeat goes out now
         self._last_answer = -float("inf")  # loop time of the controller's last answer
         self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        config: BrokerConfig,
+        cluster_id: str,
+        channel: NodeToControllerChannel,
+        metadata_offset: Callable[[], int],
+    ) -> BrokerLifecycle:
+        return cls(
+            config.node_id,
+            cluster_id,
+            channel,
+            metadata_offset,
+            rack=config.get("broker.rack") or None,
+            heartbeat_interval_ms=config.int("broker.heartbeat.interval.ms"),
+            session_timeout_ms=config.int("broker.session.timeout.ms"),
+        )
 
     def start(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
         """Register with the listeners clients reach (name, host, port), then heartbeat."""

@@ -73,7 +73,9 @@ class _Handler:
     MIN_VERSION: int
     MAX_VERSION: int
 
-    async def handle(self, node: ControllerListenerContext, ctx: RequestContext, request: Any) -> Any:
+    async def handle(
+        self, node: ControllerListenerContext, ctx: RequestContext, request: Any
+    ) -> Any:
         if self.api_key == ApiKey.API_VERSIONS:
             return ApiVersionsResponse(error_code=0, api_keys=_advertised())
         node.authorize(ctx, self.api_key)

@@ -22,7 +22,7 @@ from moldau.controller.topic_control import TopicControl
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.server.dynamic_config import DynamicBrokerConfig
-from moldau.storage.resources import DescriptorBudget, open_files_limit
+from moldau.storage.resources import DescriptorBudget
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,7 @@ class ControllerServer:
             config.int("num.partitions"),
             DynamicBrokerConfig.check,
             config.int("default.replication.factor"),
-            DescriptorBudget.derive(
-                open_files_limit(),
-                config.int("log.segment.open.files.max"),
-                config.int("max.broker.partitions"),
-            ).max_partitions,
+            DescriptorBudget.from_config(config).max_partitions,
         )
         cluster = ClusterControl(
             cluster_id,

@@ -48,7 +48,6 @@ _HEAD = struct.Struct(">hhi")
 _CLIENT_THROTTLES_FROM: dict[int, int] = {ApiKey.PRODUCE: 6, ApiKey.FETCH: 8}
 
 
-
 class Dispatcher:
     """Dispatches a listener's requests to a handler table (the broker's API modules, or a
     controller listener's) with the context object those handlers take.

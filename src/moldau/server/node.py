@@ -177,7 +177,9 @@ class Node:
             )
         if self.is_broker:
             raft = self.raft
-            channel = NodeToControllerChannelManager(self.network, self.voters, lambda: raft.leader()[0])
+            channel = NodeToControllerChannelManager(
+                self.network, self.voters, lambda: raft.leader()[0]
+            )
             self.broker = Broker(c, self.scheduler, channel, cluster_id)
             self.broker.start(image)
 

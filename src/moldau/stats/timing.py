@@ -37,6 +37,7 @@ class RequestRecorder(Protocol):
         total: float,
     ) -> None: ...
 
+
 _current: ContextVar[RequestTimer | None] = ContextVar("moldau_request_timer", default=None)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moldau.clock import Scheduler
+from moldau.config.broker import BrokerConfig
 from moldau.coordinator.effects import Effects
 from moldau.coordinator.group.partitioning import partition_for_group
 from moldau.coordinator.group.service import GroupCoordinatorService
@@ -65,6 +66,22 @@ class TxnServiceConfig:
     abort_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup...
     expire_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup...
     marker_timeout_ms: int = 30_000  # request.timeout.ms: how long a marker may replicate
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> TxnServiceConfig:
+        return cls(
+            TxnConfig(
+                transaction_max_timeout_ms=config.int("transaction.max.timeout.ms"),
+                transactional_id_expiration_ms=config.int("transactional.id.expiration.ms"),
+            ),
+            num_partitions=config.int("transaction.state.log.num.partitions"),
+            abort_interval_ms=config.int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+            ),
+            expire_interval_ms=config.int(
+                "transaction.remove.expired.transaction.cleanup.interval.ms"
+            ),
+        )
 
 
 class _Loader(TransactionLoader):
