@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 
 from moldau.config.broker import BrokerConfig
+from moldau.ids import SYSTEM_IDS, IdSource
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -47,6 +47,7 @@ class BrokerLifecycle:
         rack: str | None = None,
         heartbeat_interval_ms: int = 2_000,
         session_timeout_ms: int = 9_000,
+        ids: IdSource = SYSTEM_IDS,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -55,7 +56,7 @@ class BrokerLifecycle:
         self.rack = rack
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.session_timeout_s = session_timeout_ms / 1000
-        self.incarnation_id = uuid.uuid4().bytes
+        self.incarnation_id = ids.uuid4().bytes
         self.listeners: list[Listener] = []
         self.epoch = -1
         self.fenced = True
