@@ -14,10 +14,25 @@ from typing import Any
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages import RESPONSES
+from moldau.protocol.messages.alter_client_quotas_response import (
+    AlterClientQuotasResponse,
+    EntityData,
+    EntryData,
+)
 from moldau.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse,
     AlterConfigsResponse,
 )
+from moldau.protocol.messages.alter_partition_reassignments_response import (
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
+from moldau.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+)
+from moldau.protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from moldau.protocol.messages.create_partitions_response import (
     CreatePartitionsResponse,
     CreatePartitionsTopicResult,
@@ -26,9 +41,15 @@ from moldau.protocol.messages.create_topics_response import (
     CreatableTopicResult,
     CreateTopicsResponse,
 )
+from moldau.protocol.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
 from moldau.protocol.messages.delete_topics_response import (
     DeletableTopicResult,
     DeleteTopicsResponse,
+)
+from moldau.protocol.messages.elect_leaders_response import (
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
 )
 from moldau.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse as IncrementalResourceResponse,
@@ -36,9 +57,16 @@ from moldau.protocol.messages.incremental_alter_configs_response import (
 from moldau.protocol.messages.incremental_alter_configs_response import (
     IncrementalAlterConfigsResponse,
 )
+from moldau.protocol.messages.offset_commit_response import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+
+Builder = Callable[[Any, ErrorCode, "str | None"], Any]
 
 
-def _create_topics(request: Any, code: ErrorCode, message: str) -> Any:
+def _create_topics(request: Any, code: ErrorCode, message: str | None) -> Any:
     return CreateTopicsResponse(
         topics=[
             CreatableTopicResult(name=t.name, error_code=code, error_message=message)
@@ -47,7 +75,7 @@ def _create_topics(request: Any, code: ErrorCode, message: str) -> Any:
     )
 
 
-def _delete_topics(request: Any, code: ErrorCode, message: str) -> Any:
+def _delete_topics(request: Any, code: ErrorCode, message: str | None) -> Any:
     names = [t.name for t in request.topics] or list(request.topic_names)
     return DeleteTopicsResponse(
         responses=[
@@ -56,7 +84,7 @@ def _delete_topics(request: Any, code: ErrorCode, message: str) -> Any:
     )
 
 
-def _create_partitions(request: Any, code: ErrorCode, message: str) -> Any:
+def _create_partitions(request: Any, code: ErrorCode, message: str | None) -> Any:
     return CreatePartitionsResponse(
         results=[
             CreatePartitionsTopicResult(name=t.name, error_code=code, error_message=message)
@@ -65,8 +93,8 @@ def _create_partitions(request: Any, code: ErrorCode, message: str) -> Any:
     )
 
 
-def _resources(response: type[Any], item: type[Any]) -> Callable[[Any, ErrorCode, str], Any]:
-    def build(request: Any, code: ErrorCode, message: str) -> Any:
+def _resources(response: type[Any], item: type[Any]) -> Builder:
+    def build(request: Any, code: ErrorCode, message: str | None) -> Any:
         return response(
             responses=[
                 item(
@@ -82,7 +110,89 @@ def _resources(response: type[Any], item: type[Any]) -> Callable[[Any, ErrorCode
     return build
 
 
-_BUILDERS: dict[int, Callable[[Any, ErrorCode, str], Any]] = {
+def _per_partition(
+    response: type[Any], topic: type[Any], partition: type[Any], field: str, *, top_level: bool
+) -> Builder:
+    """For responses with an error per topic and partition index (and maybe overall)."""
+
+    def build(request: Any, code: ErrorCode, message: str | None) -> Any:
+        topics = [
+            topic(
+                name=t.name,
+                partitions=[
+                    partition(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions or []
+                ],
+            )
+            for t in request.topics or []
+        ]
+        return response(**{field: topics}, **({"error_code": code} if top_level else {}))
+
+    return build
+
+
+def _elect_leaders(request: Any, code: ErrorCode, message: str | None) -> Any:
+    return ElectLeadersResponse(
+        error_code=code,
+        replica_election_results=[
+            ReplicaElectionResult(
+                topic=t.topic,
+                partition_result=[
+                    PartitionResult(partition_id=p, error_code=code) for p in t.partitions or []
+                ],
+            )
+            for t in request.topic_partitions or []
+        ],
+    )
+
+
+def _create_acls(request: Any, code: ErrorCode, message: str | None) -> Any:
+    return CreateAclsResponse(
+        results=[
+            AclCreationResult(error_code=code, error_message=message)
+            for _ in request.creations or []
+        ]
+    )
+
+
+def _delete_acls(request: Any, code: ErrorCode, message: str | None) -> Any:
+    return DeleteAclsResponse(
+        filter_results=[
+            DeleteAclsFilterResult(error_code=code, error_message=message)
+            for _ in request.filters or []
+        ]
+    )
+
+
+def _alter_client_quotas(request: Any, code: ErrorCode, message: str | None) -> Any:
+    return AlterClientQuotasResponse(
+        entries=[
+            EntryData(
+                error_code=code,
+                error_message=message,
+                entity=[
+                    EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                    for e in entry.entity or []
+                ],
+            )
+            for entry in request.entries or []
+        ]
+    )
+
+
+def _alter_scram_credentials(request: Any, code: ErrorCode, message: str | None) -> Any:
+    users = dict.fromkeys(
+        [d.name for d in request.deletions or []] + [u.name for u in request.upsertions or []]
+    )
+    return AlterUserScramCredentialsResponse(
+        results=[
+            AlterUserScramCredentialsResult(user=u, error_code=code, error_message=message)
+            for u in users
+        ]
+    )
+
+
+_BUILDERS: dict[int, Builder] = {
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
@@ -90,10 +200,29 @@ _BUILDERS: dict[int, Callable[[Any, ErrorCode, str], Any]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _resources(
         IncrementalAlterConfigsResponse, IncrementalResourceResponse
     ),
+    ApiKey.ELECT_LEADERS: _elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _per_partition(
+        AlterPartitionReassignmentsResponse,
+        ReassignableTopicResponse,
+        ReassignablePartitionResponse,
+        "responses",
+        top_level=True,
+    ),
+    ApiKey.OFFSET_COMMIT: _per_partition(
+        OffsetCommitResponse,
+        OffsetCommitResponseTopic,
+        OffsetCommitResponsePartition,
+        "topics",
+        top_level=False,
+    ),
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram_credentials,
 }
 
 
-def error_response(api_key: int, request: Any, code: ErrorCode, message: str) -> Any:
+def error_response(api_key: int, request: Any, code: ErrorCode, message: str | None) -> Any:
     """The response to ``request`` saying ``code``: per item where the API reports errors
     per item, else in its top-level error code."""
     build = _BUILDERS.get(api_key)

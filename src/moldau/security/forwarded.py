@@ -29,39 +29,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.error_responses import error_response
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.messages.alter_client_quotas_response import (
-    AlterClientQuotasResponse,
-    EntityData,
-    EntryData,
-)
 from moldau.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse as AlterConfigsResult,
 )
-from moldau.protocol.messages.alter_partition_reassignments_response import (
-    AlterPartitionReassignmentsResponse,
-    ReassignablePartitionResponse,
-    ReassignableTopicResponse,
-)
-from moldau.protocol.messages.alter_user_scram_credentials_response import (
-    AlterUserScramCredentialsResponse,
-    AlterUserScramCredentialsResult,
-)
-from moldau.protocol.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from moldau.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
-from moldau.protocol.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
 from moldau.protocol.messages.delete_topics_response import DeletableTopicResult
-from moldau.protocol.messages.describe_quorum_response import DescribeQuorumResponse
-from moldau.protocol.messages.elect_leaders_response import (
-    ElectLeadersResponse,
-    PartitionResult,
-    ReplicaElectionResult,
-)
 from moldau.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse as IncrementalAlterConfigsResult,
-)
-from moldau.protocol.messages.list_partition_reassignments_response import (
-    ListPartitionReassignmentsResponse,
 )
 from moldau.security.access import Caller
 from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -94,101 +70,16 @@ _CONFIG_RESOURCES = {
 }
 
 
-def _elect_leaders_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
-    return ElectLeadersResponse(
-        error_code=error,
-        replica_election_results=[
-            ReplicaElectionResult(
-                topic=t.topic,
-                partition_result=[
-                    PartitionResult(partition_id=p, error_code=error) for p in t.partitions or []
-                ],
-            )
-            for t in request.topic_partitions or []
-        ],
-    )
-
-
-def _reassignments_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
-    return AlterPartitionReassignmentsResponse(
-        error_code=error,
-        responses=[
-            ReassignableTopicResponse(
-                name=t.name,
-                partitions=[
-                    ReassignablePartitionResponse(
-                        partition_index=p.partition_index, error_code=error
-                    )
-                    for p in t.partitions or []
-                ],
-            )
-            for t in request.topics or []
-        ],
-    )
-
-
-def _acl_creations_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
-    return CreateAclsResponse(
-        results=[
-            AclCreationResult(error_code=error, error_message=message)
-            for _ in request.creations or []
-        ]
-    )
-
-
-def _acl_deletions_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
-    return DeleteAclsResponse(
-        filter_results=[
-            DeleteAclsFilterResult(error_code=error, error_message=message)
-            for _ in request.filters or []
-        ]
-    )
-
-
-def _quotas_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
-    return AlterClientQuotasResponse(
-        entries=[
-            EntryData(
-                error_code=error,
-                entity=[
-                    EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
-                    for e in entry.entity or []
-                ],
-            )
-            for entry in request.entries or []
-        ]
-    )
-
-
-def _credentials_refused(request: Any, error: ErrorCode, message: str | None) -> Any:
-    users = dict.fromkeys(
-        [d.name for d in request.deletions or []] + [u.name for u in request.upsertions or []]
-    )
-    return AlterUserScramCredentialsResponse(
-        results=[AlterUserScramCredentialsResult(user=u, error_code=error) for u in users]
-    )
-
-
-Refusal = Callable[[Any, ErrorCode, "str | None"], Any]
-
-#: Requests that need a permission on the cluster, and how each is refused whole.
-_CLUSTER_PERMISSION: dict[int, tuple[AclOperation, Refusal]] = {
-    ApiKey.ELECT_LEADERS: (AclOperation.ALTER, _elect_leaders_refused),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (AclOperation.ALTER, _reassignments_refused),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: (
-        AclOperation.DESCRIBE,
-        lambda request, error, message: ListPartitionReassignmentsResponse(error_code=error),
-    ),
-    ApiKey.DESCRIBE_QUORUM: (
-        AclOperation.DESCRIBE,
-        lambda request, error, message: DescribeQuorumResponse(
-            error_code=error, error_message=None
-        ),
-    ),
-    ApiKey.CREATE_ACLS: (AclOperation.ALTER, _acl_creations_refused),
-    ApiKey.DELETE_ACLS: (AclOperation.ALTER, _acl_deletions_refused),
-    ApiKey.ALTER_CLIENT_QUOTAS: (AclOperation.ALTER_CONFIGS, _quotas_refused),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (AclOperation.ALTER, _credentials_refused),
+#: Requests that need a permission on the cluster: refused whole without it.
+_CLUSTER_PERMISSION: dict[int, AclOperation] = {
+    ApiKey.ELECT_LEADERS: AclOperation.ALTER,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
+    ApiKey.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
+    ApiKey.CREATE_ACLS: AclOperation.ALTER,
+    ApiKey.DELETE_ACLS: AclOperation.ALTER,
+    ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
 }
 #: ACL changes need an authorizer to mean anything: Kafka refuses them without one.
 _NEED_AUTHORIZER = (ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
@@ -200,14 +91,13 @@ async def forward(
     """``send(request)`` with what the principal may not do taken out and answered."""
     if not access.enabled:
         if ctx.api_key in _NEED_AUTHORIZER:
-            _, refused = _CLUSTER_PERMISSION[ctx.api_key]
-            return refused(request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+            message = "No Authorizer is configured."
+            return error_response(ctx.api_key, request, ErrorCode.SECURITY_DISABLED, message)
         return await send(request)
     if ctx.api_key in _CLUSTER_PERMISSION:
-        operation, refused = _CLUSTER_PERMISSION[ctx.api_key]
-        if access.cluster(ctx, operation):
+        if access.cluster(ctx, _CLUSTER_PERMISSION[ctx.api_key]):
             return await send(request)
-        return refused(request, CLUSTER_DENIED, None)
+        return error_response(ctx.api_key, request, CLUSTER_DENIED, None)
     if ctx.api_key == ApiKey.DELETE_TOPICS:
         return await _delete_topics(access, image, ctx, request, send)
     if ctx.api_key == ApiKey.CREATE_PARTITIONS:
