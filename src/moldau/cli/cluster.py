@@ -11,7 +11,6 @@ partition's leader, replicas and ISR, from any Kafka-protocol cluster.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import signal
@@ -24,7 +23,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from moldau.cli.common import DEFAULT_BOOTSTRAP, BootstrapOption
+from moldau.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    BootstrapOption,
+    CommandConfigOption,
+    PropertyOption,
+    user_properties,
+)
 from moldau.cli.local_cluster import (
     LAST_LINES,
     LocalCluster,
@@ -33,7 +38,8 @@ from moldau.cli.local_cluster import (
     request,
     running_clusters,
 )
-from moldau.cli.wire import servers
+from moldau.cli.preflight import parse_servers
+from moldau.cli.wire import Target, run
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from moldau.protocol.messages.describe_quorum_request import (
@@ -42,6 +48,7 @@ from moldau.protocol.messages.describe_quorum_request import (
     TopicData,
 )
 from moldau.protocol.messages.metadata_request import MetadataRequest
+from moldau.security.client import ClientSecurity
 
 app = typer.Typer(help="Run a local cluster, or describe one.", no_args_is_help=True)
 
@@ -229,20 +236,26 @@ def restart_node(
 # -- describe -------------------------------------------------------------------------
 
 
-async def describe_cluster(bootstrap: str, timeout_ms: int = 10_000) -> dict[str, Any]:
+async def describe_cluster(
+    bootstrap: str, timeout_ms: int = 10_000, security: ClientSecurity | None = None
+) -> dict[str, Any]:
     """Brokers, quorum and partitions as a dict, from the first of the comma-separated
     ``bootstrap`` servers that answers."""
     error: Exception = ConnectionError(f"no server in {bootstrap!r}")
-    for address in servers(bootstrap):
+    for address in parse_servers(bootstrap):
         try:
-            return await _describe(address, timeout_ms)
+            return await _describe(address, timeout_ms, security)
         except (ConnectionError, TimeoutError, OSError) as e:
             error = e
     raise error
 
 
-async def _describe(address: tuple[str, int], timeout_ms: int) -> dict[str, Any]:
-    client = NetworkClient("moldau-cluster-describe", request_timeout_ms=timeout_ms)
+async def _describe(
+    address: tuple[str, int], timeout_ms: int, security: ClientSecurity | None
+) -> dict[str, Any]:
+    client = NetworkClient(
+        "moldau-cluster-describe", request_timeout_ms=timeout_ms, security=security
+    )
     try:
         cluster = await client.send(address, DescribeClusterRequest(include_fenced_brokers=True), 2)
         metadata = await client.send(address, MetadataRequest(topics=None), 12)
@@ -311,13 +324,14 @@ def _replica(r: Any, high_watermark: int) -> dict[str, int]:
 def describe(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    command_config: CommandConfigOption = None,
+    properties: PropertyOption = None,
 ) -> None:
     """Brokers, the controller quorum, and every partition's leader, replicas and ISR."""
-    try:
-        result = asyncio.run(describe_cluster(bootstrap))
-    except (ConnectionError, TimeoutError, OSError) as e:
-        typer.echo(f"moldau cluster describe: cannot reach {bootstrap}: {e}", err=True)
-        raise typer.Exit(1) from None
+    target = Target.of("cluster describe", bootstrap, user_properties(properties, command_config))
+    result = run(
+        "cluster describe", target, lambda: describe_cluster(bootstrap, 10_000, target.security)
+    )
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return

@@ -24,13 +24,14 @@ from moldau.cli.common import (
     REQUEST_TIMEOUT_S,
     BootstrapOption,
     JsonOption,
+    check_reachable,
     fail,
     out,
     print_json,
     print_kv,
     table,
 )
-from moldau.cli.wire import servers
+from moldau.cli.preflight import parse_servers
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.describe_producers_request import (
@@ -79,7 +80,7 @@ class TransactionsAdmin:
     """The admin requests of the transactions tool, on one bootstrap list."""
 
     def __init__(self, bootstrap: str, timeout_ms: int = int(REQUEST_TIMEOUT_S * 1000)) -> None:
-        self.servers: list[Address] = list(servers(bootstrap))
+        self.servers: list[Address] = parse_servers(bootstrap)
         self.client = NetworkClient("moldau-transactions", request_timeout_ms=timeout_ms)
 
     def close(self) -> None:
@@ -250,6 +251,8 @@ class TransactionsAdmin:
 
 
 def _run(bootstrap: str, op: Callable[[TransactionsAdmin], Awaitable[T]]) -> T:
+    check_reachable(bootstrap, {})
+
     async def main() -> T:
         admin = TransactionsAdmin(bootstrap)
         try:
