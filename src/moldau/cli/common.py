@@ -25,7 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from moldau.cli.preflight import Unreachable, client_security, ensure_reachable
+from moldau.admin.errors import describe_error
+from moldau.admin.preflight import Unreachable, client_security, ensure_reachable
 
 T = TypeVar("T")
 
@@ -104,15 +105,6 @@ def fail(message: str) -> NoReturn:
     """Report a runtime error as one line on stderr and exit with status 1."""
     err.print(Text.assemble(("Error: ", "bold red"), message), soft_wrap=True)
     raise typer.Exit(1)
-
-
-def describe_error(error: KafkaError | KafkaException) -> str:
-    """`NAME: message`, Kafka's error name first so users can search for it."""
-    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
-        error = error.args[0]
-    if isinstance(error, KafkaError):
-        return f"{error.name()}: {error.str()}"
-    return str(error)
 
 
 def check(error: KafkaError | None, context: str = "") -> None:
@@ -195,7 +187,7 @@ _reachable: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
 
 
 def check_reachable(bootstrap: str, properties: Mapping[str, str]) -> None:
-    """The pre-flight of :mod:`moldau.cli.preflight`, once per cluster and settings."""
+    """The pre-flight of :mod:`moldau.admin.preflight`, once per cluster and settings."""
     key = (bootstrap, tuple(sorted(properties.items())))
     if key in _reachable:
         return

@@ -19,6 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from moldau.admin.cluster import servers
 from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     REQUEST_TIMEOUT_S,
@@ -31,7 +32,6 @@ from moldau.cli.common import (
     print_kv,
     table,
 )
-from moldau.cli.preflight import parse_servers
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.describe_producers_request import (
@@ -80,7 +80,7 @@ class TransactionsAdmin:
     """The admin requests of the transactions tool, on one bootstrap list."""
 
     def __init__(self, bootstrap: str, timeout_ms: int = int(REQUEST_TIMEOUT_S * 1000)) -> None:
-        self.servers: list[Address] = parse_servers(bootstrap)
+        self.servers: list[Address] = list(servers(bootstrap))
         self.client = NetworkClient("moldau-transactions", request_timeout_ms=timeout_ms)
 
     def close(self) -> None:

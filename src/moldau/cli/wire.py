@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from moldau.cli.preflight import Unreachable, client_security, ensure_reachable, parse_servers
+from moldau.admin.preflight import Unreachable, client_security, ensure_reachable, parse_servers
 from moldau.protocol.client import Address, NetworkClient
 from moldau.protocol.errors import ErrorCode
 from moldau.security.client import ClientSecurity

@@ -40,9 +40,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from moldau.cli.cluster import describe_cluster
-from moldau.cli.common import describe_error
-from moldau.cli.preflight import Unreachable, client_security, ensure_reachable
+from moldau.admin.cluster import describe_cluster
+from moldau.admin.errors import describe_error
+from moldau.admin.offsets import reset_target
+from moldau.admin.preflight import Unreachable, client_security, ensure_reachable
 from moldau.console.model import (
     BrokerInfo,
     ConfigItem,
@@ -54,7 +55,6 @@ from moldau.console.model import (
     QuorumInfo,
     Record,
     TopicInfo,
-    reset_target,
 )
 
 T = TypeVar("T")

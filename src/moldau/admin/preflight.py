@@ -1,4 +1,4 @@
-"""Can the cluster be reached? Asked before a command (or the console) builds its clients.
+"""Can the cluster be reached? Asked before a CLI command (or a console page) uses it.
 
 librdkafka retries an unreachable bootstrap server until a request times out, then names
 neither the address nor the cause (``_TRANSPORT: ... Broker transport failure``). So the
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from moldau.admin.cluster import servers
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.client import Address, Connection
 from moldau.protocol.errors import ErrorCode
@@ -40,12 +41,10 @@ class Unreachable(Exception):
 
 def parse_servers(bootstrap: str) -> list[Address]:
     """``host:port[,host:port]``; Unreachable naming a malformed entry."""
-    found = []
-    for server in filter(None, (s.strip() for s in bootstrap.split(","))):
-        host, _, port = server.rpartition(":")
-        if not host or not port.isdigit():
-            raise Unreachable(f"bad server address {server!r} (expected HOST:PORT)")
-        found.append((host.strip("[]"), int(port)))
+    try:
+        found = list(servers(bootstrap))
+    except ValueError as e:
+        raise Unreachable(str(e)) from None
     if not found:
         raise Unreachable("no bootstrap server given")
     return found
