@@ -42,6 +42,7 @@ from moldau.server.node_to_controller import (
     InProcessControllerChannel,
     NodeToControllerChannelManager,
 )
+from moldau.storage.log_dir_lock import LogDirLocks
 from moldau.storage.meta_properties import ensure_formatted
 
 if TYPE_CHECKING:
@@ -108,14 +109,20 @@ class Node:
         self.raft: RaftManager | None = None
         self.metadata_log: MetadataLog | None = None
         self._servers: list[Acceptor] = []
+        self._locks: LogDirLocks | None = None
 
     # -- start ---------------------------------------------------------------------------
+    def lock_log_dirs(self) -> None:
+        """Lock every log dir (the metadata log's included) before anything reads or
+        writes them, or raise LogDirLockedError: the first thing a node does."""
+        if self._locks is None:
+            self._locks = LogDirLocks.acquire(self.config.log_dirs)
+
     async def start(self) -> list[Listener]:
         """Start every part and bind the listeners; returns the bound addresses once the
         broker (if any) is registered, unfenced and serving."""
         c = self.config
-        for d in c.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        self.lock_log_dirs()
         wanted = c.get("cluster.id") or (cluster_id_for(self.voters) if self.kraft else None)
         cluster_id = ensure_formatted(c.log_dirs, self.node_id, wanted)
         limits = NetworkLimits.from_config(c)
@@ -295,3 +302,6 @@ class Node:
         self.network.close()
         if self.raft_network is not None:
             self.raft_network.close()
+        if self._locks is not None:
+            self._locks.release()
+            self._locks = None
