@@ -12,8 +12,9 @@ import pytest
 
 from moldau.clock import AsyncioScheduler
 from moldau.controller.apis import ControllerApis
+from moldau.controller.context import ControllerContext
 from moldau.controller.quorum_controller import QuorumController
-from moldau.controller.topic_control import Controller
+from moldau.controller.topic_control import TopicControl
 from moldau.metadata.records import MetadataRecord, RegisterBrokerRecord
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.client import NetworkClient
@@ -54,7 +55,7 @@ async def controller(path: Path) -> tuple[ControllerApis, RaftManager, list[int]
     raft.set_commit_callback(quorum.handle_commit)
     committed: list[int] = []
     quorum.add_commit_listener(lambda records, offset: committed.append(offset))
-    return ControllerApis(quorum, Controller(1, {}, 1)), raft, committed
+    return ControllerApis(ControllerContext(quorum, TopicControl(1, {}, 1))), raft, committed
 
 
 def test_concurrent_creates_of_one_name_let_exactly_one_win(tmp_path: Path) -> None:
@@ -84,8 +85,8 @@ def test_answers_carry_what_was_committed(tmp_path: Path) -> None:
             ("a", 0, 3),
             ("b", 0, 3),
         ]
-        assert apis.quorum.committed.topics.keys() == {"a", "b"}
-        assert committed == [apis.quorum.committed.offset]
+        assert apis.context.quorum.committed.topics.keys() == {"a", "b"}
+        assert committed == [apis.context.quorum.committed.offset]
         raft.close()
 
     asyncio.run(test())
@@ -105,7 +106,7 @@ def test_a_failed_append_reverts_the_latest_state(tmp_path: Path) -> None:
     async def test() -> None:
         apis, raft, _ = await controller(tmp_path)
         await apis.handle(ApiKey.CREATE_TOPICS, 7, create("kept"))
-        quorum = apis.quorum
+        quorum = apis.context.quorum
         quorum.log_writer = FailingLog()
         with pytest.raises(KafkaError) as e:
             await apis.handle(ApiKey.CREATE_TOPICS, 7, create("lost"))
