@@ -315,7 +315,7 @@ class Broker:
         if TRANSACTION_STATE_TOPIC in self.publisher.image.topics:
             return
         c = self.config
-        replication = c.int("transaction.state.log.replication.factor")
+        replication = self._internal_topic_replication("transaction.state.log.replication.factor")
         await self.channel.create_internal_topic(
             TRANSACTION_STATE_TOPIC,
             c.int("transaction.state.log.num.partitions"),
@@ -330,13 +330,21 @@ class Broker:
             },
         )
 
+    def _internal_topic_replication(self, key: str) -> int:
+        """Kafka's factor (3 by default) in a cluster, where Kafka caps nothing; 1 on a node
+        that is its own quorum (no ``controller.quorum.voters``), which no other broker
+        can ever join, so a node started without a config file has working groups."""
+        if self.config.get("controller.quorum.voters"):
+            return self.config.int(key)
+        return min(self.config.int(key), 1)
+
     async def _ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.publisher.image.topics:
             return
         await self.channel.create_internal_topic(
             OFFSETS_TOPIC,
             self.config.int("offsets.topic.num.partitions"),
-            self.config.int("offsets.topic.replication.factor"),
+            self._internal_topic_replication("offsets.topic.replication.factor"),
             {
                 "cleanup.policy": "compact",
                 "segment.bytes": self.config.get("offsets.topic.segment.bytes"),
