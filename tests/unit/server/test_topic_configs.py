@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from moldau.config.broker import BrokerConfig
-from moldau.config.topic import TOPIC_CONFIGS, ConfigSource
 from moldau.config.catalog import BROKER_CATALOG
+from moldau.config.topic import TOPIC_CONFIGS, ConfigSource
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.topic_configs import ConfigType, DescribeOptions, describe_broker, describe_topic
 
