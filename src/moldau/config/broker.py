@@ -203,6 +203,12 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("offsets.retention.minutes", int, "10080", "Offsets kept after a group empties."),
         BrokerKey("offsets.retention.check.interval.ms", int, "600000", "Offset expiry period."),
         BrokerKey("offset.metadata.max.bytes", int, "4096", "Largest commit metadata."),
+        BrokerKey(
+            "offsets.commit.timeout.ms",
+            int,
+            "5000",
+            "How long a group write (offset commit, join, sync) waits for its replicas.",
+        ),
         BrokerKey("group.initial.rebalance.delay.ms", int, "3000", "Wait for more joiners."),
         BrokerKey("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
         BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),

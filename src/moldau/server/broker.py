@@ -97,6 +97,7 @@ class Broker:
                     "offsets.retention.check.interval.ms"
                 ),
                 offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
+                offsets_commit_timeout_ms=config.int("offsets.commit.timeout.ms"),
             ),
             config.int("offsets.topic.num.partitions"),
             self.replica_manager,

@@ -13,6 +13,9 @@ class GroupConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
+    # How long a group write (offset commit, join, sync ...) waits for the replicas to
+    # acknowledge it before the request fails (COORDINATOR_NOT_AVAILABLE, as in Kafka).
+    offsets_commit_timeout_ms: int = 5_000
 
     @property
     def offsets_retention_ms(self) -> int:
