@@ -32,6 +32,9 @@ import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
@@ -620,6 +623,8 @@ public final class MoldauClient {
             case "describe-quotas" -> describeQuotas(admin);
             case "upsert-scram" -> upsertScram(admin, args);
             case "describe-scram" -> describeScram(admin);
+            case "describe-features" -> describeFeatures(admin);
+            case "update-features" -> updateFeatures(admin, args);
             default -> throw new UsageError("unknown admin operation '" + op + "'");
         };
     }
@@ -756,6 +761,33 @@ public final class MoldauClient {
                     "read_only", e.isReadOnly(), "sensitive", e.isSensitive(), "synonyms", synonyms));
         }
         return Json.obj("resource", resource.name(), "topic", resource.name(), "configs", entries);
+    }
+
+    // --- features ----------------------------------------------------------------------------
+
+    private static Map<String, Object> describeFeatures(Admin admin) throws Exception {
+        FeatureMetadata meta = admin.describeFeatures().featureMetadata().get();
+        Map<String, Object> supported = new TreeMap<>();
+        meta.supportedFeatures().forEach((name, range) ->
+                supported.put(name, List.of((int) range.minVersion(), (int) range.maxVersion())));
+        Map<String, Object> finalized = new TreeMap<>();
+        meta.finalizedFeatures().forEach((name, range) ->
+                finalized.put(name, List.of((int) range.minVersionLevel(), (int) range.maxVersionLevel())));
+        return Json.obj("supported", supported, "finalized", finalized,
+                "epoch", meta.finalizedFeaturesEpoch().orElse(-1L));
+    }
+
+    /** {@code --feature NAME --level N [--type upgrade|safe_downgrade|unsafe_downgrade]
+     * [--validate-only true]}. */
+    private static Map<String, Object> updateFeatures(Admin admin, Args args) throws Exception {
+        String name = args.required("feature");
+        FeatureUpdate.UpgradeType type = FeatureUpdate.UpgradeType.valueOf(
+                args.get("type", "upgrade").toUpperCase(java.util.Locale.ROOT));
+        FeatureUpdate update = new FeatureUpdate((short) args.getInt("level", 0), type);
+        UpdateFeaturesOptions options = new UpdateFeaturesOptions()
+                .validateOnly(Boolean.parseBoolean(args.get("validate-only", "false")));
+        admin.updateFeatures(Map.of(name, update), options).all().get();
+        return Json.obj("feature", name, "level", args.getInt("level", 0));
     }
 
     // --- security: ACLs, client quotas, SCRAM users --------------------------------------

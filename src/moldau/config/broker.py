@@ -286,6 +286,14 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "Metadata snapshot period.",
         ),
         BrokerKey(
+            "inter.broker.protocol.version",
+            str,
+            "3.9-IV0",
+            "Read when a new cluster's metadata log starts: the metadata.version it is "
+            "finalized at if Moldau supports it (3.0-IV1 to 3.3-IV3; else 3.3-IV3), as "
+            "kafka-storage format reads it. Later, kafka-features upgrades it.",
+        ),
+        BrokerKey(
             "inter.broker.listener.name",
             str,
             "PLAINTEXT",

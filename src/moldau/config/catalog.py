@@ -40,7 +40,6 @@ _NOT_ACTED_ON: tuple[tuple[str, str], ...] = (
         "control.plane.listener.name",
         "ZooKeeper-era controller channel; KRaft uses controller.listener.names.",
     ),
-    ("inter.broker.protocol.version", "Versions come from metadata.version (KRaft features)."),
     ("log.message.format.version", "Deprecated by Kafka (ignored from 3.0 on); Moldau writes v2."),
     ("remote.", "Tiered storage settings."),
     ("log.local.retention.", "Tiered storage settings."),

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from moldau.clock import Clock, SystemClock
 from moldau.config.topic import resolve_configs
-from moldau.controller import broker_apis, partition_apis, security_apis
+from moldau.controller import broker_apis, feature_apis, partition_apis, security_apis
 from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.configs import Changes, incremental, replacement
 from moldau.controller.controller import Controller, Outcome
@@ -405,4 +405,5 @@ ControllerApis.HANDLERS = {
     ApiKey.DELETE_ACLS: security_apis.delete_acls,
     ApiKey.ALTER_CLIENT_QUOTAS: security_apis.alter_client_quotas,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security_apis.alter_user_scram_credentials,
+    ApiKey.UPDATE_FEATURES: feature_apis.update_features,
 }

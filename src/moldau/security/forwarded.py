@@ -47,6 +47,10 @@ from moldau.protocol.messages.incremental_alter_configs_response import (
 from moldau.protocol.messages.list_partition_reassignments_response import (
     ListPartitionReassignmentsResponse,
 )
+from moldau.protocol.messages.update_features_response import (
+    UpdatableFeatureResult,
+    UpdateFeaturesResponse,
+)
 from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -118,6 +122,17 @@ async def forward(
         if access.cluster(ctx, AclOperation.DESCRIBE):
             return await send(request)
         return ListPartitionReassignmentsResponse(error_code=CLUSTER_DENIED)
+    if ctx.api_key == ApiKey.UPDATE_FEATURES:
+        if access.cluster(ctx, AclOperation.ALTER):
+            return await send(request)
+        return UpdateFeaturesResponse(
+            error_code=CLUSTER_DENIED,
+            error_message="Cluster authorization failed.",
+            results=[
+                UpdatableFeatureResult(feature=u.feature, error_code=CLUSTER_DENIED)
+                for u in request.feature_updates or []
+            ],
+        )
     if ctx.api_key == ApiKey.DESCRIBE_QUORUM:
         if access.cluster(ctx, AclOperation.DESCRIBE):
             return await send(request)

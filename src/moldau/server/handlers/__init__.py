@@ -56,6 +56,7 @@ from moldau.server.handlers import (
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 
@@ -107,6 +108,7 @@ _MODULES: list[ModuleType] = [
     alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    update_features,
 ]
 
 
