@@ -16,10 +16,10 @@ from moldau.clock import AsyncioScheduler, TimerHandle
 from moldau.config.broker import BrokerConfig
 from moldau.controller.apis import ControllerApis
 from moldau.controller.cluster_control import ClusterControl
-from moldau.controller.controller import Controller
 from moldau.controller.feature_apis import bootstrap_metadata_version
 from moldau.controller.quorum_controller import MetadataLogWriter, QuorumController
 from moldau.controller.replication_control import ReplicationControl
+from moldau.controller.topic_control import Controller
 from moldau.metadata.features import LATEST_LEVEL, LEVELS, METADATA_VERSION, SUPPORTED, level_of
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
