@@ -171,6 +171,18 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("replica.fetch.wait.max.ms", int, "500", "Follower fetch long poll."),
         BrokerKey("replica.fetch.min.bytes", int, "1", "Bytes a follower fetch waits for."),
         BrokerKey("replica.fetch.backoff.ms", int, "1000", "Follower backoff after errors."),
+        BrokerKey(
+            "replication.quota.window.num",
+            int,
+            "11",
+            "Samples the replication throttles' rate is measured over (KIP-73).",
+        ),
+        BrokerKey(
+            "replication.quota.window.size.seconds",
+            int,
+            "1",
+            "Length of one replication throttle sample.",
+        ),
         BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),

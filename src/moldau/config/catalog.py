@@ -26,9 +26,18 @@ _PY_TYPES = {int: "int", bool: "boolean", str: "string"}
 # Broker keys Moldau changes at run time when they are altered dynamically; other keys
 # Kafka treats as dynamic are stored and described, and applied at the next start only if
 # also set in the properties file (see docs/configuration.md).
+# Kafka's dynamic-only broker keys that Moldau acts on (not in the properties file).
+DYNAMIC_ONLY_ACTED = {
+    "leader.replication.throttled.rate": "Bytes per second this broker sends to followers of "
+    "the replicas in leader.replication.throttled.replicas (KIP-73; unset: unbounded).",
+    "follower.replication.throttled.rate": "Bytes per second this broker fetches for the "
+    "replicas in follower.replication.throttled.replicas (KIP-73; unset: unbounded).",
+}
+
 APPLIED_AT_RUN_TIME = frozenset(k for k, t in BROKER_SYNONYMS.items() if TOPIC_CONFIGS[t].acted) | {
     "log.cleaner.threads",
     "log.cleaner.backoff.ms",
+    *DYNAMIC_ONLY_ACTED,
 }
 
 # Why Moldau does not act on a Kafka broker key: (prefix or exact name, reason), first
@@ -105,10 +114,7 @@ _NOT_ACTED_ON: tuple[tuple[str, str], ...] = (
         "Java plug-in class; Moldau's quotas are Kafka's default ones.",
     ),
     ("replica.selector.class", "Fetching from the closest replica (KIP-392) is not offered yet."),
-    ("leader.replication.throttled.rate", "Replication quotas are not applied yet."),
-    ("follower.replication.throttled.rate", "Replication quotas are not applied yet."),
     ("replica.alter.log.dirs.io.max.bytes.per.second", "Log-dir moves are not throttled."),
-    ("replication.quota.", "Replication quotas are not applied yet."),
     ("alter.log.dirs.replication.quota.", "Log-dir moves are not throttled."),
     ("controller.quota.", "Controller mutation quotas are not applied."),
     ("group.consumer.", "KIP-848 groups use Moldau's fixed limits."),
@@ -174,9 +180,9 @@ def _synonym_entry(name: str, d: ConfigDef) -> BrokerEntry:
 
 
 def _kafka_entry(k: KafkaKey) -> BrokerEntry:
-    return BrokerEntry(
-        k.name, k.type, k.default, k.update_mode or READ_ONLY, False, not_acted_on_reason(k.name), k
-    )
+    acted = k.name in DYNAMIC_ONLY_ACTED
+    doc = DYNAMIC_ONLY_ACTED[k.name] if acted else not_acted_on_reason(k.name)
+    return BrokerEntry(k.name, k.type, k.default, k.update_mode or READ_ONLY, acted, doc, k)
 
 
 def _broker_catalog() -> dict[str, BrokerEntry]:

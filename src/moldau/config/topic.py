@@ -10,6 +10,7 @@ stored and described back, never refused as unknown.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -57,6 +58,7 @@ class ConfigDef:
     choices: tuple[str, ...] = ()
     acted: bool = True  # False: accepted and described, but Moldau does not apply it
     also: tuple[str, ...] = ()  # values allowed outside [minimum, maximum] ("-1")
+    item_format: str = ""  # list items must match this (with its description after "|")
 
     @property
     def first_synonym(self) -> str | None:
@@ -79,6 +81,8 @@ class ConfigDef:
         if self.type == "list":
             # Empty is allowed (Kafka 4 accepts an empty cleanup.policy: neither policy).
             items = tuple(item.strip() for item in text.split(",") if item.strip())
+            if self.item_format:
+                self._check_format(raw, items, source)
             if self.choices and any(item not in self.choices for item in items):
                 raise InvalidConfigError(
                     f"Invalid value {raw!r} for configuration {source}: "
@@ -91,6 +95,11 @@ class ConfigDef:
                 f"String must be one of: {', '.join(self.choices)}"
             )
         return text
+
+    def _check_format(self, raw: str, items: tuple[str, ...], source: str) -> None:
+        pattern, _, what = self.item_format.partition("|")
+        if items != ("*",) and not all(re.fullmatch(pattern, item) for item in items):
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {source}: {what}")
 
     def _parse_number(self, text: str, source: str) -> int:
         try:
@@ -138,6 +147,11 @@ class ConfigDef:
             )
         return value
 
+
+_THROTTLED_REPLICA = (
+    r"[0-9]+:[0-9]+|Must be the literal '*' or a list of replicas in the following format: "
+    "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+)
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -317,6 +331,19 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "the dirty ratio.",
             minimum=1,
         ),
+        *(
+            ConfigDef(
+                f"{side}.replication.throttled.replicas",
+                "",
+                "list",
+                "",
+                (),
+                f"Replicas throttled on the {side} side at {side}.replication.throttled.rate "
+                "(KIP-73): partition:broker,... or * (kafka-reassign-partitions --throttle).",
+                item_format=_THROTTLED_REPLICA,
+            )
+            for side in ("leader", "follower")
+        ),
     )
 }
 
@@ -344,8 +371,6 @@ NOT_ACTED_ON = {
     "compression.gzip.level": "Batches keep the producer's codec and level (no recompression yet).",
     "compression.lz4.level": "Batches keep the producer's codec and level (no recompression yet).",
     "compression.zstd.level": "Batches keep the producer's codec and level (no recompression yet).",
-    "follower.replication.throttled.replicas": "Replication quotas are not applied yet.",
-    "leader.replication.throttled.replicas": "Replication quotas are not applied yet.",
     "local.retention.bytes": "Tiered storage settings.",
     "local.retention.ms": "Tiered storage settings.",
     "remote.log.copy.disable": "Tiered storage settings.",
@@ -457,13 +482,13 @@ class LogConfig:
         values: dict[str, Any] = {
             d.field: d.parse(resolved[d.name].value, d.name)
             for d in TOPIC_CONFIGS.values()
-            if d.acted
+            if d.field
         }
         return cls(**values)
 
     def to_props(self) -> dict[str, str]:
         """Topic-key string form, e.g. for DescribeConfigs or persisting overrides."""
-        by_field = {d.field: d.name for d in TOPIC_CONFIGS.values() if d.acted}
+        by_field = {d.field: d.name for d in TOPIC_CONFIGS.values() if d.field}
         return {by_field[f.name]: _to_str(getattr(self, f.name)) for f in fields(self)}
 
     @property

@@ -34,6 +34,7 @@ from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
+from moldau.replication.quota import LEADER, ReplicationQuota
 from moldau.replication.txn_verification import Guard, TransactionVerifier
 from moldau.stats.counters import IsrStats, TopicStats
 from moldau.storage.local_log import LogReadResult
@@ -69,6 +70,8 @@ class AppendOrigin(Enum):
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
+    quota_window_num: int = 11  # replication.quota.window.num
+    quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
 
 
 @dataclass(slots=True)
@@ -158,6 +161,10 @@ class ReplicaManager:
         self.config = config or ReplicationConfig()
         self._config_for = config_for
         self.purgatory = Purgatory(scheduler)
+        # KIP-73: bytes sent to followers of throttled replicas (a metadata listener)
+        self.leader_quota = ReplicationQuota(
+            LEADER, node_id, self.config.quota_window_num, self.config.quota_window_ms
+        )
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
         # New replicas of a large change, opened a slice at a time or at their first
@@ -498,7 +505,22 @@ class ReplicaManager:
         """Read every partition; long-poll (woken by HW moves, or appends for followers)
         until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error.
         No partitions (e.g. a fetch that closes its session) is answered at once, as Kafka
-        does: nothing could ever arrive."""
+        does: nothing could ever arrive. A follower's bytes of throttled replicas count
+        against the leader's replication quota."""
+        results = await self._fetch(params, requested)
+        if params.from_follower:
+            quota = self.leader_quota
+            size = sum(
+                r.size
+                for p, r in zip(requested, results, strict=True)
+                if quota.is_throttled((p.topic, p.partition))
+            )
+            quota.record(size, self.clock.now_ms())
+        return results
+
+    async def _fetch(
+        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+    ) -> list[FetchResult]:
         results, total = self._read_all(params, requested)
         if (
             not requested
@@ -572,6 +594,10 @@ class ReplicaManager:
         )
         if p.fetch_offset == limit and p.fetch_offset >= out.log_start_offset:
             return out  # caught up: nothing to read (the common case of idle partitions)
+        if params.from_follower and self.leader_quota.should_throttle(
+            tp, params.replica_id in partition.isr, self.clock.now_ms()
+        ):
+            return out  # over the replication quota: this replica gets nothing this time
         try:
             out.records = replica_log.read(
                 p.fetch_offset,

@@ -85,7 +85,11 @@ class Broker:
             self.log_manager,
             self.scheduler,
             self.topic_log_config,
-            ReplicationConfig(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms")),
+            ReplicationConfig(
+                replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"),
+                quota_window_num=config.int("replication.quota.window.num"),
+                quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
+            ),
             # Both answered by parts built below, which need the replica manager themselves.
             propose_isr_change=lambda tp, proposal: self.isr_changes.submit(tp, proposal),
             transaction_verifier=TransactionVerifier(
@@ -123,6 +127,8 @@ class Broker:
             self.replica_manager,
             endpoint,
             FetcherConfig(
+                quota_window_num=config.int("replication.quota.window.num"),
+                quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
                 num_fetchers=config.int("num.replica.fetchers"),
                 fetch_max_bytes=config.int("replica.fetch.max.bytes"),
                 response_max_bytes=config.int("replica.fetch.response.max.bytes"),
@@ -138,6 +144,8 @@ class Broker:
         self.publisher.add_listener(self.dynamic_config)
         self.publisher.add_listener(self.replica_manager)
         self.publisher.add_listener(self.fetchers)
+        self.publisher.add_listener(self.replica_manager.leader_quota)
+        self.publisher.add_listener(self.fetchers.quota)
         self.publisher.add_listener(self.groups.runtime)
         self.transactions = self._transaction_coordinator(inter_broker)
         self.publisher.add_listener(self.transactions.runtime)

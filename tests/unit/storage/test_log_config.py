@@ -37,7 +37,7 @@ def test_defaults_are_kafkas() -> None:
 
 
 def test_table_defaults_match_dataclass_defaults() -> None:
-    acted = {name: d.default for name, d in TOPIC_CONFIGS.items() if d.acted}
+    acted = {name: d.default for name, d in TOPIC_CONFIGS.items() if d.field}
     assert LogConfig().to_props() == acted
 
 
