@@ -160,6 +160,13 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("log.cleaner.backoff.ms", int, "15000", "Sleep between log cleaner runs."),
         BrokerKey("log.cleaner.threads", int, "1", "Log cleaner threads (Moldau runs one)."),
         BrokerKey(
+            "log.cleaner.dedupe.buffer.size",
+            int,
+            "134217728",
+            "Bounds the cleaner's key map (24 bytes a key, filled to 90%, shared by the "
+            "cleaner threads); a log with more dirty keys is cleaned in several passes.",
+        ),
+        BrokerKey(
             "replica.lag.time.max.ms", int, "30000", "A follower this far behind leaves the ISR."
         ),
         BrokerKey(

@@ -92,8 +92,11 @@ _NOT_ACTED_ON: tuple[tuple[str, str], ...] = (
         "queued.max.requests",
         "Moldau bounds requests in flight by bytes (queued.max.request.bytes).",
     ),
+    (
+        "log.cleaner.io.buffer.load.factor",
+        "The cleaner's key map is filled to Kafka's default, 0.9.",
+    ),
     ("log.cleaner.io.", "The cleaner is not throttled and sizes its own buffers."),
-    ("log.cleaner.dedupe.buffer.size", "The cleaner's key map is not bounded by size yet."),
     ("socket.", "Socket buffers and backlog are left to the operating system."),
     ("replica.socket.", "Socket buffers are left to the operating system."),
     ("fetch.purgatory.", "Java purgatory tuning; Moldau's delayed operations need none."),

@@ -38,6 +38,7 @@ from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.node_to_controller import ControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
+from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget, open_files_limit
 
@@ -78,6 +79,11 @@ class Broker:
             clock=self.clock.time,
             budget=self.budget,
             recovery_threads=config.int("num.recovery.threads.per.data.dir"),
+            cleaner_map_entries=offset_map_capacity(
+                config.int("log.cleaner.dedupe.buffer.size"),
+                config.int("log.cleaner.threads"),
+                CLEANER_MAP_LOAD_FACTOR,
+            ),
         )
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(

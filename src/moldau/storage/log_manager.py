@@ -95,8 +95,11 @@ class LogManager:
         budget: DescriptorBudget | None = None,
         recovery_threads: int = DEFAULT_RECOVERY_THREADS,
         caches: StorageCaches | None = None,
+        cleaner_map_entries: int | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
+        # Keys one cleaning pass may map (log.cleaner.dedupe.buffer.size); None: unbounded
+        self.cleaner_map_entries = cleaner_map_entries
         self.default_props = dict(default_config_props)
         self.default_config = LogConfig.from_props({}, self.default_props)
         self.clock = clock
@@ -389,6 +392,7 @@ class LogManager:
                         now,
                         high_watermark=hw,
                         aborted=self._stopping.is_set,
+                        max_map_entries=self.cleaner_map_entries,
                     )
                 except CleaningAbortedError:
                     continue  # truncated, deleted or stopping: cleaned again next time
