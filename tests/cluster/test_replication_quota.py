@@ -23,6 +23,7 @@ from tests.cluster.test_admin_cli import moldau
 RATE = 150_000  # bytes per second, leader and follower side
 RECORDS, SIZE = 1_200, 1_000
 RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"  # --verify clears it too
 REPLICAS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 
 
@@ -59,9 +60,9 @@ def catch_up_seconds(
     cluster.wait_until(lambda: target in cluster.partition(topic)["isr"], timeout=120)
     elapsed = time.monotonic() - start
     if throttle:  # what --verify does once the reassignment is done
-        for node in (source, target):
+        for node in cluster.nodes:
             alter(admin, ResourceType.BROKER, str(node), AlterConfigOpType.DELETE,
-                  **dict.fromkeys(RATES, ""))  # fmt: skip
+                  **dict.fromkeys((*RATES, LOG_DIRS_RATE), ""))  # fmt: skip
         alter(admin, ResourceType.TOPIC, topic, AlterConfigOpType.DELETE,
               **dict.fromkeys(REPLICAS, ""))  # fmt: skip
     return elapsed

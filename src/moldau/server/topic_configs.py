@@ -7,10 +7,12 @@ names, defaults and synonyms); this module only shapes them the way Kafka report
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from moldau.config.catalog import BROKER_CATALOG
+from moldau.config.broker import LISTENER_SCOPED
+from moldau.config.catalog import BROKER_CATALOG, BrokerEntry
+from moldau.config.kafka import PER_BROKER
 from moldau.config.topic import (
     TOPIC_CONFIGS,
     ConfigDef,
@@ -135,6 +137,15 @@ def describe_topic(
     return entries
 
 
+def _listener_entry(key: str) -> BrokerEntry:
+    """A dynamic key for one listener: its base key's type and meaning, per broker."""
+    match = LISTENER_SCOPED.match(key)
+    base = BROKER_CATALOG.get(match["key"] or "") if match else None
+    if base is None:
+        return BrokerEntry(key, "string", None, PER_BROKER, False, "Listener setting.", None)
+    return replace(base, name=key, default=None, update_mode=PER_BROKER)
+
+
 def describe_broker(
     config: DynamicBrokerConfig, opts: DescribeOptions, *, cluster_default: bool = False
 ) -> list[DescribeConfigsResourceResult]:
@@ -149,7 +160,9 @@ def describe_broker(
     """
     entries = []
     layers = config.layers()
-    for key, entry in BROKER_CATALOG.items():
+    # Listener-scoped keys (listener.name.<l>.ssl.keystore.location ...) set dynamically.
+    scoped = sorted({k for _, layer in layers[:2] for k in layer} - BROKER_CATALOG.keys())
+    for key, entry in [*BROKER_CATALOG.items(), *((k, _listener_entry(k)) for k in scoped)]:
         if not opts.wants(key):
             continue
         if cluster_default:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from moldau.config.broker import BrokerConfig
 from moldau.config.catalog import BROKER_CATALOG
 from moldau.config.topic import TOPIC_CONFIGS, ConfigSource
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.publisher import LocalChanges
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.topic_configs import ConfigType, DescribeOptions, describe_broker, describe_topic
 
@@ -96,3 +100,21 @@ def test_broker_configs_with_their_source() -> None:
     assert configs["log.retention.ms"].value == "604800000"
     assert configs["log.retention.minutes"].value is None
     assert configs["log.retention.minutes"].config_source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_dynamic_listener_configs_and_passwords_are_described() -> None:
+    config = broker_config({})
+    key = "listener.name.plaintext.ssl.keystore.location"
+    dynamic = {"1": MappingProxyType({key: "/ks.p12", "ssl.key.password": "secret"})}
+    config.on_metadata_update(
+        MetadataImage(), MetadataImage(broker_configs=MappingProxyType(dynamic)), LocalChanges()
+    )
+    configs = by_name(describe_broker(config, ALL))
+    assert (configs[key].value, configs[key].config_source) == (
+        "/ks.p12",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    password = configs["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert password.config_source == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert configs["num.io.threads"].documentation.startswith("Not acted on by Moldau")
