@@ -20,11 +20,11 @@ from moldau.protocol.messages.update_features_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.controller.apis import ControllerApis
+    from moldau.controller.context import ControllerContext
 
 
 async def update_features(
-    apis: ControllerApis, version: int, request: UpdateFeaturesRequest
+    controller: ControllerContext, version: int, request: UpdateFeaturesRequest
 ) -> UpdateFeaturesResponse:
     """Each update is checked on its own; those that pass are applied (unless
     ``validate_only``) and the others answered INVALID_UPDATE_VERSION, as Kafka does."""
@@ -37,7 +37,7 @@ async def update_features(
             if version == 0:  # AllowDowngrade became UpgradeType in v1
                 upgrade = UpgradeType.SAFE_DOWNGRADE if u.allow_downgrade else UpgradeType.UPGRADE
             why = check_update(
-                apis.decisions.node_id, finalized, u.feature, u.max_version_level, upgrade
+                controller.topics.node_id, finalized, u.feature, u.max_version_level, upgrade
             )
             results.append(
                 UpdatableFeatureResult(
@@ -55,10 +55,10 @@ async def update_features(
         response.results = results
         return ControllerResult(response, [] if request.validate_only else records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
-async def bootstrap_metadata_version(apis: ControllerApis, level: int) -> None:
+async def bootstrap_metadata_version(controller: ControllerContext, level: int) -> None:
     """Finalize ``metadata.version`` at ``level`` in a log that has none yet."""
 
     def op(image: MetadataImage) -> ControllerResult[None]:
@@ -69,4 +69,4 @@ async def bootstrap_metadata_version(apis: ControllerApis, level: int) -> None:
         ]
         return ControllerResult(None, records)
 
-    await apis.quorum.write(op)
+    await controller.quorum.write(op)

@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from moldau.config.broker import BrokerConfig
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.protocol.client import Address, ConnectionSecurity, NetworkClient
@@ -30,6 +31,7 @@ from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest,
 from moldau.protocol.messages.fetch_response import PartitionData
 from moldau.replication.quota import FOLLOWER, ReplicationQuota
 from moldau.replication.replica_manager import ReplicaManager, TopicPartition
+from moldau.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,23 @@ class FetcherConfig:
     quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
     request_timeout_ms: int = 30_000
     security: ConnectionSecurity | None = None  # TLS and SASL of the inter-broker listener
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> FetcherConfig:
+        return cls(
+            num_fetchers=config.int("num.replica.fetchers"),
+            fetch_max_bytes=config.int("replica.fetch.max.bytes"),
+            response_max_bytes=config.int("replica.fetch.response.max.bytes"),
+            wait_max_ms=config.int("replica.fetch.wait.max.ms"),
+            min_bytes=config.int("replica.fetch.min.bytes"),
+            backoff_ms=config.int("replica.fetch.backoff.ms"),
+            quota_window_num=config.int("replication.quota.window.num"),
+            quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
+            # Only a cluster has other brokers to fetch from (Kafka checks it always).
+            security=ClientSecurity.inter_broker(config)
+            if config.get("controller.quorum.voters")
+            else None,
+        )
 
 
 class Fetcher:

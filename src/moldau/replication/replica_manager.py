@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from moldau.clock import Scheduler, TimerHandle
+from moldau.config.broker import BrokerConfig
 from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
@@ -72,6 +73,14 @@ class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
     quota_window_num: int = 11  # replication.quota.window.num
     quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ReplicationConfig:
+        return cls(
+            replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"),
+            quota_window_num=config.int("replication.quota.window.num"),
+            quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
+        )
 
 
 @dataclass(slots=True)

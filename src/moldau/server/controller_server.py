@@ -16,15 +16,16 @@ from moldau.clock import AsyncioScheduler, TimerHandle
 from moldau.config.broker import BrokerConfig
 from moldau.controller.apis import ControllerApis
 from moldau.controller.cluster_control import ClusterControl
+from moldau.controller.context import ControllerContext
 from moldau.controller.feature_apis import bootstrap_metadata_version
 from moldau.controller.quorum_controller import MetadataLogWriter, QuorumController
 from moldau.controller.replication_control import ReplicationControl
-from moldau.controller.topic_control import Controller
+from moldau.controller.topic_control import TopicControl
 from moldau.metadata.features import LATEST_LEVEL, LEVELS, METADATA_VERSION, SUPPORTED, level_of
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.server.dynamic_config import DynamicBrokerConfig
-from moldau.storage.resources import DescriptorBudget, open_files_limit
+from moldau.storage.resources import DescriptorBudget
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +46,13 @@ class ControllerServer:
         self.config = config
         self.scheduler = scheduler
         self.quorum = QuorumController(log_writer, image, active=False)
-        decisions = Controller(
+        topics = TopicControl(
             config.node_id,
             config.log_defaults,
             config.int("num.partitions"),
             DynamicBrokerConfig.check,
             config.int("default.replication.factor"),
-            DescriptorBudget.derive(
-                open_files_limit(),
-                config.int("log.segment.open.files.max"),
-                config.int("max.broker.partitions"),
-            ).max_partitions,
+            DescriptorBudget.from_config(config).max_partitions,
         )
         cluster = ClusterControl(
             cluster_id,
@@ -63,11 +60,13 @@ class ControllerServer:
             config.int("broker.session.timeout.ms"),
         )
         self.apis = ControllerApis(
-            self.quorum,
-            decisions,
-            cluster=cluster,
-            clock=scheduler.clock,
-            delete_topic_enable=config.bool("delete.topic.enable"),
+            ControllerContext(
+                self.quorum,
+                topics,
+                cluster,
+                scheduler.clock,
+                delete_topic_enable=config.bool("delete.topic.enable"),
+            )
         )
         self._timers: list[TimerHandle] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -92,10 +91,10 @@ class ControllerServer:
             return
         log.info("node %d is the active controller", self.config.node_id)
         self.quorum.activate()
-        self.apis.cluster.activate(self.quorum.committed, self.scheduler.clock.now_ms())
+        self.apis.context.cluster.activate(self.quorum.committed, self.scheduler.clock.now_ms())
         if METADATA_VERSION not in self.quorum.committed.features:
             task = asyncio.get_running_loop().create_task(
-                bootstrap_metadata_version(self.apis, bootstrap_level(self.config))
+                bootstrap_metadata_version(self.apis.context, bootstrap_level(self.config))
             )
             self._tasks.add(task)
             task.add_done_callback(self._bootstrapped)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moldau.config.broker import BrokerConfig
 
 
 @dataclass(frozen=True)
@@ -16,6 +20,18 @@ class GroupConfig:
     # How long a group write (offset commit, join, sync ...) waits for the replicas to
     # acknowledge it before the request fails (COORDINATOR_NOT_AVAILABLE, as in Kafka).
     offsets_commit_timeout_ms: int = 5_000
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> GroupConfig:
+        return cls(
+            group_min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
+            group_max_session_timeout_ms=config.int("group.max.session.timeout.ms"),
+            group_initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
+            offsets_retention_minutes=config.int("offsets.retention.minutes"),
+            offsets_retention_check_interval_ms=config.int("offsets.retention.check.interval.ms"),
+            offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
+            offsets_commit_timeout_ms=config.int("offsets.commit.timeout.ms"),
+        )
 
     @property
     def offsets_retention_ms(self) -> int:
