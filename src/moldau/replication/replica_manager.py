@@ -694,6 +694,22 @@ class ReplicaManager:
             return OffsetLookup()  # nothing at or after it: no offset and no epoch (Kafka's -1s)
         return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
 
+    def end_offset_for_epoch(
+        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, epoch, end offset) where the epoch
+        is the largest one <= ``leader_epoch`` this log holds and the end offset where it
+        ends (the log end offset for the latest), -1s if unknown. A stale or future
+        ``current_leader_epoch`` is fenced as in Fetch."""
+        try:
+            _, replica_log = self._leader(tp, current_leader_epoch)
+        except KafkaError as e:
+            return e.code, -1, -1
+        epoch, end = replica_log.epoch_cache.end_offset_for(
+            leader_epoch, replica_log.log_end_offset
+        )
+        return ErrorCode.NONE, epoch, end
+
     def active_producers(self, tp: TopicPartition) -> list[ProducerEntry]:
         """DescribeProducers on the leader; raises KafkaError."""
         _, replica_log = self._leader(tp)
