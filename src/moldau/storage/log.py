@@ -74,9 +74,9 @@ CLEANED_SUFFIX = ".cleaned"  # a segment the cleaner is still writing: discarded
 SWAP_SUFFIX = ".swap"  # a complete cleaned segment replacing older ones: finished on open
 CLEANUP_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, SWAP_SUFFIX)
 SNAPSHOTS_TO_KEEP = 2
-# A log of one segment below this size gets no new producer snapshot or epoch checkpoint
-# file at close (creating files dominates closing many small logs): the next open reads
-# that segment's tail anyway and rebuilds them from its batch headers for less.
+# A log of one segment below this size gets no new producer snapshot at close (creating
+# files dominates closing many small logs): the next open reads that segment's tail
+# anyway and rebuilds it from its batch headers for less.
 SMALL_LOG_BYTES = 1 << 20
 READ_ATTEMPTS = 3  # a read racing a deletion retries with the new segment list
 
@@ -491,7 +491,8 @@ class Log:
         self._append(records, infos, now, markers)
         if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
             with self._lock:
-                self.epoch_cache.assign(leader_epoch, base_offset)
+                if self.epoch_cache.assign(leader_epoch, base_offset):
+                    self.epoch_cache.write(sync=False)  # as Kafka: on every new epoch
         return AppendResult(
             base_offset,
             next_offset - 1,
@@ -525,9 +526,14 @@ class Log:
             expected = info.next_offset
         self._append(records, infos, _now_ms(self.clock), _markers(records, infos))
         with self._lock:
+            changed = False
             for info in infos:
                 if info.partition_leader_epoch >= 0:
-                    self.epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
+                    changed |= self.epoch_cache.assign(
+                        info.partition_leader_epoch, info.base_offset
+                    )
+            if changed:
+                self.epoch_cache.write(sync=False)  # as Kafka: on every new epoch
         return AppendResult(infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset)
 
     def _append(
@@ -893,7 +899,7 @@ class Log:
             first = self._segment_index(self._recovery_point)
             last = self._segment_index(max(up_to - 1, 0))
             segments = self.segments[first : last + 1]
-            if self.epoch_cache.dirty:
+            if self.epoch_cache.dirty or not self.epoch_cache.durable:
                 self.epoch_cache.write()
             unsynced, self._unsynced_dirs = self._unsynced_dirs, set()
         for segment in segments:
@@ -929,9 +935,8 @@ class Log:
             else:
                 self._recovery_point = self.log_end_offset
             small = len(self.segments) == 1 and self.active.size <= SMALL_LOG_BYTES
-            cache = self.epoch_cache
-            if cache.dirty and (cache.on_disk or not small):
-                cache.write(sync=sync)
+            if self.epoch_cache.dirty:
+                self.epoch_cache.write(sync=sync)
             if self.producer_state.producers or not small:
                 self._write_producer_snapshot(sync=sync)
             for segment in self.segments:
