@@ -374,6 +374,7 @@ class ReplicaManager:
             return AppendResult(e.code, str(e))
         except OSError as e:
             log.error("append to %s-%d failed: %s", *tp, e)
+            self.log_manager.report_error(tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
         self.topic_stats.appended(tp[0], len(records), appended.base_offset, appended.last_offset)
         if verifier is not None and (verification is not None or origin is AppendOrigin.TXN_MARKER):
@@ -594,6 +595,28 @@ class ReplicaManager:
             if proposal is not None:
                 self.propose_isr_change(tp, proposal)
 
+    def handle_log_dir_failures(self) -> int:
+        """Take the log dirs reported failed offline (Kafka's LogDirFailureChannel): their
+        partitions go offline here, and those this broker leads are handed to the rest of
+        their ISR by an AlterPartition without this broker. Returns the dirs failed."""
+        failed = self.log_manager.failures.take()
+        for log_dir, reason in failed:
+            lost = self.log_manager.fail_dir(log_dir, reason)
+            for tp in lost:
+                self._pending.pop(tp, None)
+                self._offline.add(tp)
+                partition = self._partitions.pop(tp, None)
+                if partition is not None and partition.is_leader:
+                    others = tuple(r for r in partition.isr if r != self.node_id)
+                    if others:
+                        proposal = IsrProposal(
+                            partition.leader_epoch, partition.partition_epoch, others
+                        )
+                        self.propose_isr_change(tp, proposal)
+                self._wake(tp)
+            log.error("log dir %s failed: %d partition(s) offline here", log_dir, len(lost))
+        return len(failed)
+
     def isr_change_failed(self, tp: TopicPartition) -> None:
         partition = self._partitions.get(tp)
         if partition is not None:
@@ -632,6 +655,7 @@ class ReplicaManager:
             try:
                 replica_log.append_as_follower(view, scan_batches(view, strict=False))
             except OSError as e:
+                self.log_manager.report_error(tp, e)
                 raise KafkaError(
                     f"follower append failed: {e.strerror}", ErrorCode.KAFKA_STORAGE_ERROR
                 ) from e

@@ -39,6 +39,7 @@ from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.storage.log_manager import LogManager
+from moldau.storage.meta_properties import directory_uuid
 from moldau.storage.resources import DescriptorBudget, open_files_limit
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 ALTER_LOG_DIRS_INTERVAL_MS = 200  # how often future logs copy from their current ones
+LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
 
 
 class Broker:
@@ -144,6 +146,7 @@ class Broker:
         )
         self.loader = MetadataLoader(self.publisher)
         c = config
+        dir_ids = {d: directory_uuid(d) for d in config.log_dirs}
         self.lifecycle = BrokerLifecycle(
             self.node_id,
             cluster_id,
@@ -152,6 +155,12 @@ class Broker:
             rack=c.get("broker.rack") or None,
             heartbeat_interval_ms=c.int("broker.heartbeat.interval.ms"),
             session_timeout_ms=c.int("broker.session.timeout.ms"),
+            log_dir_ids=[i for i in dir_ids.values() if i is not None],
+            offline_log_dir_ids=lambda: [
+                i
+                for d, i in dir_ids.items()
+                if i is not None and d in self.log_manager.offline_dirs
+            ],
         )
         lifecycle = self.lifecycle
         self.producer_ids = ProducerIdManager(self.node_id, channel, lambda: lifecycle.epoch)
@@ -213,6 +222,7 @@ class Broker:
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
         every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
+        every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
         self.transactions.start()
 
     async def _retention(self) -> None:
@@ -237,6 +247,10 @@ class Broker:
                 self.log_manager.replace_current_with_future(tp)
             except (OSError, KafkaError):
                 log.exception("%s-%d: swapping in the moved log failed", *tp)
+
+    def _handle_log_dir_failures(self) -> None:
+        if self.replica_manager.handle_log_dir_failures():
+            self.lifecycle.heartbeat_now()  # report the offline dirs at once
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.clock.now_ms())

@@ -46,12 +46,17 @@ class BrokerLifecycle:
         rack: str | None = None,
         heartbeat_interval_ms: int = 2_000,
         session_timeout_ms: int = 9_000,
+        log_dir_ids: Sequence[bytes] = (),
+        offline_log_dir_ids: Callable[[], list[bytes]] = list,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.channel = channel
         self.metadata_offset = metadata_offset
         self.rack = rack
+        # KIP-858: the directory ids of every log dir, and of those offline now.
+        self.log_dir_ids = list(log_dir_ids)
+        self.offline_log_dir_ids = offline_log_dir_ids
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.session_timeout_s = session_timeout_ms / 1000
         self.incarnation_id = uuid.uuid4().bytes
@@ -64,6 +69,10 @@ class BrokerLifecycle:
         self._wake = asyncio.Event()  # the next heartbeat goes out now
         self._last_answer = -float("inf")  # loop time of the controller's last answer
         self._task: asyncio.Task[None] | None = None
+
+    def heartbeat_now(self) -> None:
+        """Send the next heartbeat at once (e.g. a log dir went offline)."""
+        self._wake.set()
 
     def start(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
         """Register with the listeners clients reach (name, host, port), then heartbeat."""
@@ -142,6 +151,7 @@ class BrokerLifecycle:
             incarnation_id=self.incarnation_id,
             listeners=self.listeners,
             rack=self.rack,
+            log_dirs=self.log_dir_ids,
             previous_broker_epoch=self.epoch,
         )
         response = await self.channel.call(
@@ -165,6 +175,7 @@ class BrokerLifecycle:
             current_metadata_offset=self.metadata_offset(),
             want_fence=False,
             want_shut_down=self._shutting_down,
+            offline_log_dirs=self.offline_log_dir_ids(),
         )
         response: BrokerHeartbeatResponse = await self.channel.call(
             ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request

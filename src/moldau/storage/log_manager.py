@@ -9,9 +9,12 @@ a clean-shutdown marker, so a clean restart reads only each log's active segment
 a crash recovers only what was not flushed (``num.recovery.threads.per.data.dir``
 threads per dir) and compaction does not redo work.
 
-JBOD: a new partition goes to the dir holding the fewest partitions (or the one an
-AlterReplicaLogDirs asked for); a replica moves between dirs through a *future* log
-(``alter_log_dirs``) that is swapped in once it has caught up.
+JBOD: a new partition goes to the online dir holding the fewest partitions (or the one
+an AlterReplicaLogDirs asked for); a replica moves between dirs through a *future* log
+(``alter_log_dirs``) that is swapped in once it has caught up. An I/O error in a dir is
+reported to ``failures`` (Kafka's LogDirFailureChannel) and ``fail_dir`` takes the dir
+offline: its logs are dropped (their partitions are offline here), nothing is written
+there any more, the other dirs go on.
 
 Capacity: descriptors are a budget (``resources.DescriptorBudget``), not a per-partition
 cost. ``create_logs`` checks the partition limit, descriptors, memory maps and disk before
@@ -50,6 +53,7 @@ from moldau.storage.checkpoint import (
 from moldau.storage.cleaner import clean_log
 from moldau.storage.files import StorageCaches
 from moldau.storage.log import CleaningAbortedError, Log
+from moldau.storage.log_dir_failure import LogDirFailureChannel, is_dir_failure
 from moldau.storage.resources import (
     DESCRIPTOR_RESERVE,
     MAP_RESERVE,
@@ -140,6 +144,8 @@ class LogManager:
         self._future_dir_of: dict[TopicPartition, Path] = {}
         # Where AlterReplicaLogDirs wants a replica not hosted yet (Kafka's preferredLogDirs).
         self._preferred_dir: dict[TopicPartition, Path] = {}
+        self.failures = LogDirFailureChannel()
+        self._offline_dirs: dict[Path, str] = {}  # failed log dirs: why
         self._pending_deletes: list[tuple[int, Log]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
@@ -150,7 +156,10 @@ class LogManager:
         self._resources_checked = -RESOURCE_CHECK_INTERVAL_S  # monotonic time of a pass
         self.cleaner_stats = CleanerStats()
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                self._offline_dirs[log_dir] = e.strerror or str(e)
 
     def config_for(self, topic_overrides: Mapping[str, str]) -> LogConfig:
         """A topic's LogConfig from its overrides over this broker's defaults."""
@@ -171,8 +180,12 @@ class LogManager:
         offline instead of stopping the broker.
         """
         futures: list[tuple[TopicPartition, Path, Path]] = []
-        for log_dir in self.log_dirs:
-            futures += self._load_dir(log_dir, topic_configs, keep)
+        for log_dir in self.online_dirs:
+            try:
+                futures += self._load_dir(log_dir, topic_configs, keep)
+            except OSError as e:
+                logger.error("log dir %s cannot be read and is offline: %s", log_dir, e)
+                self.fail_dir(log_dir, e.strerror or str(e))
         for tp, path, log_dir in futures:
             self._load_future(tp, path, log_dir, topic_configs(tp[0]))
 
@@ -310,8 +323,10 @@ class LogManager:
                 if tp in self._offline:
                     raise StorageError(f"{topic}-{partition} is offline: {self._offline[tp]}")
                 log_dir = self._preferred_dir.pop(tp, None) or min(
-                    self.log_dirs, key=self._hosted.__getitem__
+                    self.online_dirs, key=self._hosted.__getitem__, default=None
                 )
+                if log_dir is None:
+                    raise StorageError("every log dir of this broker is offline")
                 path = log_dir / log_dir_name(topic, partition)
                 if path.exists():
                     logger.warning("%s: leftover directory of a new partition; removing it", path)
@@ -391,7 +406,40 @@ class LogManager:
             if log_topic == topic:
                 log.update_config(config)
 
-    # -- log dirs (DescribeLogDirs, AlterReplicaLogDirs) ---------------------------
+    # -- log dirs (DescribeLogDirs, AlterReplicaLogDirs, failures) ----------------
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self._offline_dirs]
+
+    @property
+    def offline_dirs(self) -> dict[Path, str]:
+        return dict(self._offline_dirs)
+
+    def report_error(self, tp: TopicPartition, error: OSError) -> None:
+        """An I/O error on the partition's log: its dir fails (not for a full disk)."""
+        log_dir = self._dir_of.get(tp)
+        if log_dir is not None and is_dir_failure(error):
+            self.failures.report(log_dir, error.strerror or str(error))
+
+    def fail_dir(self, log_dir: Path, reason: str) -> list[TopicPartition]:
+        """Take the dir offline (on the event loop): its logs are dropped without
+        touching the disk again and their partitions are offline here until a restart
+        finds the dir healthy. Returns those partitions."""
+        if log_dir in self._offline_dirs:
+            return []
+        self._offline_dirs[log_dir] = reason
+        logger.error("log dir %s is offline: %s", log_dir, reason)
+        lost = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        for tp in lost:
+            self._remove(tp)
+            self._offline[tp] = f"log dir {log_dir} is offline: {reason}"
+        for tp in [tp for tp, d in self._future_dir_of.items() if d == log_dir]:
+            del self._future[tp], self._future_dir_of[tp]
+        for tp, d in list(self._preferred_dir.items()):
+            if d == log_dir:
+                del self._preferred_dir[tp]
+        return lost
+
     def log_dir(self, path: str) -> Path:
         """The configured log dir at ``path`` (as DescribeLogDirs names it); raises
         LOG_DIR_NOT_FOUND for any other path."""
@@ -417,9 +465,14 @@ class LogManager:
                     )
         described = []
         for log_dir, in_dir in replicas.items():
+            offline = self._offline_dirs.get(log_dir)
+            if offline is not None:
+                described.append(LogDirDescription(log_dir, offline, -1, -1, []))
+                continue
             try:
                 space = DiskSpace.of(log_dir)
             except OSError as e:
+                self.failures.report(log_dir, e.strerror or str(e))
                 described.append(LogDirDescription(log_dir, e.strerror or str(e), -1, -1, []))
                 continue
             described.append(
@@ -433,6 +486,8 @@ class LogManager:
         request answers REPLICA_NOT_AVAILABLE; asking for the dir it is in cancels a move
         under way. Raises KafkaError."""
         tp = (topic, partition)
+        if destination in self._offline_dirs:
+            raise StorageError(f"log dir {destination} is offline")
         if len(future_dir_name(log_dir_name(*tp), uuid.uuid4().hex)) > 255:
             raise KafkaError("The topic name is too long.", ErrorCode.INVALID_TOPIC_EXCEPTION)
         if tp in self._offline:
@@ -636,7 +691,7 @@ class LogManager:
     def read_replication_checkpoint(self) -> dict[TopicPartition, int]:
         """High watermarks from every log dir's ``replication-offset-checkpoint``."""
         hws: dict[TopicPartition, int] = {}
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs:
             hws.update(_read_checkpoint_or_empty(log_dir / REPLICATION_OFFSET_CHECKPOINT))
         return hws
 
@@ -649,11 +704,18 @@ class LogManager:
             # Read under the lock: offsets gathered before a log was deleted must not put
             # it back into a checkpoint written after its deletion.
             dir_of = dict(self._dir_of)
-            for log_dir in self.log_dirs:
-                write_checkpoint(
-                    log_dir / name,
-                    {tp: o for tp, o in offsets.items() if dir_of.get(tp) == log_dir},
-                )
+            for log_dir in self.online_dirs:
+                try:
+                    write_checkpoint(
+                        log_dir / name,
+                        {tp: o for tp, o in offsets.items() if dir_of.get(tp) == log_dir},
+                    )
+                except OSError as e:
+                    # As Kafka: a checkpoint that cannot be written fails its dir only.
+                    if not is_dir_failure(e):
+                        logger.warning("%s: cannot write %s: %s", log_dir, name, e)
+                        continue
+                    self.failures.report(log_dir, f"cannot write {name}: {e.strerror or e}")
 
     def shutdown(self) -> None:
         """Stop background passes, close every log, make it all durable with one sync,
@@ -666,10 +728,10 @@ class LogManager:
                 log.delete()
             self._pending_deletes = []
             started = time.monotonic()
-            sync_filesystems(self.log_dirs)
+            sync_filesystems(self.online_dirs)
             logger.info("log dirs synced in %.2f s", time.monotonic() - started)
             self.checkpoint()
-            for log_dir in self.log_dirs:
+            for log_dir in self.online_dirs:
                 (log_dir / CLEAN_SHUTDOWN_FILE).touch()
                 fsync_dir(log_dir)
             self._logs.clear()
@@ -693,7 +755,7 @@ def _read_checkpoint_or_empty(path: Path) -> dict[TopicPartition, int]:
     checkpoint it only does more work (recovers from the start, keeps every record)."""
     try:
         return read_checkpoint(path)
-    except StorageError as e:
+    except (StorageError, OSError) as e:
         logger.warning("%s; ignoring it", e)
         return {}
 

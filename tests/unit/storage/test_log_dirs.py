@@ -137,3 +137,32 @@ def test_alter_errors(tmp_path: Path) -> None:
     assert dirs_of(m)[("filler", 0)] == ("d1", False)
     m.get_or_create_log("later", 0, CONFIG)
     assert dirs_of(m)[("later", 0)] == ("d1", False)
+
+
+def test_a_dir_failing_a_checkpoint_goes_offline_and_the_other_serves(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    m.create_logs([("t", p, CONFIG) for p in range(4)])
+    lost_dir = tmp_path / "d2"
+    lost_dir.rename(tmp_path / "d2.gone")
+    lost_dir.write_bytes(b"a file now")  # the dir is gone: writing there fails
+    m.checkpoint()
+    ((failed, reason),) = m.failures.take()
+    assert failed == lost_dir and "Not a directory" in reason
+    assert m.failures.take() == []  # reported once
+    lost = m.fail_dir(failed, reason)
+    assert sorted(lost) == [("t", 1), ("t", 3)]
+    assert all(m.get_log(*tp) is None for tp in lost) and set(m.offline) == set(lost)
+    described = {d.path.name: d for d in m.describe_dirs()}
+    assert described["d2"].error == reason and described["d2"].replicas == []
+    assert described["d1"].error is None and len(described["d1"].replicas) == 2
+    (new,) = m.create_logs([("u", 0, CONFIG)])  # only the online dir takes partitions
+    assert new.dir.parent == tmp_path / "d1"
+    with pytest.raises(KafkaError) as raised:
+        m.alter_log_dir("t", 0, lost_dir)
+    assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    m.checkpoint()  # the healthy dir goes on
+    assert m.failures.take() == []
+    m.shutdown()
+    again = manager(tmp_path)  # the dir is still a file at the restart: offline again
+    again.load_logs()
+    assert lost_dir in again.offline_dirs and sorted(again.logs) == [("t", 0), ("t", 2), ("u", 0)]

@@ -86,9 +86,7 @@ async def handle(
     if not services.authorizer.cluster(ctx, AclOperation.DESCRIBE):
         return DescribeLogDirsResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     wanted = (
-        None
-        if request.topics is None
-        else {t.topic: set(t.partitions) for t in request.topics}
+        None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
     )
     # statvfs per dir: off the event loop.
     dirs = await asyncio.to_thread(services.replica_manager.log_manager.describe_dirs)
