@@ -9,7 +9,7 @@ Pure of threads and timers: ``catch_up`` is one bounded step the caller repeats.
 from __future__ import annotations
 
 from moldau.records.batch import scan_batches
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 FUTURE_DIR_SUFFIX = "-future"
 COPY_BYTES_PER_STEP = 8 << 20  # what one step copies at most per partition
@@ -28,7 +28,7 @@ def parse_future_dir_name(name: str) -> str | None:
     return current if sep and unique_id.isalnum() else None
 
 
-def catch_up(current: Log, future: Log, max_bytes: int = COPY_BYTES_PER_STEP) -> bool:
+def catch_up(current: UnifiedLog, future: UnifiedLog, max_bytes: int = COPY_BYTES_PER_STEP) -> bool:
     """Bring ``future`` one step closer to ``current``; returns whether it has caught up
     (same log end offset).
 
@@ -48,7 +48,7 @@ def catch_up(current: Log, future: Log, max_bytes: int = COPY_BYTES_PER_STEP) ->
     return future.log_end_offset == current.log_end_offset
 
 
-def _truncate_diverged(current: Log, future: Log) -> None:
+def _truncate_diverged(current: UnifiedLog, future: UnifiedLog) -> None:
     leo, current_leo = future.log_end_offset, current.log_end_offset
     latest = future.epoch_cache.latest_epoch
     target = leo

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from moldau.config.topic import LogConfig
-from moldau.metrics.stats import CleanerStats
 from moldau.protocol.errors import ErrorCode, KafkaError, StorageError
+from moldau.stats.counters import CleanerStats
 from moldau.storage.alter_log_dirs import catch_up, future_dir_name, parse_future_dir_name
 from moldau.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -52,7 +52,7 @@ from moldau.storage.checkpoint import (
 )
 from moldau.storage.cleaner import clean_log
 from moldau.storage.files import StorageCaches
-from moldau.storage.log import CleaningAbortedError, Log
+from moldau.storage.local_log import CleaningAbortedError
 from moldau.storage.log_dir_failure import LogDirFailureChannel, is_dir_failure
 from moldau.storage.resources import (
     DESCRIPTOR_RESERVE,
@@ -65,6 +65,7 @@ from moldau.storage.resources import (
     open_files_limit,
     storage_error,
 )
+from moldau.storage.unified_log import UnifiedLog
 
 logger = logging.getLogger(__name__)
 
@@ -135,18 +136,18 @@ class LogManager:
         self.caches = caches or StorageCaches(self.budget.open_files_max)
         # Mutated by the event loop only; worker threads iterate list() snapshots, which
         # the GIL makes atomic.
-        self._logs: dict[TopicPartition, Log] = {}
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._hosted = {d: 0 for d in self.log_dirs}  # partitions per log dir
         self._offline: dict[TopicPartition, str] = {}  # failed to load: why
         # Replicas moving to another dir: the future log and its dir.
-        self._future: dict[TopicPartition, Log] = {}
+        self._future: dict[TopicPartition, UnifiedLog] = {}
         self._future_dir_of: dict[TopicPartition, Path] = {}
         # Where AlterReplicaLogDirs wants a replica not hosted yet (Kafka's preferredLogDirs).
         self._preferred_dir: dict[TopicPartition, Path] = {}
         self.failures = LogDirFailureChannel()
         self._offline_dirs: dict[Path, str] = {}  # failed log dirs: why
-        self._pending_deletes: list[tuple[int, Log]] = []
+        self._pending_deletes: list[tuple[int, UnifiedLog]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
         self._cleaner_lock = threading.Lock()
@@ -198,14 +199,16 @@ class LogManager:
         config = self.config_for(topic_config)
         try:
             if tp in self._logs or tp in self._offline:
-                log = Log.open(path, config, clock=self.clock, caches=self.caches)
+                log = UnifiedLog.open(path, config, clock=self.clock, caches=self.caches)
                 self._future[tp], self._future_dir_of[tp] = log, log_dir
                 self._hosted[log_dir] += 1
                 return
             current = log_dir / log_dir_name(*tp)
             path.rename(current)
             fsync_dir(log_dir)
-            self._add(tp, Log.open(current, config, clock=self.clock, caches=self.caches), log_dir)
+            self._add(
+                tp, UnifiedLog.open(current, config, clock=self.clock, caches=self.caches), log_dir
+            )
         except (OSError, KafkaError) as e:
             logger.error("%s: cannot open the future log, dropping it: %s", path, e)
             shutil.rmtree(path, ignore_errors=True)
@@ -250,8 +253,8 @@ class LogManager:
                 continue
             found[tp] = path
 
-        def open_log(tp: TopicPartition, path: Path) -> Log:
-            return Log.open(
+        def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
+            return UnifiedLog.open(
                 path,
                 self.config_for(topic_configs(tp[0])),
                 recovery_point=recovery_points.get(tp, 0),
@@ -286,11 +289,11 @@ class LogManager:
         return future_logs
 
     # -- access --------------------------------------------------------------------
-    def get_log(self, topic: str, partition: int) -> Log | None:
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         return self._logs.get((topic, partition))
 
     @property
-    def logs(self) -> dict[TopicPartition, Log]:
+    def logs(self) -> dict[TopicPartition, UnifiedLog]:
         return dict(self._logs)
 
     @property
@@ -298,7 +301,7 @@ class LogManager:
         """Partitions whose log failed to load, and why."""
         return dict(self._offline)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig) -> Log:
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig) -> UnifiedLog:
         """The partition's log, created (without the capacity check: its metadata is
         committed already) in the log dir holding the fewest partitions."""
         log = self._logs.get((topic, partition))
@@ -306,7 +309,7 @@ class LogManager:
             return log
         return self._create([(topic, partition, config)])[0]
 
-    def create_logs(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[Log]:
+    def create_logs(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[UnifiedLog]:
         """Create the logs of new partitions, all or none: check capacity, create each
         and, if one fails, remove the others. Raises KafkaError (POLICY_VIOLATION or
         KAFKA_STORAGE_ERROR) with a message for the request."""
@@ -315,8 +318,8 @@ class LogManager:
         self._create(missing)
         return [self._logs[(t, p)] for t, p, _ in partitions]
 
-    def _create(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[Log]:
-        created: list[tuple[TopicPartition, Log]] = []
+    def _create(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[UnifiedLog]:
+        created: list[tuple[TopicPartition, UnifiedLog]] = []
         try:
             for topic, partition, config in partitions:
                 tp = (topic, partition)
@@ -332,7 +335,7 @@ class LogManager:
                     logger.warning("%s: leftover directory of a new partition; removing it", path)
                     shutil.rmtree(path)
                 try:
-                    log = Log.open(path, config, clock=self.clock, caches=self.caches)
+                    log = UnifiedLog.open(path, config, clock=self.clock, caches=self.caches)
                 except BaseException:
                     shutil.rmtree(path, ignore_errors=True)
                     raise
@@ -393,7 +396,7 @@ class LogManager:
             )
         self._resources_checked = now
 
-    def _add(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+    def _add(self, tp: TopicPartition, log: UnifiedLog, log_dir: Path) -> None:
         self._logs[tp], self._dir_of[tp] = log, log_dir
         self._hosted[log_dir] += 1
 
@@ -505,7 +508,7 @@ class LogManager:
             return
         path = destination / future_dir_name(log_dir_name(*tp), uuid.uuid4().hex)
         try:
-            future = Log.open(path, current.config, clock=self.clock, caches=self.caches)
+            future = UnifiedLog.open(path, current.config, clock=self.clock, caches=self.caches)
         except OSError as e:
             shutil.rmtree(path, ignore_errors=True)
             raise storage_error(e, "cannot create the future log") from e
@@ -554,7 +557,7 @@ class LogManager:
         path = destination / log_dir_name(*tp)
         future.dir.rename(path)
         fsync_dir(destination)
-        moved = Log.open(
+        moved = UnifiedLog.open(
             path,
             current.config,
             recovery_point=current.log_end_offset,
@@ -587,7 +590,7 @@ class LogManager:
         self._cleaner_offsets.pop(tp, None)
         self._retire(tp, log)
 
-    def _retire(self, tp: TopicPartition, log: Log) -> None:
+    def _retire(self, tp: TopicPartition, log: UnifiedLog) -> None:
         """Forget the log and rename its dir to ``<name>.<id>-delete`` at once (it is
         gone from the next load); its files go after file.delete.delay.ms."""
         topic, partition = tp

@@ -11,8 +11,8 @@ from storage_helpers import append, batch
 from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.alter_log_dirs import catch_up, parse_future_dir_name
-from moldau.storage.log import Log
 from moldau.storage.log_manager import LogManager
+from moldau.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=4096)
 
@@ -27,7 +27,7 @@ def dirs_of(m: LogManager) -> dict[tuple[str, int], tuple[str, bool]]:
     }
 
 
-def content(log: Log) -> bytes:
+def content(log: UnifiedLog) -> bytes:
     return log.read_bytes(log.log_start_offset, 1 << 30)
 
 
@@ -106,8 +106,8 @@ def test_restart_resumes_a_move_and_promotes_an_orphaned_future(tmp_path: Path) 
 
 
 def test_catch_up_follows_truncation_and_log_start(tmp_path: Path) -> None:
-    current = Log.open(tmp_path / "c", CONFIG)
-    future = Log.open(tmp_path / "f", CONFIG)
+    current = UnifiedLog.open(tmp_path / "c", CONFIG)
+    future = UnifiedLog.open(tmp_path / "f", CONFIG)
     for i in range(10):
         append(current, batch(2, tag=i), leader_epoch=1)
     assert catch_up(current, future)
