@@ -160,7 +160,11 @@ def test_move_replicas_while_producing(
     assert len(produced) == len(acked)
     assert_log_matches(produced, consume_confluent(jbod.bootstrap, topic), acked=acked)
     jbod.restart()  # the new placement is what the dirs hold: it survives
-    assert current_dirs(admin, topic) == targets
+    after_restart = KafkaAdminClient(bootstrap_servers=jbod.bootstrap)
+    try:
+        assert current_dirs(after_restart, topic) == targets
+    finally:
+        after_restart.close()
     assert_log_matches(produced, consume_confluent(jbod.bootstrap, topic), acked=acked)
 
 
