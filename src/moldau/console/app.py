@@ -185,9 +185,13 @@ class _Pages:
             status = 404 if str(exc).startswith(_NOT_FOUND) else 502
         return self._page(request, "error.html", status, error=str(exc), section=None)
 
-    def _sizes(self, topic: TopicInfo) -> TopicInfo:
-        scrape = self.sampler.scrape
-        return with_sizes(topic, scrape.log_sizes()) if scrape else topic
+    async def _sizes(self, topics: list[TopicInfo]) -> list[TopicInfo]:
+        """Partition sizes from DescribeLogDirs (what Kafka UIs show), else from the
+        brokers' metrics."""
+        sizes = await _call(self.cluster.partition_sizes)
+        if not sizes and self.sampler.scrape:
+            sizes = self.sampler.scrape.log_sizes()
+        return [with_sizes(t, sizes) for t in topics]
 
     # --- overview and topics ------------------------------------------------------------
 
@@ -199,7 +203,7 @@ class _Pages:
     async def topics(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
         internal = request.query_params.get("internal") == "on"
-        topics = [self._sizes(t) for t in await _call(self.cluster.topics)]
+        topics = await self._sizes(await _call(self.cluster.topics))
         shown = [
             t for t in topics if (internal or not t.internal) and query.lower() in t.name.lower()
         ]
@@ -233,7 +237,7 @@ class _Pages:
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
-        topic = self._sizes(await _call(self.cluster.topic, name))
+        (topic,) = await self._sizes([await _call(self.cluster.topic, name)])
         groups = [g for g in await _call(self.cluster.groups) if name in g.topics]
         return self._page(
             request, "topic.html", section="topics", tab="partitions", topic=topic, groups=groups
