@@ -1,6 +1,7 @@
-"""KIP-320 with librdkafka on a cluster: a consumer in the middle of a partition whose
-leader changes validates its position with OffsetForLeaderEpoch at the new leader, then
-reads on: every record once, in order. The new leader fences the old epoch."""
+"""KIP-320 on a cluster: a consumer in the middle of a partition whose leader changes
+validates its position with OffsetForLeaderEpoch at the new leader, then reads on: every
+record once, in order. librdkafka first, then (after a second leader change) the Java
+client. The new leader fences the old epoch."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from moldau.protocol.messages.offset_for_leader_epoch_request import (
 from moldau.testing import ClusterProcess
 from moldau.testing.process import TEST_DEFAULTS
 from tests.integration.helpers import DEADLINE_S, RawClient
+from tests.java.client import JavaClient, consumed
 from tests.metrics.helpers import Samples
 
 TOPIC = "kip320"
@@ -52,7 +54,16 @@ def end_offset_for(node: str, epoch: int, current: int) -> tuple[int, int, int]:
     return p.error_code, p.leader_epoch, p.end_offset
 
 
-def test_consumer_validates_its_position_after_a_leader_change(tmp_path: Path) -> None:
+def new_leader_after_stopping(cluster: ClusterProcess, old: int) -> int:
+    cluster.stop(old)  # controlled shutdown: the leadership moves
+    return int(
+        cluster.wait_until(lambda: (lead := cluster.leader(TOPIC)) not in (old, -1) and lead)
+    )
+
+
+def test_consumers_validate_their_position_after_a_leader_change(
+    tmp_path: Path, java: JavaClient
+) -> None:
     cluster = ClusterProcess(3, configs=TEST_DEFAULTS, data_dir=tmp_path / "c", metrics=True)
     with cluster.start():
         cluster.create_topic(TOPIC, 1, replication_factor=3)
@@ -70,10 +81,7 @@ def test_consumer_validates_its_position_after_a_leader_change(tmp_path: Path) -
             consumer.assign([TopicPartition(TOPIC, 0, 0)])
             values: list[bytes] = []
             read(consumer, values, COUNT // 2)
-            cluster.stop(old_leader)  # controlled shutdown: the leadership moves
-            new_leader = cluster.wait_until(
-                lambda: (lead := cluster.leader(TOPIC)) not in (old_leader, -1) and lead
-            )
+            new_leader = new_leader_after_stopping(cluster, old_leader)
             cluster.produce(TOPIC, *(b"w%05d" % i for i in range(COUNT)))
             read(consumer, values, 2 * COUNT)
         finally:
@@ -87,3 +95,27 @@ def test_consumer_validates_its_position_after_a_leader_change(tmp_path: Path) -
         error, epoch, end = end_offset_for(node, 0, -1)
         assert (error, epoch, end) == (ErrorCode.NONE, 0, COUNT)
         assert end_offset_for(node, 0, 0)[0] == ErrorCode.FENCED_LEADER_EPOCH
+
+        # The Java client, positioned at the end, across a second leader change (the first
+        # node back first: stopping two of three would lose the controller quorum).
+        cluster.start_node(old_leader)
+        cluster.wait_until(lambda: old_leader in cluster.partition(TOPIC)["isr"])
+        process = java.start(
+            "consume", "--bootstrap", cluster.bootstrap_servers, "--topic", TOPIC,
+            "--from-earliest", "--max-records", str(3 * COUNT), "--timeout-ms", "90000",
+            "--config", "metadata.max.age.ms=500",
+        )  # fmt: skip
+        try:
+            process.wait_for(
+                lambda e: e.get("offset") == 2 * COUNT - 1, "the Java consumer at the end"
+            )
+            last_leader = new_leader_after_stopping(cluster, new_leader)
+            cluster.produce(TOPIC, *(b"x%05d" % i for i in range(COUNT)))
+            result = process.result(DEADLINE_S)
+        finally:
+            process.kill()
+        assert result.returncode == 0 and not result.errors, str(result)
+        got = [g.value for g in consumed(result.events)[0]]
+        assert got == expected + [b"x%05d" % i for i in range(COUNT)]
+        asked = Samples.scrape(cluster.metrics_url(last_leader)).requests("OffsetForLeaderEpoch")
+        assert asked >= 1, "the Java client did not validate its position at the new leader"
