@@ -421,7 +421,11 @@ class LogManager:
     def report_error(self, tp: TopicPartition, error: OSError) -> None:
         """An I/O error on the partition's log: its dir fails (not for a full disk)."""
         log_dir = self._dir_of.get(tp)
-        if log_dir is not None and is_dir_failure(error):
+        if log_dir is not None:
+            self._report(log_dir, error)
+
+    def _report(self, log_dir: Path, error: OSError) -> None:
+        if is_dir_failure(error):
             self.failures.report(log_dir, error.strerror or str(error))
 
     def fail_dir(self, log_dir: Path, reason: str) -> list[TopicPartition]:
@@ -549,23 +553,35 @@ class LogManager:
             return False  # still behind: another copy step first
         if future.log_start_offset < current.log_start_offset:
             future.delete_records_before(current.log_start_offset, future.log_end_offset)
-        future.close(sync=True)
-        destination = self._future_dir_of.pop(tp)
+        destination = self._future_dir_of[tp]
+        try:
+            future.close(sync=True)
+        except OSError as e:
+            self._drop_future(tp)  # the current log stays; the move can be asked again
+            self._report(destination, e)
+            raise
+        self._future_dir_of.pop(tp)
         del self._future[tp]
         self._hosted[destination] -= 1
         self._retire(tp, current)
         path = destination / log_dir_name(*tp)
-        future.dir.rename(path)
-        fsync_dir(destination)
-        moved = UnifiedLog.open(
-            path,
-            current.config,
-            recovery_point=current.log_end_offset,
-            log_start_offset=current.log_start_offset,
-            clean_shutdown=True,
-            clock=self.clock,
-            caches=self.caches,
-        )
+        try:
+            future.dir.rename(path)
+            fsync_dir(destination)
+            moved = UnifiedLog.open(
+                path,
+                current.config,
+                recovery_point=current.log_end_offset,
+                log_start_offset=current.log_start_offset,
+                clean_shutdown=True,
+                clock=self.clock,
+                caches=self.caches,
+            )
+        except OSError as e:
+            # Offline until a restart, which finds the durable future log and promotes it.
+            self._offline[tp] = f"moving to {destination} failed: {e.strerror or e}"
+            self._report(destination, e)
+            raise
         self._add(tp, moved, destination)
         self.checkpoint()
         logger.info("%s-%d: moved to %s", *tp, destination)
