@@ -28,6 +28,7 @@ from tests.integration.helpers import (
     consume_confluent,
     make_records,
 )
+from tests.metrics.helpers import Samples
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +59,7 @@ def test_a_failed_log_dir_goes_offline_and_the_rest_keeps_serving(tmp_path: Path
             "replica.high.watermark.checkpoint.interval.ms": "300",
         },
         data_dir=tmp_path / "cluster",
+        metrics=True,
     )
     node1 = cluster.nodes[1]
     second = tmp_path / "node1-second-dir"
@@ -137,6 +139,10 @@ def test_a_failed_log_dir_goes_offline_and_the_rest_keeps_serving(tmp_path: Path
             if p in led_in_first:
                 assert part["leader"] == 1, part
         assert 1 in cluster.serving()
+        offline_dirs = Samples.scrape(cluster.metrics_url(1)).value(
+            "kafka_log_logmanager_offlinelogdirectorycount"
+        )
+        assert offline_dirs == 1
         assert not errors, errors[:5]
         produced = [r for r in sent if r.value in acked]
         assert_log_matches(
