@@ -153,6 +153,7 @@ class LogManager:
         self._cleaner_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
+        self._copy_lock = threading.Lock()  # future logs' copy steps vs shutdown
         self._stopping = threading.Event()
         self._resources_checked = -RESOURCE_CHECK_INTERVAL_S  # monotonic time of a pass
         self.cleaner_stats = CleanerStats()
@@ -530,15 +531,16 @@ class LogManager:
         their current log (the caller swaps them in on the event loop). Safe in a worker
         thread: it only appends to future logs and reads current ones."""
         caught_up = []
-        for tp, future in list(self._future.items()):
-            current = self._logs.get(tp)
-            if current is None or self._stopping.is_set():
-                continue
-            try:
-                if catch_up(current, future):
-                    caught_up.append(tp)
-            except (OSError, KafkaError) as e:
-                logger.warning("%s-%d: copying to the future log failed, retrying: %s", *tp, e)
+        with self._copy_lock:
+            for tp, future in list(self._future.items()):
+                current = self._logs.get(tp)
+                if current is None or self._stopping.is_set():
+                    continue
+                try:
+                    if catch_up(current, future):
+                        caught_up.append(tp)
+                except (OSError, KafkaError) as e:
+                    logger.warning("%s-%d: copying to the future log failed: %s", *tp, e)
         return caught_up
 
     def replace_current_with_future(self, tp: TopicPartition) -> bool:
@@ -740,7 +742,7 @@ class LogManager:
         """Stop background passes, close every log, make it all durable with one sync,
         checkpoint, then mark each dir clean (no recovery next time)."""
         self._stopping.set()
-        with self._cleaner_lock, self._flush_lock:
+        with self._cleaner_lock, self._flush_lock, self._copy_lock:
             for log in [*self._logs.values(), *self._future.values()]:
                 log.close(sync=False)
             for _, log in self._pending_deletes:
