@@ -204,6 +204,9 @@ class LogManager:
                 self._future[tp], self._future_dir_of[tp] = log, log_dir
                 self._hosted[log_dir] += 1
                 return
+            if self._offline_dirs:  # the current log may be in the offline dir: keep both
+                logger.error("%s: a dir is offline; the future log is left as it is", path)
+                return
             current = log_dir / log_dir_name(*tp)
             path.rename(current)
             fsync_dir(log_dir)
