@@ -166,3 +166,19 @@ def test_a_dir_failing_a_checkpoint_goes_offline_and_the_other_serves(tmp_path: 
     again = manager(tmp_path)  # the dir is still a file at the restart: offline again
     again.load_logs()
     assert lost_dir in again.offline_dirs and sorted(again.logs) == [("t", 0), ("t", 2), ("u", 0)]
+
+
+def test_a_future_log_is_not_promoted_while_a_dir_is_offline(tmp_path: Path) -> None:
+    m = manager(tmp_path)
+    (log,) = m.create_logs([("t", 0, CONFIG)])
+    append(log, batch(2))
+    source = log.dir.parent
+    target = tmp_path / ("d2" if source.name == "d1" else "d1")
+    m.alter_log_dir("t", 0, target)
+    m.shutdown()
+    source.rename(source.with_name(source.name + ".gone"))
+    source.write_bytes(b"a file now")
+    again = manager(tmp_path)
+    again.load_logs()
+    assert source in again.offline_dirs and again.logs == {} and again.moving == set()
+    assert [p.name.endswith("-future") for p in target.iterdir() if p.is_dir()] == [True]
