@@ -55,6 +55,8 @@ def test_a_failed_log_dir_goes_offline_and_the_rest_keeps_serving(tmp_path: Path
         3,
         configs={
             **TEST_DEFAULTS,
+            # Producing slows for about this long after the failure (an ISR shrink by
+            # lag somewhere, not yet found): short, so the test stays fast.
             "replica.lag.time.max.ms": "3000",
             "replica.high.watermark.checkpoint.interval.ms": "300",
         },
@@ -126,12 +128,14 @@ def test_a_failed_log_dir_goes_offline_and_the_rest_keeps_serving(tmp_path: Path
                 parts = [cluster.partition(TOPIC, p) for p in in_second]
                 return all(p["leader"] not in (1, -1) and 1 not in p["isr"] for p in parts)
 
-            wait_until(moved_away, "node 1 out of the failed dir's partitions")
+            # The failed replicas take themselves out of the ISRs (no lag timeout involved).
+            wait_until(moved_away, "node 1 out of the failed dir's partitions", timeout=15)
             acked_then = len(acked)
             wait_until(lambda: len(acked) > acked_then + 1000, "records acknowledged afterwards")
         finally:
             stop.set()
             thread.join(DEADLINE_S)
+
         # The healthy dir's partitions kept node 1 (leader where it led them, in the ISR).
         for p in in_first:
             part = cluster.partition(TOPIC, p)

@@ -5,8 +5,8 @@ where replicas move. Pure: each method reads an image and returns records (and a
   partition it hosts gets a new ISR and leader (``elections``).
 - AlterPartition from a leader: an ISR change, checked against the leader epoch and the
   partition epoch (a stale proposal is refused, never applied), with only live replicas.
-  An ISR without the leader is its resignation (its log dir failed): the next ISR
-  replica leads.
+  A replica whose log dir failed leaves the ISR by itself: from the leader that is its
+  resignation (the next ISR replica leads), a follower may send only that change.
 - ElectLeaders: preferred (the first replica) or unclean elections; the automatic leader
   balancer is preferred elections for brokers leading too few of their partitions.
 - Reassignment (KIP-455): the new replicas are added and catch up; once all of them are
@@ -107,7 +107,8 @@ class ReplicationControl:
         part = topic.partitions.get(partition) if topic is not None else None
         if topic is None or part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, []
-        if part.leader != broker_id:
+        leaving = tuple(new_isr) == tuple(r for r in part.isr if r != broker_id)
+        if part.leader != broker_id and not (broker_id in part.isr and leaving):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, part, []
         if leader_epoch != part.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, part, []

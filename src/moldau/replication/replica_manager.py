@@ -605,7 +605,9 @@ class ReplicaManager:
     def handle_log_dir_failures(self) -> int:
         """Take the log dirs reported failed offline (Kafka's LogDirFailureChannel): their
         partitions go offline here, and those this broker leads are handed to the rest of
-        their ISR by an AlterPartition without this broker. Returns the dirs failed."""
+        their ISR by an AlterPartition without this broker (followers leave the ISR the
+        same way, at once rather than after replica.lag.time.max.ms). Returns the dirs
+        failed."""
         failed = self.log_manager.failures.take()
         for log_dir, reason in failed:
             lost = self.log_manager.fail_dir(log_dir, reason)
@@ -613,7 +615,7 @@ class ReplicaManager:
                 self._pending.pop(tp, None)
                 self._offline.add(tp)
                 partition = self._partitions.pop(tp, None)
-                if partition is not None and partition.is_leader:
+                if partition is not None and self.node_id in partition.isr:
                     others = tuple(r for r in partition.isr if r != self.node_id)
                     if others:
                         proposal = IsrProposal(

@@ -245,3 +245,17 @@ def test_a_leader_leaving_the_isr_resigns_to_the_next_isr_replica() -> None:
     assert after.leader in (1, 2) and after.isr == (1, 2)
     c.apply(records)
     assert c.part(0).leader in (1, 2) and 0 not in c.part(0).isr
+
+
+def test_a_follower_may_only_take_itself_out_of_the_isr() -> None:
+    c = Cluster()
+    c.topic({0: [0, 1, 2]})
+    rc = c.replication
+    assert (
+        rc.alter_partition(c.image, 1, "t", 0, 0, 0, [0, 1])[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    )
+    assert rc.alter_partition(c.image, 1, "t", 0, 0, 0, [0])[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    error, after, records = rc.alter_partition(c.image, 1, "t", 0, 0, 0, [0, 2])
+    assert error == ErrorCode.NONE and after is not None and after.isr == (0, 2)
+    c.apply(records)
+    assert (c.part(0).leader, c.part(0).isr) == (0, (0, 2))
