@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 
+from moldau.config.broker import BrokerConfig
+from moldau.ids import SYSTEM_IDS, IdSource
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -25,7 +27,8 @@ from moldau.protocol.messages.broker_registration_request import (
     BrokerRegistrationRequest,
     Listener,
 )
-from moldau.server.node_to_controller import ControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannel
+from moldau.storage.meta_properties import directory_uuid
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +43,13 @@ class BrokerLifecycle:
         self,
         broker_id: int,
         cluster_id: str,
-        channel: ControllerChannel,
+        channel: NodeToControllerChannel,
         metadata_offset: Callable[[], int],
         *,
         rack: str | None = None,
         heartbeat_interval_ms: int = 2_000,
         session_timeout_ms: int = 9_000,
+        ids: IdSource = SYSTEM_IDS,
         log_dir_ids: Sequence[bytes] = (),
         offline_log_dir_ids: Callable[[], list[bytes]] = list,
     ) -> None:
@@ -59,7 +63,7 @@ class BrokerLifecycle:
         self.offline_log_dir_ids = offline_log_dir_ids
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.session_timeout_s = session_timeout_ms / 1000
-        self.incarnation_id = uuid.uuid4().bytes
+        self.incarnation_id = ids.uuid4().bytes
         self.listeners: list[Listener] = []
         self.epoch = -1
         self.fenced = True
@@ -69,6 +73,30 @@ class BrokerLifecycle:
         self._wake = asyncio.Event()  # the next heartbeat goes out now
         self._last_answer = -float("inf")  # loop time of the controller's last answer
         self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        config: BrokerConfig,
+        cluster_id: str,
+        channel: NodeToControllerChannel,
+        metadata_offset: Callable[[], int],
+        offline_log_dirs: Callable[[], Collection[Path]] = tuple,
+    ) -> BrokerLifecycle:
+        dir_ids = {d: directory_uuid(d) for d in config.log_dirs}
+        return cls(
+            config.node_id,
+            cluster_id,
+            channel,
+            metadata_offset,
+            rack=config.get("broker.rack") or None,
+            heartbeat_interval_ms=config.int("broker.heartbeat.interval.ms"),
+            session_timeout_ms=config.int("broker.session.timeout.ms"),
+            log_dir_ids=[i for i in dir_ids.values() if i is not None],
+            offline_log_dir_ids=lambda: [
+                i for d, i in dir_ids.items() if i is not None and d in offline_log_dirs()
+            ],
+        )
 
     def heartbeat_now(self) -> None:
         """Send the next heartbeat at once (e.g. a log dir went offline)."""
