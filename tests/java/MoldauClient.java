@@ -39,6 +39,8 @@ import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -58,6 +60,7 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.acl.AccessControlEntry;
 import org.apache.kafka.common.acl.AccessControlEntryFilter;
 import org.apache.kafka.common.acl.AclBinding;
@@ -625,6 +628,8 @@ public final class MoldauClient {
             case "describe-scram" -> describeScram(admin);
             case "describe-features" -> describeFeatures(admin);
             case "update-features" -> updateFeatures(admin, args);
+            case "describe-log-dirs" -> describeLogDirs(admin, args.getInt("broker", 1));
+            case "alter-replica-log-dir" -> alterReplicaLogDir(admin, args);
             default -> throw new UsageError("unknown admin operation '" + op + "'");
         };
     }
@@ -673,6 +678,34 @@ public final class MoldauClient {
                     "topic_id", d.topicId().toString(), "partitions", partitions));
         }
         return Json.obj("topics", out);
+    }
+
+    private static Map<String, Object> describeLogDirs(Admin admin, int broker) throws Exception {
+        Map<String, Object> dirs = new TreeMap<>();
+        var described = admin.describeLogDirs(List.of(broker)).allDescriptions().get().get(broker);
+        for (var entry : described.entrySet()) {
+            LogDirDescription d = entry.getValue();
+            List<Object> replicas = new ArrayList<>();
+            for (var r : d.replicaInfos().entrySet()) {
+                ReplicaInfo info = r.getValue();
+                replicas.add(Json.obj("topic", r.getKey().topic(), "partition", r.getKey().partition(),
+                        "size", info.size(), "offset_lag", info.offsetLag(), "future", info.isFuture()));
+            }
+            dirs.put(entry.getKey(), Json.obj(
+                    "error", d.error() == null ? null : d.error().getClass().getSimpleName(),
+                    "total_bytes", d.totalBytes().orElse(-1), "usable_bytes", d.usableBytes().orElse(-1),
+                    "replicas", replicas));
+        }
+        return Json.obj("broker", broker, "dirs", dirs);
+    }
+
+    private static Map<String, Object> alterReplicaLogDir(Admin admin, Args args) throws Exception {
+        TopicPartitionReplica replica = new TopicPartitionReplica(args.required("topic"),
+                args.getInt("partition", 0), args.getInt("broker", 1));
+        admin.alterReplicaLogDirs(Map.of(replica, args.required("dir"))).all().get();
+        var now = admin.describeReplicaLogDirs(List.of(replica)).all().get().get(replica);
+        return Json.obj("current_dir", now.getCurrentReplicaLogDir(),
+                "future_dir", now.getFutureReplicaLogDir());
     }
 
     private static Map<String, Object> describeCluster(Admin admin) throws Exception {

@@ -397,6 +397,7 @@ class ReplicaManager:
             return AppendResult(e.code, str(e))
         except OSError as e:
             log.error("append to %s-%d failed: %s", *tp, e)
+            self.log_manager.report_error(tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
         self.topic_stats.appended(tp[0], len(records), appended.base_offset, appended.last_offset)
         if verifier is not None and (verification is not None or origin is AppendOrigin.TXN_MARKER):
@@ -636,6 +637,30 @@ class ReplicaManager:
             if proposal is not None:
                 self.propose_isr_change(tp, proposal)
 
+    def handle_log_dir_failures(self) -> int:
+        """Take the log dirs reported failed offline (Kafka's LogDirFailureChannel): their
+        partitions go offline here, and those this broker leads are handed to the rest of
+        their ISR by an AlterPartition without this broker (followers leave the ISR the
+        same way, at once rather than after replica.lag.time.max.ms). Returns the dirs
+        failed."""
+        failed = self.log_manager.failures.take()
+        for log_dir, reason in failed:
+            lost = self.log_manager.fail_dir(log_dir, reason)
+            for tp in lost:
+                self._pending.pop(tp, None)
+                self._offline.add(tp)
+                partition = self._partitions.pop(tp, None)
+                if partition is not None and self.node_id in partition.isr:
+                    others = tuple(r for r in partition.isr if r != self.node_id)
+                    if others:
+                        proposal = IsrProposal(
+                            partition.leader_epoch, partition.partition_epoch, others
+                        )
+                        self.propose_isr_change(tp, proposal)
+                self._wake(tp)
+            log.error("log dir %s failed: %d partition(s) offline here", log_dir, len(lost))
+        return len(failed)
+
     def isr_change_failed(self, tp: TopicPartition) -> None:
         partition = self._partitions.get(tp)
         if partition is not None:
@@ -674,6 +699,7 @@ class ReplicaManager:
             try:
                 replica_log.append_as_follower(view, scan_batches(view, strict=False))
             except OSError as e:
+                self.log_manager.report_error(tp, e)
                 raise KafkaError(
                     f"follower append failed: {e.strerror}", ErrorCode.KAFKA_STORAGE_ERROR
                 ) from e
@@ -734,6 +760,22 @@ class ReplicaManager:
         if found is None:
             return OffsetLookup()  # nothing at or after it: no offset and no epoch (Kafka's -1s)
         return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
+
+    def end_offset_for_epoch(
+        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, epoch, end offset) where the epoch
+        is the largest one <= ``leader_epoch`` this log holds and the end offset where it
+        ends (the log end offset for the latest), -1s if unknown. A stale or future
+        ``current_leader_epoch`` is fenced as in Fetch."""
+        try:
+            _, replica_log = self._leader(tp, current_leader_epoch)
+        except KafkaError as e:
+            return e.code, -1, -1
+        epoch, end = replica_log.epoch_cache.end_offset_for(
+            leader_epoch, replica_log.log_end_offset
+        )
+        return ErrorCode.NONE, epoch, end
 
     def active_producers(self, tp: TopicPartition) -> list[ProducerEntry]:
         """DescribeProducers on the leader; raises KafkaError."""

@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+ALTER_LOG_DIRS_INTERVAL_MS = 200  # how often future logs copy from their current ones
+LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
 
 
 class Broker:
@@ -125,7 +127,11 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(slots)
         self.loader = MetadataLoader(self.publisher)
         self.lifecycle = lifecycle = BrokerLifecycle.from_config(
-            config, cluster_id, channel, lambda: self.publisher.image.offset
+            config,
+            cluster_id,
+            channel,
+            lambda: self.publisher.image.offset,
+            lambda: self.log_manager.offline_dirs,
         )
         self.producer_ids = ProducerIdManager(self.node_id, channel, lambda: lifecycle.epoch)
         self.isr_changes = AlterPartitionManager(
@@ -184,6 +190,8 @@ class Broker:
         every(c.int("replica.lag.time.max.ms") // 2, self.replica_manager.maybe_shrink_isr)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
+        every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
+        every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
         self.transactions.start()
 
     async def _retention(self) -> None:
@@ -196,6 +204,22 @@ class Broker:
         # Up to the last stable offset: undecided transactions are never compacted.
         bounds = self.replica_manager.last_stable_offsets()
         await asyncio.to_thread(self.log_manager.run_cleaner, bounds, self.clock.now_ms())
+
+    async def _move_replicas(self) -> None:
+        """AlterReplicaLogDirs: copy to the future logs in a worker thread, swap the ones
+        that caught up here on the event loop, between appends."""
+        if not self.log_manager.moving:
+            return
+        caught_up = await asyncio.to_thread(self.log_manager.copy_future_logs)
+        for tp in caught_up:
+            try:
+                self.log_manager.replace_current_with_future(tp)
+            except (OSError, KafkaError):
+                log.exception("%s-%d: swapping in the moved log failed", *tp)
+
+    def _handle_log_dir_failures(self) -> None:
+        if self.replica_manager.handle_log_dir_failures():
+            self.lifecycle.heartbeat_now()  # report the offline dirs at once
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.clock.now_ms())
