@@ -26,7 +26,9 @@ class LocalChanges:
 
     leaders: dict[TopicPartition, PartitionImage] = field(default_factory=dict)
     followers: dict[TopicPartition, PartitionImage] = field(default_factory=dict)
-    deletes: set[TopicPartition] = field(default_factory=set)
+    # replicas to drop, with the id of the topic they were dropped from: a log of the same
+    # name but another topic id (a topic created again) must survive the drop
+    deletes: dict[TopicPartition, bytes] = field(default_factory=dict)
     config_changed: set[str] = field(default_factory=set)  # topics whose configs changed
 
     def __bool__(self) -> bool:
@@ -40,7 +42,7 @@ def local_changes(old: MetadataImage, new: MetadataImage, node_id: int) -> Local
     for name, topic in old.topics.items():
         current = new.topics.get(name)
         if current is None or current.topic_id != topic.topic_id:
-            changes.deletes.update(_hosted(topic, node_id))
+            changes.deletes.update(dict.fromkeys(_hosted(topic, node_id), topic.topic_id))
     for name, topic in new.topics.items():
         before = old.topics.get(name)
         if before is topic:
@@ -60,7 +62,7 @@ def local_changes(old: MetadataImage, new: MetadataImage, node_id: int) -> Local
                 target = changes.leaders if part.leader == node_id else changes.followers
                 target[tp] = part
             elif previous is not None and node_id in previous.replicas:
-                changes.deletes.add(tp)
+                changes.deletes[tp] = topic.topic_id
     return changes
 
 

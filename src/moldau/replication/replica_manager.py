@@ -177,8 +177,8 @@ class ReplicaManager:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
         # New replicas of a large change, opened a slice at a time or at their first
-        # request (value: the part and whether this node leads it).
-        self._pending: dict[TopicPartition, tuple[PartitionImage, bool]] = {}
+        # request (value: the part, whether this node leads it and the topic id).
+        self._pending: dict[TopicPartition, tuple[PartitionImage, bool, bytes]] = {}
         self._hosting: TimerHandle | None = None
         # Where ISR changes go (the AlterPartition manager); a single broker has none.
         self.propose_isr_change = propose_isr_change or _no_isr_changes
@@ -200,9 +200,9 @@ class ReplicaManager:
         are opened a slice (HOST_SLICE_S) per turn of the event loop (as Kafka's brokers apply a large
         delta off the request threads); internal topics' replicas are opened at once, the
         coordinators load from them."""
-        for tp in changes.deletes:
+        for tp, topic_id in changes.deletes.items():
             self._pending.pop(tp, None)
-            self._stop_replica(tp)
+            self._stop_replica(tp, topic_id)
         if changes.deletes:
             self.topic_stats.retain(new.topics)
             # As Kafka rewrites a log dir's checkpoints on every delete: a partition created
@@ -217,10 +217,11 @@ class ReplicaManager:
         opening = sum(tp not in self._partitions for tp, _, _ in becoming)
         for tp, part, leads in becoming:
             self._pending.pop(tp, None)
+            topic_id = new.topics[tp[0]].topic_id
             if opening > HOST_BATCH and tp not in self._partitions and not is_internal(tp[0]):
-                self._pending[tp] = (part, leads)
+                self._pending[tp] = (part, leads, topic_id)
             else:
-                self._become(tp, part, leads)
+                self._become(tp, part, leads, topic_id)
         if self._pending and self._hosting is None:
             log.info("opening %d new replicas, a slice at a time", len(self._pending))
             self._hosting = self.scheduler.call_at(self.clock.now_ms(), self._host_pending)
@@ -234,8 +235,7 @@ class ReplicaManager:
             if time.monotonic() > deadline:
                 break
             tp = next(iter(self._pending))
-            part, leads = self._pending.pop(tp)
-            self._become(tp, part, leads)
+            self._become(tp, *self._pending.pop(tp))
         if self._pending:
             self._hosting = self.scheduler.call_at(self.clock.now_ms(), self._host_pending)
         else:
@@ -254,8 +254,10 @@ class ReplicaManager:
             self._hosting.cancel()
             self._hosting = None
 
-    def _become(self, tp: TopicPartition, part: PartitionImage, leads: bool) -> None:
-        hosted = self._host(tp)
+    def _become(
+        self, tp: TopicPartition, part: PartitionImage, leads: bool, topic_id: bytes
+    ) -> None:
+        hosted = self._host(tp, topic_id)
         if hosted is None:
             return
         partition, replica_log = hosted
@@ -266,10 +268,15 @@ class ReplicaManager:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
 
-    def _host(self, tp: TopicPartition) -> tuple[Partition, UnifiedLog] | None:
+    def _host(self, tp: TopicPartition, topic_id: bytes) -> tuple[Partition, UnifiedLog] | None:
         try:
-            replica_log = self.log_manager.get_or_create_log(*tp, self._config_for(tp[0]))
+            replica_log = self.log_manager.get_or_create_log(*tp, self._config_for(tp[0]), topic_id)
         except (OSError, KafkaError) as e:
+            if isinstance(e, KafkaError) and e.code == ErrorCode.INCONSISTENT_TOPIC_ID:
+                # A node replaying its metadata log meets a topic's earlier incarnation
+                # while the log on disk is a later one's: a later image hosts it.
+                log.info("%s-%d: not hosted for now: %s", *tp, e)
+                return None
             log.error("%s-%d: cannot open the log, the replica is offline: %s", *tp, e)
             self._offline.add(tp)
             return None
@@ -286,10 +293,10 @@ class ReplicaManager:
             )
         return partition, replica_log
 
-    def _stop_replica(self, tp: TopicPartition) -> None:
+    def _stop_replica(self, tp: TopicPartition, topic_id: bytes) -> None:
         self._partitions.pop(tp, None)
         self._offline.discard(tp)
-        self.log_manager.delete_log(*tp)
+        self.log_manager.delete_log(*tp, topic_id)
         self._wake(tp)
 
     # -- lookups -------------------------------------------------------------------

@@ -54,6 +54,7 @@ from moldau.storage.cleaner import clean_log
 from moldau.storage.files import StorageCaches
 from moldau.storage.local_log import CleaningAbortedError
 from moldau.storage.log_dir_failure import LogDirFailureChannel, is_dir_failure
+from moldau.storage.partition_metadata import read_topic_id, topic_id_str, write_topic_id
 from moldau.storage.resources import (
     DESCRIPTOR_RESERVE,
     MAP_RESERVE,
@@ -308,13 +309,28 @@ class LogManager:
         """Partitions whose log failed to load, and why."""
         return dict(self._offline)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig) -> UnifiedLog:
+    def get_or_create_log(
+        self, topic: str, partition: int, config: LogConfig, topic_id: bytes | None = None
+    ) -> UnifiedLog:
         """The partition's log, created (without the capacity check: its metadata is
-        committed already) in the log dir holding the fewest partitions."""
+        committed already) in the log dir holding the fewest partitions. With
+        ``topic_id``: a new log records it in ``partition.metadata``, a log without one
+        adopts it, and a log of another topic id raises INCONSISTENT_TOPIC_ID (it is
+        another incarnation of the topic name: left as it is)."""
         log = self._logs.get((topic, partition))
-        if log is not None:
-            return log
-        return self._create([(topic, partition, config)])[0]
+        if log is None:
+            log = self._create([(topic, partition, config)])[0]
+        if topic_id is not None:
+            held = read_topic_id(log.dir)
+            if held is None:
+                write_topic_id(log.dir, topic_id)
+            elif held != topic_id:
+                raise KafkaError(
+                    f"{topic}-{partition}: the log belongs to topic id {topic_id_str(held)},"
+                    f" not {topic_id_str(topic_id)}",
+                    ErrorCode.INCONSISTENT_TOPIC_ID,
+                )
+        return log
 
     def create_logs(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[UnifiedLog]:
         """Create the logs of new partitions, all or none: check capacity, create each
@@ -601,10 +617,25 @@ class LogManager:
             self._hosted[self._future_dir_of.pop(tp)] -= 1
             future.delete()
 
-    def delete_log(self, topic: str, partition: int) -> None:
+    def delete_log(self, topic: str, partition: int, topic_id: bytes | None = None) -> None:
         """Rename the dir to ``<name>.<id>-delete`` now (it disappears from the next load)
-        and remove it after file.delete.delay.ms, so in-flight sendfiles finish."""
+        and remove it after file.delete.delay.ms, so in-flight sendfiles finish. With
+        ``topic_id``, a log whose ``partition.metadata`` names another topic id is kept:
+        it belongs to a topic of the same name created later (as Kafka matches logs to
+        deletions by topic id)."""
         tp = (topic, partition)
+        log = self._logs.get(tp)
+        if log is not None and topic_id is not None:
+            held = read_topic_id(log.dir)
+            if held is not None and held != topic_id:
+                logger.info(
+                    "%s-%d: not deleting the log of topic id %s for the deletion of %s",
+                    topic,
+                    partition,
+                    topic_id_str(held),
+                    topic_id_str(topic_id),
+                )
+                return
         self._offline.pop(tp, None)
         self._preferred_dir.pop(tp, None)
         self._drop_future(tp)

@@ -115,7 +115,7 @@ def test_local_changes() -> None:
     assert list(for_1.leaders) == [("a", 1)] and not for_1.followers
     assert for_1.config_changed == {"a"}
     for_3 = local_changes(old, new, 3)
-    assert for_3.deletes == {("b", 0)}
+    assert for_3.deletes == {("b", 0): B}
     for_2 = local_changes(old, new, 2)
     assert list(for_2.followers) == [("a", 1)]
     assert not local_changes(new, new, 1)

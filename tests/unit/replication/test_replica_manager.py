@@ -37,9 +37,10 @@ def image(
     epoch: int = 0,
     min_isr: int = 1,
     topic: str = "t",
+    topic_id: bytes = b"t" * 16,
 ) -> MetadataImage:
     part = PartitionImage(0, replicas, isr or replicas, leader, epoch, epoch)
-    t = TopicImage(topic, b"t" * 16, {0: part}, {"min.insync.replicas": str(min_isr)})
+    t = TopicImage(topic, topic_id, {0: part}, {"min.insync.replicas": str(min_isr)})
     return MetadataImage(topics={topic: t}, topics_by_id={t.topic_id: topic})
 
 
@@ -317,5 +318,35 @@ def test_a_hw_checkpoint_keeps_the_replicas_still_waiting_to_open(
         assert any(restarted.rm.partition(("t", p)) is None for p in range(12))
         restarted.rm.checkpoint_high_watermarks()
         assert restarted.logs.read_replication_checkpoint() == expected
+
+    run(test)
+
+
+def test_a_replayed_delete_of_an_old_topic_keeps_the_log_of_the_new_one(tmp_path: Path) -> None:
+    """A node replaying its metadata log image by image meets the old topic's creation and
+    deletion after the new topic (same name) has its log on disk: that log is not the old
+    topic's (partition.metadata says so), so neither is hosted as nor deleted with it."""
+    old, new = image(topic_id=b"o" * 16), image(topic_id=b"n" * 16)
+
+    async def test() -> None:
+        first = Node(tmp_path)
+        first.publisher.publish(new)
+        assert (await first.produce(3)).error == ErrorCode.NONE
+        first.logs.shutdown()
+
+        restarted = Node(tmp_path)
+        restarted.logs.load_logs()
+        restarted.publisher.publish(old)
+        assert restarted.rm.partition(TP) is None
+        restarted.publisher.publish(MetadataImage())  # the old topic's deletion
+        replayed_log = restarted.rm.local_log(TP)
+        assert replayed_log is not None and replayed_log.log_end_offset == 3
+        restarted.publisher.publish(new)
+        assert restarted.rm.partition(TP) is not None
+        assert restarted.rm.local_log(TP) is replayed_log
+        fetched = await restarted.fetch(0)
+        assert fetched.error == ErrorCode.NONE and fetched.records.next_offset == 3
+        restarted.publisher.publish(MetadataImage())  # the new topic's deletion
+        assert restarted.rm.local_log(TP) is None
 
     run(test)

@@ -5,15 +5,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from storage_helpers import FakeClock, append, batch
 
 from moldau.config.topic import LogConfig
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.checkpoint import read_checkpoint
 from moldau.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     LogManager,
     parse_log_dir_name,
 )
+from moldau.storage.partition_metadata import PARTITION_METADATA, read_topic_id
 
 PROPS = {"log.segment.bytes": "4096", "log.segment.delete.delay.ms": "0"}
 
@@ -133,4 +136,40 @@ def test_run_retention_and_flush_due(tmp_path: Path) -> None:
     assert log.recovery_point == log.log_end_offset
     manager.update_config("t", LogConfig(retention_bytes=-1))
     assert log.config.retention_bytes == -1
+    manager.shutdown()
+
+
+def test_logs_are_matched_to_their_topic_by_id(tmp_path: Path) -> None:
+    """partition.metadata tells a topic's log from the log of an earlier or later topic of
+    the same name: only the right topic id hosts or deletes it."""
+    old, new = b"\x01" * 16, b"\x02" * 16
+    manager = LogManager([tmp_path], PROPS)
+    config = manager.config_for({})
+    log = manager.get_or_create_log("t", 0, config, new)
+    fill(log, 3)
+    assert (log.dir / PARTITION_METADATA).read_text() == (
+        "version: 0\ntopic_id: AgICAgICAgICAgICAgICAg\n"
+    )
+    manager.shutdown()
+
+    manager = LogManager([tmp_path], PROPS)
+    manager.load_logs()
+    with pytest.raises(KafkaError) as refused:
+        manager.get_or_create_log("t", 0, config, old)
+    assert refused.value.code == ErrorCode.INCONSISTENT_TOPIC_ID
+    manager.delete_log("t", 0, old)
+    kept = manager.get_log("t", 0)
+    assert kept is not None and kept.log_end_offset == 6
+    assert read_topic_id(kept.dir) == new
+    manager.delete_log("t", 0, new)
+    assert manager.get_log("t", 0) is None
+    manager.shutdown()
+
+
+def test_a_log_without_a_topic_id_adopts_the_first_one(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], PROPS)
+    log = manager.get_or_create_log("t", 0, manager.config_for({}))
+    assert read_topic_id(log.dir) is None
+    assert manager.get_or_create_log("t", 0, manager.config_for({}), b"\x03" * 16) is log
+    assert read_topic_id(log.dir) == b"\x03" * 16
     manager.shutdown()
