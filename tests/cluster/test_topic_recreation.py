@@ -8,7 +8,7 @@ from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient
 
 from moldau.config.topic import LogConfig
-from moldau.storage.partition_metadata import read_topic_id, topic_id_str
+from moldau.storage.partition_metadata import read_topic_id
 from moldau.storage.unified_log import UnifiedLog
 from moldau.testing import ClusterProcess
 from tests.cluster.conftest import NewCluster
@@ -22,13 +22,15 @@ from tests.integration.helpers import (
 )
 
 TOPIC = "reborn"
+U64 = (1 << 64) - 1
 
 
-def topic_id(cluster: ClusterProcess) -> str:
-    """The topic's id as Kafka prints it (URL-safe base64)."""
+def topic_id(cluster: ClusterProcess) -> bytes:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     (future,) = admin.describe_topics(TopicCollection([TOPIC])).values()
-    return str(future.result(DEADLINE_S).topic_id)
+    uuid = future.result(DEADLINE_S).topic_id
+    bits = (uuid.get_most_significant_bits() & U64) << 64
+    return (bits | uuid.get_least_significant_bits() & U64).to_bytes(16, "big")
 
 
 def fully_replicated(cluster: ClusterProcess) -> None:
@@ -66,8 +68,7 @@ def test_a_topic_created_again_keeps_its_records_when_every_node_is_killed(
         cluster.kill(node)
     for node in cluster.nodes.values():
         path = node.data_dir / f"{TOPIC}-0"
-        held = read_topic_id(path)
-        assert held is not None and topic_id_str(held) == new_id
+        assert read_topic_id(path) == new_id
         log = UnifiedLog.open(path, LogConfig.from_props({}))
         try:
             assert (log.log_start_offset, log.log_end_offset) == (0, 10)

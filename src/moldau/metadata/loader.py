@@ -1,13 +1,14 @@
 """The metadata loader: folds committed metadata batches into images and publishes them.
 
 Every node runs one: on start it replays the whole log into a single delta (one image
-build, whatever the log's length), then applies each committed batch as it arrives and
-hands the new image to the publisher.
+build, whatever the log's length) or, under KRaft, folds the committed batches until it
+has caught up to the quorum's high watermark; then it applies each committed batch as it
+arrives and hands the new image to the publisher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from moldau.metadata.image import MetadataDelta, MetadataImage
 from moldau.metadata.publisher import MetadataPublisher
@@ -26,14 +27,36 @@ def replay(batches: Iterable[tuple[Sequence[MetadataRecord], int]]) -> MetadataI
 
 
 class MetadataLoader:
-    def __init__(self, publisher: MetadataPublisher) -> None:
+    """Publishes each committed batch's image; with ``high_watermark`` (KRaft: the
+    quorum's, None while unknown) it first folds the log up to it and publishes the first
+    image only then, as Kafka's loader does: a restarting node never acts on an image of
+    the past (say, a topic's earlier incarnation) while its logs hold the present."""
+
+    def __init__(
+        self,
+        publisher: MetadataPublisher,
+        high_watermark: Callable[[], int | None] | None = None,
+    ) -> None:
         self.publisher = publisher
+        self.high_watermark = high_watermark
+        self._caught_up = high_watermark is None
+        self._unpublished: MetadataImage | None = None  # folded, not published yet
 
     def handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
-        image = self.publisher.image
+        image = self._unpublished or self.publisher.image
         if offset > image.offset:
-            self.publisher.publish(image.apply(records, offset))
+            self._publish_when_caught_up(image.apply(records, offset))
 
     def load_snapshot(self, image: MetadataImage) -> None:
         """A snapshot replaces everything this node knew (it was far behind, or new)."""
+        self._publish_when_caught_up(image)
+
+    def _publish_when_caught_up(self, image: MetadataImage) -> None:
+        if not self._caught_up:
+            hw = self.high_watermark() if self.high_watermark is not None else None
+            if hw is None or image.offset < hw - 1:
+                self._unpublished = image
+                return
+            self._caught_up = True
+            self._unpublished = None
         self.publisher.publish(image)

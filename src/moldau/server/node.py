@@ -188,6 +188,7 @@ class Node:
                 self.network, self.voters, lambda: raft.leader()[0]
             )
             self.broker = Broker(c, self.scheduler, channel, cluster_id)
+            self.broker.loader.high_watermark = lambda: raft.client.high_watermark
             self.broker.start(image)
 
     @property
