@@ -200,6 +200,12 @@ class ReplicaManager:
         are opened a slice (HOST_SLICE_S) per turn of the event loop (as Kafka's brokers apply a large
         delta off the request threads); internal topics' replicas are opened at once, the
         coordinators load from them."""
+        if old.offset < 0 <= new.offset:
+            # The first image of the log is a caught-up one (the loader waits for the
+            # high watermark; a single node replays its whole log first).
+            self.log_manager.delete_stray_logs(
+                {name: topic.topic_id for name, topic in new.topics.items()}
+            )
         for tp, topic_id in changes.deletes.items():
             self._pending.pop(tp, None)
             self._stop_replica(tp, topic_id)

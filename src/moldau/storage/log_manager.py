@@ -645,6 +645,20 @@ class LogManager:
         self._cleaner_offsets.pop(tp, None)
         self._retire(tp, log)
 
+    def delete_stray_logs(self, topic_ids: Mapping[str, bytes]) -> list[TopicPartition]:
+        """Delete the logs whose ``partition.metadata`` names another id than the one
+        ``topic_ids`` gives their topic: an incarnation deleted while this node was away
+        (Kafka's stray logs). Only for an image known to be current. Returns them."""
+        stray = [
+            tp
+            for tp, log in self._logs.items()
+            if tp[0] in topic_ids and read_topic_id(log.dir) not in (None, topic_ids[tp[0]])
+        ]
+        for tp in stray:
+            logger.warning("%s-%d: deleting the stray log of an earlier topic id", *tp)
+            self.delete_log(*tp)
+        return stray
+
     def _retire(self, tp: TopicPartition, log: UnifiedLog) -> None:
         """Forget the log and rename its dir to ``<name>.<id>-delete`` at once (it is
         gone from the next load); its files go after file.delete.delay.ms."""

@@ -4,6 +4,7 @@ bounded by the high watermark, follower fetches that move it, leadership errors.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from moldau.replication.replica_manager import (
     ReplicaManager,
 )
 from moldau.storage.log_manager import LogManager
+from moldau.storage.partition_metadata import read_topic_id
 
 TP = ("t", 0)
 T0 = 1_700_000_000_000
@@ -348,5 +350,31 @@ def test_a_replayed_delete_of_an_old_topic_keeps_the_log_of_the_new_one(tmp_path
         assert fetched.error == ErrorCode.NONE and fetched.records.next_offset == 3
         restarted.publisher.publish(MetadataImage())  # the new topic's deletion
         assert restarted.rm.local_log(TP) is None
+
+    run(test)
+
+
+def test_a_stray_log_of_an_earlier_topic_id_is_replaced_at_the_first_image(
+    tmp_path: Path,
+) -> None:
+    """A node back after its topic was deleted and created again (it loaded a snapshot, it
+    never replayed the deletion): its first, caught-up image names another topic id than
+    the log on disk, which is deleted and replaced by an empty one."""
+    old = image(topic_id=b"o" * 16)
+    new = dataclasses.replace(image(topic_id=b"n" * 16), offset=7)
+
+    async def test() -> None:
+        first = Node(tmp_path)
+        first.publisher.publish(old)
+        assert (await first.produce(3)).error == ErrorCode.NONE
+        first.logs.shutdown()
+
+        restarted = Node(tmp_path)
+        restarted.logs.load_logs()
+        restarted.publisher.publish(new)
+        replica_log = restarted.rm.local_log(TP)
+        assert replica_log is not None and replica_log.log_end_offset == 0
+        assert read_topic_id(replica_log.dir) == b"n" * 16
+        assert restarted.rm.partition(TP) is not None
 
     run(test)
