@@ -264,6 +264,36 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             choices=COMPRESSION_TYPES,
         ),
         ConfigDef(
+            "compression.gzip.level",
+            "compression_gzip_level",
+            "int",
+            "-1",
+            (("compression.gzip.level", 1),),
+            "gzip level when the broker recompresses to gzip (KIP-390); -1 is zlib's default.",
+            minimum=-1,
+            maximum=9,
+        ),
+        ConfigDef(
+            "compression.lz4.level",
+            "compression_lz4_level",
+            "int",
+            "9",
+            (("compression.lz4.level", 1),),
+            "lz4 level when the broker recompresses to lz4 (KIP-390).",
+            minimum=1,
+            maximum=17,
+        ),
+        ConfigDef(
+            "compression.zstd.level",
+            "compression_zstd_level",
+            "int",
+            "3",
+            (("compression.zstd.level", 1),),
+            "zstd level when the broker recompresses to zstd (KIP-390).",
+            minimum=-131072,
+            maximum=22,
+        ),
+        ConfigDef(
             "min.cleanable.dirty.ratio",
             "min_cleanable_dirty_ratio",
             "double",
@@ -376,6 +406,9 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     min_cleanable_dirty_ratio: float = 0.5
     delete_retention_ms: int = 24 * HOUR_MS
     min_compaction_lag_ms: int = 0
@@ -404,6 +437,15 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def compression_level(self) -> int | None:
+        """KIP-390 level of the topic's ``compression.type`` (None: the codec has none)."""
+        return {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }.get(self.compression_type)
 
     @property
     def delete_enabled(self) -> bool:

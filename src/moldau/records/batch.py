@@ -19,6 +19,7 @@ from moldau.protocol.errors import (
     KafkaError,
     RecordTooLargeError,
 )
+from moldau.records.compression import compress, decompress
 
 Buffer = bytes | bytearray | memoryview
 
@@ -56,6 +57,7 @@ INT32_MAX = 2**31 - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _STAMP = struct.Struct(">qii")  # baseOffset, batchLength (rewritten unchanged), leaderEpoch
+_LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
@@ -242,3 +244,38 @@ def set_log_append_time(buf: bytearray | memoryview, info: BatchInfo, timestamp_
     info.attributes = attributes
     info.max_timestamp = timestamp_ms
     info.crc = crc
+
+
+def recompress_batches(
+    buf: bytearray | memoryview, infos: list[BatchInfo], codec: int, level: int | None
+) -> tuple[bytearray | memoryview, list[BatchInfo]]:
+    """Kafka's LogValidator recompression to a topic's ``compression.type``.
+
+    Each data batch whose codec is not ``codec`` gets its records section decompressed
+    and recompressed as one buffer; the records themselves (deltas relative to the
+    unchanged header) stay bytes. The header keeps producer id, epoch, sequence and
+    flags; codec bits, length and CRC are rewritten. Returns ``buf`` and ``infos``
+    themselves when no batch needs it; control batches are left as written.
+    """
+    if all(i.compression == codec or i.is_control for i in infos):
+        return buf, infos
+    out = bytearray()
+    with memoryview(buf) as mv:
+        for info in infos:
+            start, end = info.position, info.end_position
+            if info.compression == codec or info.is_control:
+                out += mv[start:end]
+                continue
+            body = compress(
+                codec, decompress(info.compression, mv[start + RECORDS_OFFSET : end]), level
+            )
+            pos = len(out)
+            out += mv[start : start + RECORDS_OFFSET]
+            out += body
+            attributes = (info.attributes & ~COMPRESSION_MASK) | codec
+            _LENGTH.pack_into(out, pos + BATCH_LENGTH_OFFSET, len(out) - pos - LOG_OVERHEAD)
+            _ATTRIBUTES.pack_into(out, pos + ATTRIBUTES_OFFSET, attributes)
+            with memoryview(out) as written:  # released before ``out`` grows again
+                crc = crc32c(written[pos + ATTRIBUTES_OFFSET :])
+            _CRC.pack_into(out, pos + CRC_OFFSET, crc)
+    return out, scan_batches(out, verify_crc=False, strict=False)

@@ -19,13 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from moldau.config.topic import LogConfig
-from moldau.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
+from moldau.protocol.errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
 from moldau.records.batch import (
     INT32_MAX,
     BatchInfo,
+    recompress_batches,
     set_log_append_time,
     stamp_base_offset,
 )
+from moldau.records.compression import CODEC_BY_NAME
 from moldau.records.control import EndTxnMarker, read_marker
 from moldau.storage.epoch_cache import LeaderEpochFileCache
 from moldau.storage.files import StorageCaches, default_caches
@@ -193,6 +199,8 @@ class UnifiedLog:
                     self._log_start_offset,
                     duplicate=True,
                 )
+        if self.config.compression_type != "producer":
+            records, infos = self._recompress(records, infos)
         base_offset = next_offset = self.log_end_offset
         for info in infos:
             stamp_base_offset(records, info, next_offset, leader_epoch)
@@ -209,6 +217,21 @@ class UnifiedLog:
             now if log_append_time else -1,
             self._log_start_offset,
         )
+
+    def _recompress(
+        self, records: bytearray | memoryview, infos: list[BatchInfo]
+    ) -> tuple[bytearray | memoryview, list[BatchInfo]]:
+        """Batches in the topic's ``compression.type`` codec, still within max.message.bytes."""
+        config = self.config
+        codec = CODEC_BY_NAME[config.compression_type]
+        records, infos = recompress_batches(records, infos, codec, config.compression_level)
+        for info in infos:
+            if info.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {info.size} bytes recompressed to {config.compression_type} "
+                    f"exceeds max.message.bytes {config.max_message_bytes}"
+                )
+        return records, infos
 
     def append_as_follower(
         self, records: bytearray | memoryview, infos: list[BatchInfo]
