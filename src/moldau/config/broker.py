@@ -21,6 +21,10 @@ class ConfigError(ValueError):
     """A configuration value is missing or malformed; the message says which and why."""
 
 
+# Kafka's replica.selector.class for KIP-392 rack-aware fetching, the only one Moldau has.
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
 @dataclass(frozen=True)
 class BrokerKey:
     name: str
@@ -129,6 +133,12 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("replica.fetch.backoff.ms", int, "1000", "Follower backoff after errors."),
         BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
+        BrokerKey(
+            "replica.selector.class",
+            str,
+            "",
+            f"Empty (consumers read from leaders) or {RACK_AWARE_SELECTOR} (KIP-392).",
+        ),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
         BrokerKey("broker.session.timeout.ms", int, "9000", "Fenced without heartbeats."),
         BrokerKey("controlled.shutdown.enable", bool, "true", "Move leaders before stopping."),
@@ -359,6 +369,8 @@ class BrokerConfig:
             raise ConfigError(
                 "queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
             )
+        if self.get("replica.selector.class") not in ("", RACK_AWARE_SELECTOR):
+            raise ConfigError(f"replica.selector.class must be empty or {RACK_AWARE_SELECTOR}")
         for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
             if self.int(key) < 0:
                 raise ConfigError(f"{key} must be at least 0")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from moldau.clock import Scheduler, TimerHandle
-from moldau.config.broker import BrokerConfig
+from moldau.config.broker import RACK_AWARE_SELECTOR, BrokerConfig
 from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
@@ -35,6 +35,7 @@ from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
+from moldau.replication.replica_selector import preferred_read_replica
 from moldau.replication.txn_verification import Guard, TransactionVerifier
 from moldau.stats.counters import IsrStats, TopicStats
 from moldau.storage.local_log import LogReadResult
@@ -70,10 +71,14 @@ class AppendOrigin(Enum):
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
+    rack_aware: bool = False  # replica.selector.class: KIP-392 fetch from the closest replica
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ReplicationConfig:
-        return cls(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"))
+        return cls(
+            replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"),
+            rack_aware=config.get("replica.selector.class") == RACK_AWARE_SELECTOR,
+        )
 
 
 @dataclass(slots=True)
@@ -95,6 +100,9 @@ class FetchParams:
     min_bytes: int = 1
     max_bytes: int = 0x7FFFFFFF
     isolation_level: int = READ_UNCOMMITTED
+    # A consumer's rack from Fetch v11 on (KIP-392; "" if unset); None before v11, whose
+    # consumers only read from leaders.
+    rack_id: str | None = None
 
     @property
     def from_follower(self) -> bool:
@@ -121,6 +129,7 @@ class FetchResult:
     records: LogReadResult | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate there
     aborted: list[AbortedTxn] | None = None  # read_committed: transactions to drop
+    preferred_read_replica: int = -1  # KIP-392: fetch from this follower instead
 
     @property
     def size(self) -> int:
@@ -178,6 +187,7 @@ class ReplicaManager:
         self._checkpointed_hw = log_manager.read_replication_checkpoint()
         self.topic_stats = TopicStats()
         self.isr_stats = IsrStats()
+        self._racks: dict[int, str] = {}  # live brokers' broker.rack, for KIP-392
 
     # -- metadata ------------------------------------------------------------------
     def on_metadata_update(
@@ -189,6 +199,7 @@ class ReplicaManager:
         are opened a slice (HOST_SLICE_S) per turn of the event loop (as Kafka's brokers apply a large
         delta off the request threads); internal topics' replicas are opened at once, the
         coordinators load from them."""
+        self._racks = {b.broker_id: b.rack for b in new.brokers.values() if b.rack and b.alive}
         for tp in changes.deletes:
             self._pending.pop(tp, None)
             self._stop_replica(tp)
@@ -298,9 +309,10 @@ class ReplicaManager:
         return partition.high_watermark if partition is not None else -1
 
     def _leader(
-        self, tp: TopicPartition, current_leader_epoch: int = -1
+        self, tp: TopicPartition, current_leader_epoch: int = -1, *, follower_ok: bool = False
     ) -> tuple[Partition, UnifiedLog]:
-        """The partition and its log if this node leads it, else the Kafka error."""
+        """The partition and its log if this node leads it (or, ``follower_ok``, follows
+        it), else the Kafka error."""
         self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
@@ -321,7 +333,7 @@ class ReplicaManager:
                     f"leader epoch {current_leader_epoch} is newer than {partition.leader_epoch}",
                     ErrorCode.UNKNOWN_LEADER_EPOCH,
                 )
-        if not partition.is_leader:
+        if not partition.is_leader and not (follower_ok and partition.role is Role.FOLLOWER):
             raise KafkaError(
                 f"{tp[0]}-{tp[1]} is led by {partition.leader}", ErrorCode.NOT_LEADER_OR_FOLLOWER
             )
@@ -509,7 +521,7 @@ class ReplicaManager:
             not requested
             or total >= params.min_bytes
             or params.max_wait_ms <= 0
-            or _has_error(results)
+            or _respond_now(results)
         ):
             return results
         kind = "leo" if params.from_follower else "hw"
@@ -517,7 +529,7 @@ class ReplicaManager:
         deadline = self.clock.now_ms() + params.max_wait_ms
         while total < params.min_bytes and await self.purgatory.wait(keys, deadline):
             results, total = self._read_all(params, requested)
-            if _has_error(results):
+            if _respond_now(results):
                 break
         return results
 
@@ -537,7 +549,10 @@ class ReplicaManager:
     ) -> FetchResult:
         tp = (p.topic, p.partition)
         try:
-            partition, replica_log = self._leader(tp, p.current_leader_epoch)
+            # Consumers with client metadata (v11+) may read from followers (KIP-392).
+            partition, replica_log = self._leader(
+                tp, p.current_leader_epoch, follower_ok=params.rack_id is not None
+            )
         except KafkaError as e:
             return FetchResult(e.code)
         if params.from_follower:
@@ -575,6 +590,13 @@ class ReplicaManager:
             log_start_offset=replica_log.log_start_offset,
             aborted=[] if committed else None,
         )
+        if params.rack_id and self.config.rack_aware and partition.is_leader:
+            preferred = preferred_read_replica(
+                partition, self._racks, params.rack_id, p.fetch_offset, self.clock.now_ms()
+            )
+            if preferred is not None:
+                out.preferred_read_replica = preferred
+                return out  # no records: the client fetches from ``preferred`` next
         if p.fetch_offset == limit and p.fetch_offset >= out.log_start_offset:
             return out  # caught up: nothing to read (the common case of idle partitions)
         try:
@@ -785,5 +807,6 @@ def _divergence(
     return None
 
 
-def _has_error(results: Sequence[FetchResult]) -> bool:
-    return any(r.error != ErrorCode.NONE for r in results)
+def _respond_now(results: Sequence[FetchResult]) -> bool:
+    """An error or a redirection to another replica is not worth waiting for."""
+    return any(r.error != ErrorCode.NONE or r.preferred_read_replica >= 0 for r in results)
