@@ -61,7 +61,7 @@ class ClusterProcess(ClientHelpers):
         network_namespaces: Iterable[str] | None = None,
     ) -> None:
         """``metrics`` serves each node's Prometheus metrics (:meth:`metrics_url`)."""
-        from moldau.cli.cluster import LocalCluster
+        from moldau.cli.local_cluster import LocalCluster
 
         rack_list = list(racks) if racks is not None else None
         host_list = list(hosts) if hosts is not None else None
