@@ -78,6 +78,10 @@ if [ "$mode" = run ]; then
     || install .venv run "$CONSTRAINTS" -e ".[console]"
 else
   install .venv test "$CONSTRAINTS" -e ".[test]"
+  # A dependency added to pyproject.toml without a pin installs its newest release: say so.
+  unpinned="$(.venv/bin/python -m pip freeze -q --disable-pip-version-check --exclude-editable 2>/dev/null \
+    | grep -ivFf <(sed -n 's/==.*/==/p' "$CONSTRAINTS") || true)"
+  [ -z "$unpinned" ] || echo "setup: not pinned in $CONSTRAINTS (scripts/refresh-constraints.sh):" $unpinned
 fi
 .venv/bin/python -c "import moldau" # fail here, clearly, if the install did not work
 

@@ -98,6 +98,7 @@ class NodeSnapshot:
     completed_rebalances: int
     connections: Mapping[str, int]
     loop_lag: HistogramSnapshot
+    offline_log_dirs: int = 0
 
 
 @dataclass
@@ -160,6 +161,7 @@ class SnapshotTaker:
             completed_rebalances=b.groups.stats.completed_rebalances if b is not None else 0,
             connections=dict(p.connections()),
             loop_lag=p.loop_lag.snapshot(),
+            offline_log_dirs=len(b.log_manager.offline_dirs) if b is not None else 0,
         )
 
     @staticmethod
