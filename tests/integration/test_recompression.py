@@ -12,6 +12,7 @@ from moldau.records.batch import read_batch_header
 from moldau.records.compression import Compression
 from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
+    FreshBroker,
     assert_log_matches,
     consume_kafka_python,
     consume_kcat,
@@ -61,3 +62,14 @@ def test_batches_are_stored_in_the_topic_codec(
     assert sum(count for _, _, count in batches) == len(records)
     assert_log_matches(records, consume_kafka_python(broker.bootstrap, topic), acked=acked)
     assert_log_matches(records, consume_kcat(broker.bootstrap, topic), acked=acked)
+
+
+def test_broker_default_compression_type_applies_to_new_topics(
+    fresh_broker: FreshBroker, topic: str
+) -> None:
+    b = fresh_broker({"compression.type": "zstd"})
+    create_topic(b.bootstrap, topic, 1)
+    records = make_records(200, seed=20, text=True)
+    acked = produce_confluent(b.bootstrap, topic, records, "snappy")
+    assert {codec for codec, _, _ in disk_batches(b.data_dir, topic)} == {Compression.ZSTD}
+    assert_log_matches(records, consume_kcat(b.bootstrap, topic), acked=acked)
