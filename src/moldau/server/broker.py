@@ -78,6 +78,7 @@ class Broker:
             clock=self.clock.time,
             budget=self.budget,
             recovery_threads=config.int("num.recovery.threads.per.data.dir"),
+            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
         )
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(
