@@ -29,13 +29,13 @@ from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
-from moldau.metrics.stats import IsrStats, TopicStats
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.txn_verification import Guard, TransactionVerifier
+from moldau.stats.counters import IsrStats, TopicStats
 from moldau.storage.local_log import LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry
@@ -45,6 +45,7 @@ from moldau.storage.unified_log import UnifiedLog
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+ProposeIsrChange = Callable[[TopicPartition, IsrProposal], None]
 # A change bringing more new replicas than this opens them a slice at a time: opening a log
 # costs a few file-system calls, so one CreatePartitions of 10,000 would otherwise hold
 # every request for many seconds.
@@ -146,6 +147,9 @@ class ReplicaManager:
         scheduler: Scheduler,
         config_for: Callable[[str], LogConfig],
         config: ReplicationConfig | None = None,
+        *,
+        propose_isr_change: ProposeIsrChange | None = None,
+        transaction_verifier: TransactionVerifier | None = None,
     ) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
@@ -161,9 +165,9 @@ class ReplicaManager:
         self._pending: dict[TopicPartition, tuple[PartitionImage, bool]] = {}
         self._hosting: TimerHandle | None = None
         # Where ISR changes go (the AlterPartition manager); a single broker has none.
-        self.propose_isr_change: Callable[[TopicPartition, IsrProposal], None] = _no_isr_changes
+        self.propose_isr_change = propose_isr_change or _no_isr_changes
         # KIP-890 checks with the transaction coordinator (None: not verified)
-        self.transaction_verifier: TransactionVerifier | None = None
+        self.transaction_verifier = transaction_verifier
         # Where each partition's HW was at the last checkpoint: a restarted replica starts
         # from it (capped by its log), never from its log end.
         self._checkpointed_hw = log_manager.read_replication_checkpoint()
@@ -653,10 +657,9 @@ class ReplicaManager:
             return
         if fully:
             replica_log.truncate_fully_and_start_at(offset)
-            partition.high_watermark = offset
         else:
             replica_log.truncate_to(offset)
-            partition.high_watermark = min(partition.high_watermark, replica_log.log_end_offset)
+        partition.truncated(replica_log.log_start_offset, replica_log.log_end_offset)
         log.info("%s-%d: truncated to %d", *tp, offset)
 
     # -- offsets -------------------------------------------------------------------

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from moldau.config.topic import LogConfig
-from moldau.metrics.stats import CleanerStats
 from moldau.protocol.errors import ErrorCode, KafkaError, StorageError
+from moldau.stats.counters import CleanerStats
 from moldau.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
