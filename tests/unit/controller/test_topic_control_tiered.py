@@ -7,7 +7,7 @@ import pytest
 
 from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.config.topic import LogConfig
-from moldau.controller.controller import Controller
+from moldau.controller.topic_control import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import RegisterBrokerRecord
 from moldau.protocol.errors import ErrorCode
