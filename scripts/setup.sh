@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what Moldau needs on a fresh machine. Usage: scripts/setup.sh [run|test]
-#   run  - the broker, the CLI and the web console (Python package)
+#   run  - the broker, the CLI, the web console and the s3 tiered-storage client
 #   test - everything the test suite needs: test deps, PySpark, kcat, a JDK and the Kafka
 #          Java client's jars, Chromium
 set -euo pipefail
@@ -25,7 +25,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-extras="[console]"
+extras="[console,tiered]"
 [ "$mode" = test ] && extras="[test]"
 echo "setup: installing moldau${extras} with pip"
 "$PY" -m pip install -q --disable-pip-version-check -e ".${extras}" 2>&1 | grep -v "Running pip as the 'root' user" || true
