@@ -46,13 +46,13 @@ from benchmarks.harness import create_topic, write_result
 from benchmarks.produce_consume import POOL, produce_librdkafka
 from benchmarks.produce_frames import cpu_seconds, drive, produce_frame
 from moldau import metrics
-from moldau.metrics.requests import RequestStats
-from moldau.metrics.stats import TopicStats
-from moldau.metrics.timing import RequestTimer, parked
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages.produce_request import ProduceRequest
 from moldau.replication.replica_manager import FetchRequestPartition, FetchResult
-from moldau.storage.log import LogReadResult
+from moldau.stats.counters import TopicStats
+from moldau.stats.requests import RequestStats
+from moldau.stats.timing import RequestTimer, parked
+from moldau.storage.local_log import LogReadResult
 
 VALUE = 100  # librdkafka's records
 SRC = Path(metrics.__file__).parents[2]  # this checkout's sources

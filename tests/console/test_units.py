@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info, generate_latest
 
+from moldau.admin.offsets import reset_target
 from moldau.console.app import format_positions, parse_positions
 from moldau.console.charts import line_chart, nice_ceiling
 from moldau.console.metrics import (
@@ -21,7 +22,7 @@ from moldau.console.metrics import (
     PARTITION_OFFSET,
     Scrape,
 )
-from moldau.console.model import GroupInfo, GroupOffset, QuorumInfo, QuorumVoter, reset_target
+from moldau.console.model import GroupInfo, GroupOffset, QuorumInfo, QuorumVoter
 from moldau.console.render import parse_timestamp, show, size, timestamp
 from moldau.console.series import History, Rates
 

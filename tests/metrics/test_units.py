@@ -25,7 +25,6 @@ from moldau.metadata.image import BrokerImage, MetadataImage, PartitionImage, To
 from moldau.metadata.publisher import MetadataPublisher
 from moldau.metrics.endpoint import LoopLagProbe, NodeCollector
 from moldau.metrics.families import families
-from moldau.metrics.requests import RequestStats
 from moldau.metrics.snapshot import (
     BrokerParts,
     ControllerSnapshot,
@@ -35,11 +34,12 @@ from moldau.metrics.snapshot import (
     ReplicaSnapshot,
     SnapshotTaker,
 )
-from moldau.metrics.stats import Histogram, TopicCounts
-from moldau.metrics.timing import RequestTimer, parked
 from moldau.protocol.api_keys import ApiKey
 from moldau.records.record import build_batch
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.stats.counters import Histogram, TopicCounts
+from moldau.stats.requests import RequestStats
+from moldau.stats.timing import RequestTimer, parked
 from moldau.storage.log_manager import LogManager
 from tests.metrics.helpers import Samples
 

@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from moldau.admin.errors import describe_error
+
 T = TypeVar("T")
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -104,13 +106,6 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-def describe_error(error: KafkaError | KafkaException) -> str:
-    """`NAME: message`, Kafka's error name first so users can search for it."""
-    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
-        error = error.args[0]
-    if isinstance(error, KafkaError):
-        return f"{error.name()}: {error.str()}"
-    return str(error)
 
 
 def check(error: KafkaError | None, context: str = "") -> None:

@@ -16,6 +16,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
 
+from moldau.admin.offsets import reset_target
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -39,7 +40,6 @@ from moldau.cli.common import (
     topic_metadata,
     watermarks,
 )
-from moldau.console.model import reset_target
 
 app = typer.Typer(
     help="List, describe, reset offsets of and delete consumer groups.", no_args_is_help=True

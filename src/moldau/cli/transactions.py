@@ -19,6 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from moldau.admin.cluster import servers
 from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     REQUEST_TIMEOUT_S,
@@ -30,7 +31,6 @@ from moldau.cli.common import (
     print_kv,
     table,
 )
-from moldau.cli.wire import servers
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.describe_producers_request import (

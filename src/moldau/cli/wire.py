@@ -8,23 +8,18 @@ a broker forwards it to the active controller as it would a Java admin client's.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import typer
 
+from moldau.admin.cluster import servers
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode
 
 REQUEST_TIMEOUT_MS = 30_000
 
 
-def servers(bootstrap: str) -> Iterator[tuple[str, int]]:
-    for server in filter(None, (s.strip() for s in bootstrap.split(","))):
-        host, _, port = server.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"bad server address {server!r} (HOST:PORT)")
-        yield host, int(port)
 
 
 async def send(

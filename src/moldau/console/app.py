@@ -26,10 +26,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from moldau.admin.offsets import RESET_STRATEGIES
 from moldau.console import render
 from moldau.console.charts import line_chart
 from moldau.console.cluster import Cluster, ConsoleError, Start
-from moldau.console.model import RESET_STRATEGIES, TopicInfo, with_sizes
+from moldau.console.model import TopicInfo, with_sizes
 from moldau.console.sampler import Sampler
 
 T = TypeVar("T")

@@ -40,8 +40,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from moldau.cli.cluster import describe_cluster
-from moldau.cli.common import describe_error
+from moldau.admin.cluster import describe_cluster
+from moldau.admin.errors import describe_error
+from moldau.admin.offsets import reset_target
 from moldau.console.model import (
     BrokerInfo,
     ConfigItem,
@@ -53,7 +54,6 @@ from moldau.console.model import (
     QuorumInfo,
     Record,
     TopicInfo,
-    reset_target,
 )
 
 T = TypeVar("T")

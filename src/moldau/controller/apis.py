@@ -16,9 +16,9 @@ from moldau.config.topic import resolve_configs
 from moldau.controller import broker_apis, partition_apis, security_apis
 from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.configs import Changes, incremental, replacement
-from moldau.controller.controller import Controller, Outcome
 from moldau.controller.quorum_controller import ControllerResult, QuorumController
 from moldau.controller.replication_control import PREFERRED, ReplicationControl
+from moldau.controller.topic_control import Controller, Outcome
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.topics import METADATA_TOPIC, is_internal, missing_topic, topic_name_error

@@ -16,7 +16,7 @@ from moldau.metadata.records import MetadataRecord, decode_record, encode_record
 from moldau.metadata.topics import METADATA_TOPIC
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 logger = logging.getLogger(__name__)
 
@@ -28,14 +28,14 @@ CommitCallback = Callable[[Sequence[MetadataRecord], int], None]
 
 
 class MetadataLog:
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: UnifiedLog) -> None:
         self.log = log
         self._on_commit: CommitCallback = lambda records, offset: None
 
     @classmethod
     def open(cls, log_dir: Path) -> MetadataLog:
         """Open the log, recovering it from the start (it is small and must be exact)."""
-        return cls(Log.open(log_dir / METADATA_DIR, _CONFIG, recovery_point=0))
+        return cls(UnifiedLog.open(log_dir / METADATA_DIR, _CONFIG, recovery_point=0))
 
     def batches(self) -> Iterator[tuple[list[MetadataRecord], int]]:
         """Every committed batch, oldest first: (records, last offset). A record that

@@ -6,7 +6,7 @@ scrapes ``http://metrics.host:metrics.port/metrics``. See ``docs/internals.md``.
 
 This module is what launchers need (``moldau cluster up``): the settings that turn the
 endpoint on and the URL it serves. It imports nothing heavy: hooks import
-:mod:`moldau.metrics.stats` and :mod:`moldau.metrics.timing` from hot modules.
+:mod:`moldau.stats.counters` and :mod:`moldau.stats.timing` from hot modules.
 """
 
 from __future__ import annotations

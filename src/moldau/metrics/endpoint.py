@@ -29,8 +29,8 @@ from moldau import metrics
 from moldau.config.broker import ConfigError
 from moldau.metrics.families import families
 from moldau.metrics.snapshot import BrokerParts, NodeParts, NodeSnapshot, SnapshotTaker
-from moldau.metrics.stats import Histogram
 from moldau.server.dispatch import Dispatcher
+from moldau.stats.counters import Histogram
 
 if TYPE_CHECKING:
     from moldau.config.broker import BrokerConfig

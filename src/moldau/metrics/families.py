@@ -21,9 +21,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.utils import floatToGoString
 
-from moldau.metrics.requests import TIME_NAMES
 from moldau.metrics.snapshot import NodeSnapshot, ReplicaSnapshot
-from moldau.metrics.stats import HistogramSnapshot
+from moldau.stats.counters import HistogramSnapshot
+from moldau.stats.requests import TIME_NAMES
 
 TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
 REQUEST_METRICS = "kafka_network_requestmetrics_"

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from moldau.metrics.requests import RequestStats, RequestTypeSnapshot, merge_request_stats
-from moldau.metrics.stats import Histogram, HistogramSnapshot, TopicCounts
+from moldau.stats.counters import Histogram, HistogramSnapshot, TopicCounts
+from moldau.stats.requests import RequestStats, RequestTypeSnapshot, merge_request_stats
 
 if TYPE_CHECKING:
     from moldau.controller.quorum_controller import QuorumController

@@ -49,6 +49,7 @@ from moldau.raft.state import (
     Follower,
     Leader,
     Prospective,
+    RaftInvariantError,
     Resigned,
     Unattached,
     VoteTally,
@@ -62,10 +63,6 @@ RETRY_BACKOFF_BASE_MS = 100
 
 class NotLeaderError(Exception):
     """An append, snapshot or DescribeQuorum needs the leader of that epoch."""
-
-
-class RaftInvariantError(AssertionError):
-    """A peer's message or the local log contradicts Raft's guarantees; stop the replica."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1042,19 +1039,12 @@ class RaftClient:
             if response.records is not None:
                 log.append_as_follower(response.records)
             if response.high_watermark >= 0:
-                self._update_follower_high_watermark(
-                    state, min(response.high_watermark, log.log_end_offset)
+                state.update_high_watermark(
+                    min(response.high_watermark, log.log_end_offset), self.node_id
                 )
         state.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
         state.has_fetched_from_leader = True
         return True
-
-    def _update_follower_high_watermark(self, state: Follower, hw: int) -> None:
-        if state.high_watermark is not None and hw < state.high_watermark:
-            raise RaftInvariantError(
-                f"node {self.node_id}: high watermark would go back from {state.high_watermark} to {hw}"
-            )
-        state.high_watermark = hw
 
     def _install_snapshot(self, state: Follower) -> None:
         """The downloaded snapshot is committed data: the log restarts there unless it holds it."""
@@ -1062,8 +1052,7 @@ class RaftClient:
         latest = log.latest_snapshot_id()
         assert latest is not None
         log.truncate_to_latest_snapshot()
-        if state.high_watermark is None or state.high_watermark < latest.offset:
-            state.high_watermark = latest.offset
+        state.snapshot_installed(latest.offset)
 
     # ------------------------------------------------------------------ FetchSnapshot
 

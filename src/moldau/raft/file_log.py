@@ -1,4 +1,4 @@
-"""The `RaftLog` of a real node: the storage `Log` of `<log.dir>/__cluster_metadata-0/` plus
+"""The `RaftLog` of a real node: the storage `UnifiedLog` of `<log.dir>/__cluster_metadata-0/` plus
 Kafka's snapshot files in that directory (KafkaMetadataLog).
 
 Records go in as one batch per append, stamped with the leader epoch, so the storage
@@ -27,7 +27,7 @@ from moldau.raft.log import LeaderChange, LogAppendInfo, OffsetAndEpoch
 from moldau.raft.records import Batches, data_batch, leader_change_batch
 from moldau.records.batch import scan_batches
 from moldau.storage.checkpoint import fsync_dir
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 logger = logging.getLogger(__name__)
 
@@ -134,9 +134,11 @@ class FileSnapshotWriter:
 
 
 class FileRaftLog:
-    """`RaftLog` over a storage `Log` and the snapshot files beside its segments."""
+    """`RaftLog` over a storage `UnifiedLog` and the snapshot files beside its segments."""
 
-    def __init__(self, log: Log, snapshots: dict[OffsetAndEpoch, FileSnapshot | None]) -> None:
+    def __init__(
+        self, log: UnifiedLog, snapshots: dict[OffsetAndEpoch, FileSnapshot | None]
+    ) -> None:
         self.log = log
         self.dir = log.dir
         self._snapshots = snapshots
@@ -160,7 +162,7 @@ class FileRaftLog:
                 (directory / name).unlink(missing_ok=True)
         earliest = min(found, key=lambda s: s.offset, default=None)
         start = earliest.offset if earliest is not None else 0
-        log = Log.open(
+        log = UnifiedLog.open(
             directory,
             LogConfig(
                 segment_bytes=config.segment_bytes,

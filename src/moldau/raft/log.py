@@ -3,7 +3,7 @@
 The core never looks inside records: what `read` returns is handed to a follower's
 `append_as_follower` and to the local state machine as committed data. The in-memory log
 (`memory_log.py`) backs the simulation and the unit tests; the storage-backed one maps
-these calls onto `Log.append_as_leader` / `append_as_follower` / `truncate_to` and the
+these calls onto `UnifiedLog.append_as_leader` / `append_as_follower` / `truncate_to` and the
 leader-epoch cache.
 """
 

@@ -18,6 +18,10 @@ CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
 OBSERVER_SESSION_TIMEOUT_MS = 300_000
 
 
+class RaftInvariantError(AssertionError):
+    """A peer's message or the local log contradicts Raft's guarantees; stop the replica."""
+
+
 @dataclass(slots=True)
 class VoteTally:
     """Votes (or pre-votes) collected for one election; the nominee counts itself."""
@@ -101,6 +105,19 @@ class Follower:
 
     def election(self) -> ElectionState:
         return ElectionState(self.epoch, self.leader_id, self.voted_id)
+
+    def update_high_watermark(self, hw: int, local_id: int) -> None:
+        """Take the leader's HW (capped by the local log end); it never moves back."""
+        if self.high_watermark is not None and hw < self.high_watermark:
+            raise RaftInvariantError(
+                f"node {local_id}: high watermark would go back from {self.high_watermark} to {hw}"
+            )
+        self.high_watermark = hw
+
+    def snapshot_installed(self, snapshot_end_offset: int) -> None:
+        """A downloaded snapshot is committed data: the HW is at least its end."""
+        if self.high_watermark is None or self.high_watermark < snapshot_end_offset:
+            self.high_watermark = snapshot_end_offset
 
 
 @dataclass(slots=True)

@@ -14,7 +14,8 @@ back (wake waiters, send an AlterPartition). As in Kafka's ``Partition``:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 
 from moldau.metadata.image import PartitionImage
@@ -55,22 +56,103 @@ class IsrProposal:
     new_isr: tuple[int, ...]
 
 
-@dataclass(slots=True)
 class Partition:
-    topic: str
-    partition: int
-    local_id: int
-    replica_lag_time_max_ms: int = 30_000
-    role: Role = Role.NONE
-    leader: int = -1
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    replicas: tuple[int, ...] = ()
-    isr: tuple[int, ...] = ()
-    high_watermark: int = 0
-    leader_epoch_start_offset: int = UNKNOWN_OFFSET
-    pending: IsrProposal | None = None
-    remote: dict[int, ReplicaState] = field(default_factory=dict)
+    """One partition's replication state; every field is read-only from outside."""
+
+    __slots__ = (
+        "_topic",
+        "_partition",
+        "_local_id",
+        "_replica_lag_time_max_ms",
+        "_role",
+        "_leader",
+        "_leader_epoch",
+        "_partition_epoch",
+        "_replicas",
+        "_isr",
+        "_high_watermark",
+        "_leader_epoch_start_offset",
+        "_pending",
+        "_remote",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        local_id: int,
+        replica_lag_time_max_ms: int = 30_000,
+        *,
+        high_watermark: int = 0,
+    ) -> None:
+        self._topic = topic
+        self._partition = partition
+        self._local_id = local_id
+        self._replica_lag_time_max_ms = replica_lag_time_max_ms
+        self._role = Role.NONE
+        self._leader = -1
+        self._leader_epoch = -1
+        self._partition_epoch = -1
+        self._replicas: tuple[int, ...] = ()
+        self._isr: tuple[int, ...] = ()
+        self._high_watermark = high_watermark
+        self._leader_epoch_start_offset = UNKNOWN_OFFSET
+        self._pending: IsrProposal | None = None
+        self._remote: dict[int, ReplicaState] = {}
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    @property
+    def local_id(self) -> int:
+        return self._local_id
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @property
+    def leader(self) -> int:
+        return self._leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._leader_epoch
+
+    @property
+    def partition_epoch(self) -> int:
+        return self._partition_epoch
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        return self._replicas
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self._isr
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def leader_epoch_start_offset(self) -> int:
+        return self._leader_epoch_start_offset
+
+    @property
+    def pending(self) -> IsrProposal | None:
+        """The ISR change in flight, if any."""
+        return self._pending
+
+    @property
+    def remote(self) -> Mapping[int, ReplicaState]:
+        """The leader's view of each follower (empty on a follower)."""
+        return self._remote
 
     # -- leadership ----------------------------------------------------------------
     def make_leader(self, reg: PartitionImage, local_leo: int, now_ms: int) -> bool:
@@ -79,21 +161,23 @@ class Partition:
         Followers start unknown in a new epoch; ISR members count as caught up now, so
         they are not shrunk before they had a chance to fetch (Kafka does the same).
         """
-        new_epoch = self.role is not Role.LEADER or reg.leader_epoch != self.leader_epoch
+        new_epoch = self._role is not Role.LEADER or reg.leader_epoch != self._leader_epoch
         self._apply(reg)
-        self.role = Role.LEADER
+        self._role = Role.LEADER
         if new_epoch:
-            self.leader_epoch_start_offset = local_leo
-            self.remote = {
+            self._leader_epoch_start_offset = local_leo
+            self._remote = {
                 r: ReplicaState(r, last_caught_up_time_ms=now_ms if r in reg.isr else 0)
                 for r in reg.replicas
-                if r != self.local_id
+                if r != self._local_id
             }
         else:
-            self.remote = {
-                r: self.remote.get(r) or ReplicaState(r) for r in reg.replicas if r != self.local_id
+            self._remote = {
+                r: self._remote.get(r) or ReplicaState(r)
+                for r in reg.replicas
+                if r != self._local_id
             }
-        self.high_watermark = min(self.high_watermark, local_leo)
+        self._high_watermark = min(self._high_watermark, local_leo)
         self.maybe_increment_high_watermark(local_leo, now_ms)
         return new_epoch
 
@@ -101,53 +185,53 @@ class Partition:
         """Follow ``reg.leader``. Returns True if the leader or its epoch changed (the
         fetcher must then restart, reconciling the log against the new leader)."""
         changed = (
-            self.role is not Role.FOLLOWER
-            or reg.leader != self.leader
-            or reg.leader_epoch != self.leader_epoch
+            self._role is not Role.FOLLOWER
+            or reg.leader != self._leader
+            or reg.leader_epoch != self._leader_epoch
         )
         self._apply(reg)
-        self.role = Role.FOLLOWER
-        self.remote = {}
-        self.leader_epoch_start_offset = UNKNOWN_OFFSET
-        self.high_watermark = min(self.high_watermark, local_leo)
+        self._role = Role.FOLLOWER
+        self._remote = {}
+        self._leader_epoch_start_offset = UNKNOWN_OFFSET
+        self._high_watermark = min(self._high_watermark, local_leo)
         return changed
 
     def _apply(self, reg: PartitionImage) -> None:
-        self.leader = reg.leader
-        self.leader_epoch = reg.leader_epoch
-        self.replicas = reg.replicas
-        self.isr = reg.isr
-        if reg.partition_epoch != self.partition_epoch:
-            self.pending = None  # the controller decided; any proposal was answered
-        self.partition_epoch = reg.partition_epoch
+        self._leader = reg.leader
+        self._leader_epoch = reg.leader_epoch
+        self._replicas = reg.replicas
+        self._isr = reg.isr
+        if reg.partition_epoch != self._partition_epoch:
+            self._pending = None  # the controller decided; any proposal was answered
+        self._partition_epoch = reg.partition_epoch
 
     @property
     def is_leader(self) -> bool:
-        return self.role is Role.LEADER
+        return self._role is Role.LEADER
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
         """The ISR to count for the HW: committed ISR plus additions in flight."""
-        if self.pending is None:
-            return self.isr
-        return tuple(dict.fromkeys((*self.isr, *self.pending.new_isr)))
+        if self._pending is None:
+            return self._isr
+        return tuple(dict.fromkeys((*self._isr, *self._pending.new_isr)))
 
     # -- leader side ---------------------------------------------------------------
     def maybe_increment_high_watermark(self, leader_leo: int, now_ms: int) -> bool:
         """Move the HW up to the smallest LEO over the maximal ISR (and over caught-up
         replicas that will join it). Returns True if it moved."""
-        if self.role is not Role.LEADER:
+        if self._role is not Role.LEADER:
             return False
         new_hw = leader_leo
         in_sync = self.maximal_isr
-        for replica in self.remote.values():
+        for replica in self._remote.values():
             if replica.log_end_offset >= new_hw:
                 continue
-            joining = replica.is_caught_up(leader_leo, now_ms, self.replica_lag_time_max_ms)
+            joining = replica.is_caught_up(leader_leo, now_ms, self._replica_lag_time_max_ms)
             if replica.broker_id in in_sync or joining:
                 new_hw = replica.log_end_offset
-        if new_hw > self.high_watermark:
-            self.high_watermark = new_hw
+        if new_hw > self._high_watermark:
+            self._high_watermark = new_hw
             return True
         return False
 
@@ -163,7 +247,7 @@ class Partition:
 
         Kafka's rule for "caught up": the follower reached the leader's LEO as of this
         fetch, or as of its previous fetch (then it was caught up at that time)."""
-        replica = self.remote.get(replica_id)
+        replica = self._remote.get(replica_id)
         if replica is None:
             return False
         if fetch_offset >= leader_leo:
@@ -179,49 +263,49 @@ class Partition:
         return self.maybe_increment_high_watermark(leader_leo, now_ms)
 
     def is_known_replica(self, replica_id: int) -> bool:
-        return replica_id in self.remote
+        return replica_id in self._remote
 
     def isr_expansion(self, replica_id: int) -> IsrProposal | None:
         """A follower that reached the HW (and this epoch's start) joins the ISR."""
-        replica = self.remote.get(replica_id)
+        replica = self._remote.get(replica_id)
         if (
-            self.role is not Role.LEADER
-            or self.pending is not None
+            self._role is not Role.LEADER
+            or self._pending is not None
             or replica is None
-            or replica_id in self.isr
-            or replica.log_end_offset < self.high_watermark
-            or replica.log_end_offset < self.leader_epoch_start_offset
+            or replica_id in self._isr
+            or replica.log_end_offset < self._high_watermark
+            or replica.log_end_offset < self._leader_epoch_start_offset
         ):
             return None
-        return self._propose((*self.isr, replica_id))
+        return self._propose((*self._isr, replica_id))
 
     def isr_shrink(self, leader_leo: int, now_ms: int) -> IsrProposal | None:
         """Drop ISR members that have not caught up for ``replica.lag.time.max.ms``."""
-        if self.role is not Role.LEADER or self.pending is not None:
+        if self._role is not Role.LEADER or self._pending is not None:
             return None
         lagging = {
             r
-            for r in self.isr
-            if r != self.local_id
-            and r in self.remote
-            and not self.remote[r].is_caught_up(leader_leo, now_ms, self.replica_lag_time_max_ms)
+            for r in self._isr
+            if r != self._local_id
+            and r in self._remote
+            and not self._remote[r].is_caught_up(leader_leo, now_ms, self._replica_lag_time_max_ms)
         }
         if not lagging:
             return None
-        return self._propose(tuple(r for r in self.isr if r not in lagging))
+        return self._propose(tuple(r for r in self._isr if r not in lagging))
 
     def _propose(self, new_isr: tuple[int, ...]) -> IsrProposal:
-        self.pending = IsrProposal(self.leader_epoch, self.partition_epoch, new_isr)
-        return self.pending
+        self._pending = IsrProposal(self._leader_epoch, self._partition_epoch, new_isr)
+        return self._pending
 
     def isr_change_failed(self) -> None:
         """The controller refused or never answered: propose again later."""
-        self.pending = None
+        self._pending = None
 
     def check_min_isr(self, min_insync_replicas: int) -> ErrorCode | None:
         """acks=all needs at least min.insync.replicas in the committed ISR (Kafka counts
         the committed ISR, not the maximal one, here)."""
-        if len(self.isr) < min_insync_replicas:
+        if len(self._isr) < min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS
         return None
 
@@ -229,7 +313,15 @@ class Partition:
     def follower_update_high_watermark(self, leader_hw: int, local_leo: int) -> bool:
         """A follower's HW is the leader's, capped by what it has itself."""
         new_hw = min(leader_hw, local_leo)
-        if new_hw > self.high_watermark:
-            self.high_watermark = new_hw
+        if new_hw > self._high_watermark:
+            self._high_watermark = new_hw
             return True
         return False
+
+    def truncated(self, log_start_offset: int, log_end_offset: int) -> None:
+        """The local log was truncated: bound the HW by the log's new range.
+
+        Kafka's ``updateHighWatermark`` on truncation: the HW is kept within
+        [log start, log end], so it moves back with a diverged tail and forward when the
+        log restarts at the leader's log start offset (a full truncation)."""
+        self._high_watermark = max(log_start_offset, min(self._high_watermark, log_end_offset))

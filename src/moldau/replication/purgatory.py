@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Hashable, Iterable
 
 from moldau.clock import Scheduler
-from moldau.metrics.timing import parked
+from moldau.stats.timing import parked
 
 
 class Purgatory:

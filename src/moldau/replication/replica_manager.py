@@ -29,21 +29,23 @@ from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
-from moldau.metrics.stats import IsrStats, TopicStats
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.txn_verification import Guard, TransactionVerifier
-from moldau.storage.log import Log, LogReadResult
+from moldau.stats.counters import IsrStats, TopicStats
+from moldau.storage.local_log import LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry
 from moldau.storage.txn_index import AbortedTxn
+from moldau.storage.unified_log import UnifiedLog
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+ProposeIsrChange = Callable[[TopicPartition, IsrProposal], None]
 # A change bringing more new replicas than this opens them a slice at a time: opening a log
 # costs a few file-system calls, so one CreatePartitions of 10,000 would otherwise hold
 # every request for many seconds.
@@ -145,6 +147,9 @@ class ReplicaManager:
         scheduler: Scheduler,
         config_for: Callable[[str], LogConfig],
         config: ReplicationConfig | None = None,
+        *,
+        propose_isr_change: ProposeIsrChange | None = None,
+        transaction_verifier: TransactionVerifier | None = None,
     ) -> None:
         self.node_id = node_id
         self.log_manager = log_manager
@@ -160,9 +165,9 @@ class ReplicaManager:
         self._pending: dict[TopicPartition, tuple[PartitionImage, bool]] = {}
         self._hosting: TimerHandle | None = None
         # Where ISR changes go (the AlterPartition manager); a single broker has none.
-        self.propose_isr_change: Callable[[TopicPartition, IsrProposal], None] = _no_isr_changes
+        self.propose_isr_change = propose_isr_change or _no_isr_changes
         # KIP-890 checks with the transaction coordinator (None: not verified)
-        self.transaction_verifier: TransactionVerifier | None = None
+        self.transaction_verifier = transaction_verifier
         # Where each partition's HW was at the last checkpoint: a restarted replica starts
         # from it (capped by its log), never from its log end.
         self._checkpointed_hw = log_manager.read_replication_checkpoint()
@@ -245,7 +250,7 @@ class ReplicaManager:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
 
-    def _host(self, tp: TopicPartition) -> tuple[Partition, Log] | None:
+    def _host(self, tp: TopicPartition) -> tuple[Partition, UnifiedLog] | None:
         try:
             replica_log = self.log_manager.get_or_create_log(*tp, self._config_for(tp[0]))
         except (OSError, KafkaError) as e:
@@ -275,7 +280,7 @@ class ReplicaManager:
     def partition(self, tp: TopicPartition) -> Partition | None:
         return self._partitions.get(tp)
 
-    def local_log(self, tp: TopicPartition) -> Log | None:
+    def local_log(self, tp: TopicPartition) -> UnifiedLog | None:
         return self.log_manager.get_log(*tp)
 
     @property
@@ -287,7 +292,9 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         return partition.high_watermark if partition is not None else -1
 
-    def _leader(self, tp: TopicPartition, current_leader_epoch: int = -1) -> tuple[Partition, Log]:
+    def _leader(
+        self, tp: TopicPartition, current_leader_epoch: int = -1
+    ) -> tuple[Partition, UnifiedLog]:
         """The partition and its log if this node leads it, else the Kafka error."""
         self._open_now(tp)
         partition = self._partitions.get(tp)
@@ -650,10 +657,9 @@ class ReplicaManager:
             return
         if fully:
             replica_log.truncate_fully_and_start_at(offset)
-            partition.high_watermark = offset
         else:
             replica_log.truncate_to(offset)
-            partition.high_watermark = min(partition.high_watermark, replica_log.log_end_offset)
+        partition.truncated(replica_log.log_start_offset, replica_log.log_end_offset)
         log.info("%s-%d: truncated to %d", *tp, offset)
 
     # -- offsets -------------------------------------------------------------------
@@ -757,7 +763,7 @@ def _no_isr_changes(tp: TopicPartition, proposal: IsrProposal) -> None:
 
 
 def _divergence(
-    replica_log: Log, p: FetchRequestPartition, high_watermark: int
+    replica_log: UnifiedLog, p: FetchRequestPartition, high_watermark: int
 ) -> tuple[int, int] | None:
     """Where a follower's log diverges from this leader's, if it does: the leader's end
     of the follower's last epoch is before the follower's fetch offset. An epoch this

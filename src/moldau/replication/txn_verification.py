@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from moldau.protocol.errors import ErrorCode
 from moldau.records.batch import BATCH_HEADER_SIZE, read_batch_header
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 TopicPartition = tuple[str, int]
 
@@ -55,7 +55,7 @@ class TransactionVerifier:
         self._guards: dict[tuple[TopicPartition, int], Guard] = {}
 
     def needs_verification(
-        self, log: Log, records: bytes | bytearray | memoryview
+        self, log: UnifiedLog, records: bytes | bytearray | memoryview
     ) -> tuple[int, int] | None:
         """(producer id, epoch) of a transactional batch that would start a transaction
         on ``log``, else None."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -47,12 +47,22 @@ from moldau.protocol.messages.incremental_alter_configs_response import (
 from moldau.protocol.messages.list_partition_reassignments_response import (
     ListPartitionReassignmentsResponse,
 )
+from moldau.security.access import Caller
 from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
     from moldau.security.access import Access
-    from moldau.server.dispatch import RequestContext as Context
+
+
+class Context(Caller, Protocol):
+    """The request being forwarded (the server's RequestContext)."""
+
+    @property
+    def api_key(self) -> int: ...
+
+    @property
+    def api_version(self) -> int: ...
 
 
 Send = Callable[[Any], Awaitable[Any]]

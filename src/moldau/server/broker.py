@@ -33,9 +33,9 @@ from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
-from moldau.server.controller_channel import ControllerChannel
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
+from moldau.server.node_to_controller import ControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.storage.log_manager import LogManager
@@ -86,6 +86,13 @@ class Broker:
             self.scheduler,
             self.topic_log_config,
             ReplicationConfig(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms")),
+            # Both answered by parts built below, which need the replica manager themselves.
+            propose_isr_change=lambda tp, proposal: self.isr_changes.submit(tp, proposal),
+            transaction_verifier=TransactionVerifier(
+                lambda *question: self.transactions.verify(*question)
+            )
+            if config.bool("transaction.partition.verification.enable")
+            else None,
         )
         self.groups = GroupCoordinatorService(
             GroupConfig(
@@ -161,7 +168,6 @@ class Broker:
             self.replica_manager,
             lambda: self.publisher.image,
         )
-        self.replica_manager.propose_isr_change = self.isr_changes.submit
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, image: MetadataImage) -> None:
@@ -275,7 +281,7 @@ class Broker:
             self.log_manager.update_config(topic, self.topic_log_config(topic))
 
     def _transaction_coordinator(self, inter_broker: str) -> TransactionCoordinatorService:
-        """The transaction coordinator and the KIP-890 checks partition leaders make; its
+        """The transaction coordinator (it answers the KIP-890 checks of partition leaders); its
         markers and checks reach other brokers on their inter-broker listener."""
         c = self.config
         self.txn_network = NetworkClient(
@@ -307,8 +313,6 @@ class Broker:
             self.txn_network,
             inter_broker,
         )
-        if c.bool("transaction.partition.verification.enable"):
-            self.replica_manager.transaction_verifier = TransactionVerifier(service.verify)
         return service
 
     async def _ensure_transaction_topic(self) -> None:

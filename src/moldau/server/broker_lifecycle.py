@@ -25,7 +25,7 @@ from moldau.protocol.messages.broker_registration_request import (
     BrokerRegistrationRequest,
     Listener,
 )
-from moldau.server.controller_channel import ControllerChannel
+from moldau.server.node_to_controller import ControllerChannel
 
 log = logging.getLogger(__name__)
 

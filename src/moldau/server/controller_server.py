@@ -15,9 +15,9 @@ from moldau.clock import AsyncioScheduler, TimerHandle
 from moldau.config.broker import BrokerConfig
 from moldau.controller.apis import ControllerApis
 from moldau.controller.cluster_control import ClusterControl
-from moldau.controller.controller import Controller
 from moldau.controller.quorum_controller import MetadataLogWriter, QuorumController
 from moldau.controller.replication_control import ReplicationControl
+from moldau.controller.topic_control import Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.server.dynamic_config import DynamicBrokerConfig

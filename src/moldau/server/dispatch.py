@@ -16,11 +16,9 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from moldau.metrics.requests import RequestStats
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import is_flexible
@@ -28,12 +26,13 @@ from moldau.protocol.messages import REQUESTS, RESPONSES
 from moldau.protocol.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from moldau.protocol.messages.request_header import RequestHeader
 from moldau.protocol.primitives import INT32, ProtocolDecodeError, encoded_size
-from moldau.security.acl import ANONYMOUS, KafkaPrincipal
 from moldau.security.listeners import ListenerSecurity
 from moldau.security.quotas import REQUEST, ClientQuotas
 from moldau.security.session import CredentialLookup, Session, open_session
 from moldau.server.error_responses import error_response
 from moldau.server.handlers import HANDLERS, advertised_versions
+from moldau.server.request_context import RequestContext
+from moldau.stats.requests import RequestStats
 
 if TYPE_CHECKING:
     from moldau.server.network import Connection
@@ -48,20 +47,6 @@ _HEAD = struct.Struct(">hhi")
 # holds the response back for the throttle time instead.
 _CLIENT_THROTTLES_FROM: dict[int, int] = {ApiKey.PRODUCE: 6, ApiKey.FETCH: 8}
 
-
-@dataclass(slots=True)
-class RequestContext:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    client_host: str
-    connection: Connection
-    listener: str = "PLAINTEXT"
-    security_protocol: str = "PLAINTEXT"
-    principal: KafkaPrincipal = ANONYMOUS
-    size: int = 0  # the request's bytes (produce quotas count them)
-    throttle_ms: int = 0  # set by handlers whose client went over a byte-rate quota
 
 
 class Dispatcher:

@@ -42,9 +42,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from moldau.metrics.timing import RequestTimer
 from moldau.server.connection_quotas import ConnectionQuotas
 from moldau.server.memory_pool import MemoryPool
+from moldau.stats.timing import RequestTimer
 
 if TYPE_CHECKING:
     from moldau.config.broker import BrokerConfig

@@ -35,10 +35,10 @@ from moldau.security.client import ClientSecurity
 from moldau.security.listeners import listener_security
 from moldau.security.scram import ScramMechanism
 from moldau.server.broker import Broker
-from moldau.server.controller_channel import LocalControllerChannel, RemoteControllerChannel
 from moldau.server.controller_server import ControllerServer
 from moldau.server.dispatch import Dispatcher
 from moldau.server.network import Acceptor, NetworkLimits, start_listener
+from moldau.server.node_to_controller import LocalControllerChannel, RemoteControllerChannel
 from moldau.storage.meta_properties import ensure_formatted
 
 if TYPE_CHECKING:
@@ -204,7 +204,7 @@ class Node:
             )
             handlers += [(li, services) for li in self.broker_listeners]
         if self.controller_listeners:
-            from moldau.server.controller_handlers import controller_dispatcher
+            from moldau.server.controller_listener import controller_dispatcher
 
             assert self.raft is not None
             access = Access.from_config(self.config)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from moldau.server.controller_channel import ControllerChannel
+from moldau.server.node_to_controller import ControllerChannel
 
 
 class ProducerIdManager:

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
     from moldau.replication.replica_manager import ReplicaManager
-    from moldau.server.controller_channel import ControllerChannel
     from moldau.server.dynamic_config import DynamicBrokerConfig
     from moldau.server.fetch_session import FetchSessionCache
+    from moldau.server.node_to_controller import ControllerChannel
     from moldau.server.producer_ids import ProducerIdManager
 
 

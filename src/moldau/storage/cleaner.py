@@ -18,7 +18,7 @@ aborted transactions whose marker it keeps.
 
 This is the one storage component that decodes records; it is not on the produce/fetch
 path and may run in a worker thread: it only reads sealed segments, writes a new one and
-takes the log's lock for the swap (``Log.replace_segments``), which is dropped if the log
+takes the log's lock for the swap (``UnifiedLog.replace_segments``), which is dropped if the log
 was truncated meanwhile. It gives up the GIL after every batch, so requests wait for at
 most one batch's decoding instead of the interpreter's 5 ms switch interval. The offset map is a plain dict of the dirty part's keys (bounded
 by the number of distinct keys, unlike Kafka's fixed-size
@@ -43,9 +43,10 @@ from moldau.records.batch import (
 )
 from moldau.records.control import EndTxnMarker, read_marker
 from moldau.records.record import Record, build_batch, iter_batches
-from moldau.storage.log import CleaningAbortedError, Log
+from moldau.storage.local_log import CleaningAbortedError
 from moldau.storage.segment import Segment, SegmentDeletedError
 from moldau.storage.txn_index import AbortedTxn, TransactionIndex
+from moldau.storage.unified_log import UnifiedLog
 
 READ_CHUNK = 8 * 1024 * 1024  # bytes of whole batches decoded per pread
 
@@ -65,7 +66,7 @@ class CleanableRange:
         return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def first_uncleanable_offset(log: Log, now_ms: int, high_watermark: int) -> int:
+def first_uncleanable_offset(log: UnifiedLog, now_ms: int, high_watermark: int) -> int:
     """The active segment's base, bounded by ``high_watermark`` (callers pass the last
     stable offset) and by the first segment holding a batch younger than
     ``min.compaction.lag.ms``."""
@@ -78,7 +79,9 @@ def first_uncleanable_offset(log: Log, now_ms: int, high_watermark: int) -> int:
     return end
 
 
-def cleanable_range(log: Log, checkpoint: int, now_ms: int, high_watermark: int) -> CleanableRange:
+def cleanable_range(
+    log: UnifiedLog, checkpoint: int, now_ms: int, high_watermark: int
+) -> CleanableRange:
     """The sealed segments below the first uncleanable offset and how dirty they are.
 
     A checkpoint outside the log (truncation, deleted segments) restarts from its start.
@@ -97,7 +100,7 @@ def cleanable_range(log: Log, checkpoint: int, now_ms: int, high_watermark: int)
     return CleanableRange(segments, first_dirty, end, dirty, sum(s.size for s in segments))
 
 
-def needs_cleaning(rng: CleanableRange, log: Log, now_ms: int) -> bool:
+def needs_cleaning(rng: CleanableRange, log: UnifiedLog, now_ms: int) -> bool:
     """Kafka's choice: dirty ratio >= min.cleanable.dirty.ratio, or dirty data older than
     max.compaction.lag.ms."""
     if not rng.dirty_bytes:
@@ -111,7 +114,7 @@ def needs_cleaning(rng: CleanableRange, log: Log, now_ms: int) -> bool:
 
 
 def clean_log(
-    log: Log,
+    log: UnifiedLog,
     checkpoint: int,
     now_ms: int,
     *,
@@ -170,7 +173,7 @@ def clean_log(
 class _CleanedSegment:
     """``<base>.log.cleaned`` and its indexes: the rewritten batches of one group."""
 
-    def __init__(self, log: Log, base_offset: int, aborted: Callable[[], bool]) -> None:
+    def __init__(self, log: UnifiedLog, base_offset: int, aborted: Callable[[], bool]) -> None:
         self.log = log
         self.segment = log.new_cleaned_segment(base_offset)
         self.swapped = False
@@ -209,7 +212,7 @@ class _CleanedSegment:
         """Seal, make durable and swap in for ``group``."""
         self.segment.seal()
         self.segment.flush()
-        self.swapped = True  # from here the files belong to the log (or to Log.open)
+        self.swapped = True  # from here the files belong to the log (or to UnifiedLog.open)
         try:
             self.log.replace_segments(group, self.segment, truncations=truncations)
         except CleaningAbortedError:

@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from moldau.config.topic import LogConfig
-from moldau.metrics.stats import CleanerStats
 from moldau.protocol.errors import ErrorCode, KafkaError, StorageError
+from moldau.stats.counters import CleanerStats
 from moldau.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -43,7 +43,7 @@ from moldau.storage.checkpoint import (
 )
 from moldau.storage.cleaner import clean_log
 from moldau.storage.files import StorageCaches
-from moldau.storage.log import CleaningAbortedError, Log
+from moldau.storage.local_log import CleaningAbortedError
 from moldau.storage.resources import (
     DESCRIPTOR_RESERVE,
     MAP_RESERVE,
@@ -55,6 +55,7 @@ from moldau.storage.resources import (
     open_files_limit,
     storage_error,
 )
+from moldau.storage.unified_log import UnifiedLog
 
 logger = logging.getLogger(__name__)
 
@@ -104,11 +105,11 @@ class LogManager:
         self.caches = caches or StorageCaches(self.budget.open_files_max)
         # Mutated by the event loop only; worker threads iterate list() snapshots, which
         # the GIL makes atomic.
-        self._logs: dict[TopicPartition, Log] = {}
+        self._logs: dict[TopicPartition, UnifiedLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._hosted = {d: 0 for d in self.log_dirs}  # partitions per log dir
         self._offline: dict[TopicPartition, str] = {}  # failed to load: why
-        self._pending_deletes: list[tuple[int, Log]] = []
+        self._pending_deletes: list[tuple[int, UnifiedLog]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
         self._cleaner_lock = threading.Lock()
@@ -171,8 +172,8 @@ class LogManager:
                 continue
             found[tp] = path
 
-        def open_log(tp: TopicPartition, path: Path) -> Log:
-            return Log.open(
+        def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
+            return UnifiedLog.open(
                 path,
                 self.config_for(topic_configs(tp[0])),
                 recovery_point=recovery_points.get(tp, 0),
@@ -206,11 +207,11 @@ class LogManager:
         marker.unlink(missing_ok=True)
 
     # -- access --------------------------------------------------------------------
-    def get_log(self, topic: str, partition: int) -> Log | None:
+    def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
         return self._logs.get((topic, partition))
 
     @property
-    def logs(self) -> dict[TopicPartition, Log]:
+    def logs(self) -> dict[TopicPartition, UnifiedLog]:
         return dict(self._logs)
 
     @property
@@ -218,7 +219,7 @@ class LogManager:
         """Partitions whose log failed to load, and why."""
         return dict(self._offline)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig) -> Log:
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig) -> UnifiedLog:
         """The partition's log, created (without the capacity check: its metadata is
         committed already) in the log dir holding the fewest partitions."""
         log = self._logs.get((topic, partition))
@@ -226,7 +227,7 @@ class LogManager:
             return log
         return self._create([(topic, partition, config)])[0]
 
-    def create_logs(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[Log]:
+    def create_logs(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[UnifiedLog]:
         """Create the logs of new partitions, all or none: check capacity, create each
         and, if one fails, remove the others. Raises KafkaError (POLICY_VIOLATION or
         KAFKA_STORAGE_ERROR) with a message for the request."""
@@ -235,8 +236,8 @@ class LogManager:
         self._create(missing)
         return [self._logs[(t, p)] for t, p, _ in partitions]
 
-    def _create(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[Log]:
-        created: list[tuple[TopicPartition, Log]] = []
+    def _create(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[UnifiedLog]:
+        created: list[tuple[TopicPartition, UnifiedLog]] = []
         try:
             for topic, partition, config in partitions:
                 tp = (topic, partition)
@@ -248,7 +249,7 @@ class LogManager:
                     logger.warning("%s: leftover directory of a new partition; removing it", path)
                     shutil.rmtree(path)
                 try:
-                    log = Log.open(path, config, clock=self.clock, caches=self.caches)
+                    log = UnifiedLog.open(path, config, clock=self.clock, caches=self.caches)
                 except BaseException:
                     shutil.rmtree(path, ignore_errors=True)
                     raise
@@ -309,7 +310,7 @@ class LogManager:
             )
         self._resources_checked = now
 
-    def _add(self, tp: TopicPartition, log: Log, log_dir: Path) -> None:
+    def _add(self, tp: TopicPartition, log: UnifiedLog, log_dir: Path) -> None:
         self._logs[tp], self._dir_of[tp] = log, log_dir
         self._hosted[log_dir] += 1
 

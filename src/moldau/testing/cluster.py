@@ -213,7 +213,7 @@ class ClusterProcess(ClientHelpers):
         """What ``moldau cluster describe --json`` shows: brokers (fenced or not), the
         quorum (leader, epoch, voters' lag) and every partition's leader, replicas, ISR
         and offline replicas, as node ``ref`` (or the first running node) sees them."""
-        from moldau.cli.cluster import describe_cluster
+        from moldau.admin.cluster import describe_cluster
 
         if ref is not None:
             servers = self.node(ref).bootstrap_servers

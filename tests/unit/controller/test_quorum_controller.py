@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from moldau.controller.apis import ControllerApis
-from moldau.controller.controller import Controller
 from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.quorum_controller import QuorumController
+from moldau.controller.topic_control import Controller
 from moldau.metadata.loader import replay
 from moldau.metadata.records import MetadataRecord, RegisterBrokerRecord
 from moldau.protocol.api_keys import ApiKey

@@ -24,7 +24,7 @@ from moldau.raft.memory_log import MemoryRaftLog
 from moldau.raft.records import Batches, ControlRecordType, control_type, decode_leader_change
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 SMALL = MetadataLogConfig(segment_bytes=1024)
 AnyLog = MemoryRaftLog | FileRaftLog
@@ -344,7 +344,7 @@ def test_a_log_cut_without_a_snapshot_is_refused(tmp_path: Path) -> None:
 def write_quorum_of_one_log(directory: Path, batches: list[list[TopicRecord]]) -> None:
     """The `__cluster_metadata-0` of a single node of earlier releases (`MetadataLog`):
     one epoch-0 batch per append, and no leader-epoch-checkpoint file."""
-    log = Log.open(directory, LogConfig(retention_ms=-1, retention_bytes=-1))
+    log = UnifiedLog.open(directory, LogConfig(retention_ms=-1, retention_bytes=-1))
     for records in batches:
         batch = bytearray(build_batch([encode_record(r) for r in records]))
         log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)

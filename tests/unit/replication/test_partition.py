@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -105,9 +106,9 @@ def test_isr_expands_when_a_follower_reaches_the_hw():
 
 
 def test_follower_must_reach_this_epochs_start_to_join():
-    p = leader(isr=(1,), leo=20)
-    assert p.leader_epoch_start_offset == 20
-    p.high_watermark = 10
+    p = Partition("t", 0, local_id=1, replica_lag_time_max_ms=LAG, high_watermark=10)
+    p.make_leader(reg(isr=(1, 3)), 20, T0)  # 3's position unknown: the HW stays at 10
+    assert p.leader_epoch_start_offset == 20 and p.high_watermark == 10
     p.update_follower_fetch(2, 15, 0, 20, T0 + 1)
     assert p.isr_expansion(2) is None
     p.update_follower_fetch(2, 20, 0, 20, T0 + 2)
@@ -160,3 +161,20 @@ def test_hw_is_monotonic_and_never_passes_an_isr_member(fetches):
             if r != 1:
                 assert p.high_watermark <= max(p.remote[r].log_end_offset, previous)
         previous = p.high_watermark
+
+
+def test_truncation_bounds_the_hw_by_the_log():
+    p = Partition("t", 0, local_id=2, high_watermark=8)
+    p.make_follower(reg(), 10)
+    p.truncated(0, 6)  # a diverged tail cut: the HW moves back with it
+    assert p.high_watermark == 6
+    p.truncated(6, 6)
+    assert p.high_watermark == 6
+    p.truncated(40, 40)  # restarted at the leader's log start: the HW moves up to it
+    assert p.high_watermark == 40
+
+
+def test_fields_are_read_only_from_outside():
+    p = leader()
+    with pytest.raises(AttributeError):
+        p.high_watermark = 10  # type: ignore[misc]

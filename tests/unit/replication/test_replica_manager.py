@@ -207,9 +207,11 @@ def test_new_leader_answers_offset_not_available_until_its_hw_catches_up(
 ) -> None:
     async def test() -> None:
         node = Node(tmp_path)
-        node.publisher.publish(image())
-        await node.produce(2, acks=1)
-        node.rm.partition(TP).high_watermark = 0  # as after a restart on a follower's HW
+        node.publisher.publish(image(replicas=(1, 2), leader=2))
+        # A follower holds two records whose HW it has not learned yet...
+        node.rm.append_as_follower(TP, build_batch([(b"k", b"v0"), (b"k", b"v1")]), 0)
+        assert node.rm.high_watermark(TP) == 0
+        # ... when it becomes the leader.
         node.publisher.publish(image(replicas=(1, 2), epoch=1))
         lookup = node.rm.offset_for_timestamp(TP, LATEST_TIMESTAMP)
         assert lookup.error == ErrorCode.OFFSET_NOT_AVAILABLE

@@ -7,7 +7,7 @@ import os
 
 from moldau.records.batch import scan_batches
 from moldau.records.record import Record, build_batch
-from moldau.storage.log import AppendResult, Log
+from moldau.storage.unified_log import AppendResult, UnifiedLog
 
 
 class FakeClock:
@@ -30,7 +30,7 @@ def batch(n: int = 1, *, value_size: int = 10, timestamp: int = 1_000, tag: int 
     return bytearray(build_batch(records, **kwargs))
 
 
-def append(log: Log, data: bytearray, *, leader_epoch: int = 0, **kwargs) -> AppendResult:
+def append(log: UnifiedLog, data: bytearray, *, leader_epoch: int = 0, **kwargs) -> AppendResult:
     """Validate like the Produce handler, then append as leader (stamps ``data`` in place)."""
     return log.append_as_leader(data, scan_batches(data), leader_epoch=leader_epoch, **kwargs)
 

@@ -13,11 +13,12 @@ from storage_helpers import FakeClock, append
 from moldau.config.topic import LogConfig
 from moldau.records.compression import Compression
 from moldau.records.record import build_batch, decode_all
-from moldau.storage import log as log_module
+from moldau.storage import local_log as local_log_module
 from moldau.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, read_checkpoint
 from moldau.storage.cleaner import clean_log, cleanable_range
-from moldau.storage.log import CLEANED_SUFFIX, SWAP_SUFFIX, Log
+from moldau.storage.local_log import CLEANED_SUFFIX, SWAP_SUFFIX, LocalLog
 from moldau.storage.log_manager import LogManager
+from moldau.storage.unified_log import UnifiedLog
 
 DAY_MS = 86_400_000
 NOW = 1_700_000_000_000
@@ -27,14 +28,14 @@ def compact_config(**overrides: str) -> LogConfig:
     return LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": "400", **overrides})
 
 
-def put(log: Log, items, *, ts: int = NOW, compression: int = Compression.NONE) -> int:
+def put(log: UnifiedLog, items, *, ts: int = NOW, compression: int = Compression.NONE) -> int:
     """Append one batch of (key, value) records like Produce does; returns the batch's
     base offset."""
     data = bytearray(build_batch(list(items), base_timestamp=ts, compression=compression))
     return append(log, data, now_ms=ts).base_offset
 
 
-def clean(log: Log, checkpoint: int, now_ms: int, **kwargs) -> int | None:
+def clean(log: UnifiedLog, checkpoint: int, now_ms: int, **kwargs) -> int | None:
     """Clean with a single replica's high watermark: the log end offset."""
     return clean_log(log, checkpoint, now_ms, high_watermark=log.log_end_offset, **kwargs)
 
@@ -43,7 +44,7 @@ def hws(manager: LogManager) -> dict:
     return {tp: log.log_end_offset for tp, log in manager.logs.items()}
 
 
-def read_all(log: Log):
+def read_all(log: UnifiedLog):
     """(batch info, [(offset, key, value)]) for every batch from the log start."""
     raw = log.read_bytes(log.log_start_offset, 1 << 30)
     return [
@@ -51,7 +52,7 @@ def read_all(log: Log):
     ]
 
 
-def records_of(log: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+def records_of(log: UnifiedLog) -> list[tuple[int, bytes | None, bytes | None]]:
     return [record for _, records in read_all(log) for record in records]
 
 
@@ -69,7 +70,7 @@ def expected_after_clean(written, end: int):
     return [r for r in written if r[0] >= end or last_below[r[1]] == r[0]]
 
 
-def fill(log: Log, updates: int, keys: int, *, ts: int = NOW):
+def fill(log: UnifiedLog, updates: int, keys: int, *, ts: int = NOW):
     written = []
     for i in range(updates):
         key, value = f"key-{i % keys}".encode(), f"value-{i}".encode()
@@ -82,8 +83,8 @@ def clock() -> FakeClock:
     return FakeClock(NOW)
 
 
-def open_log(path: Path, config: LogConfig, clock: FakeClock, **kwargs) -> Log:
-    return Log.open(path, config, clock=clock, **kwargs)
+def open_log(path: Path, config: LogConfig, clock: FakeClock, **kwargs) -> UnifiedLog:
+    return UnifiedLog.open(path, config, clock=clock, **kwargs)
 
 
 def test_latest_value_per_key_at_original_offsets(tmp_path: Path, clock: FakeClock) -> None:
@@ -114,7 +115,7 @@ def test_latest_value_per_key_at_original_offsets(tmp_path: Path, clock: FakeClo
     assert records_of(reopened) == kept
 
 
-def read_all_from(log: Log, offset: int) -> list[int]:
+def read_all_from(log: UnifiedLog, offset: int) -> list[int]:
     raw = log.read_bytes(offset, 1 << 30)
     return [r.offset for _, records in decode_all(raw) for r in records if r.offset >= offset]
 
@@ -235,7 +236,7 @@ def _crash_before_old_segments_go(monkeypatch) -> None:
     def crash(self, segment, now_ms):
         raise KeyboardInterrupt("crash")
 
-    monkeypatch.setattr(Log, "_schedule_delete", crash)
+    monkeypatch.setattr(LocalLog, "schedule_delete", crash)
 
 
 def _crash_before_swap_is_renamed(monkeypatch) -> None:
@@ -246,7 +247,7 @@ def _crash_before_swap_is_renamed(monkeypatch) -> None:
             raise KeyboardInterrupt("crash")
         rename(src, dst)
 
-    monkeypatch.setattr(log_module.os, "rename", crash)
+    monkeypatch.setattr(local_log_module.os, "rename", crash)
 
 
 @pytest.mark.parametrize("crash", [_crash_before_old_segments_go, _crash_before_swap_is_renamed])

@@ -13,7 +13,7 @@ from moldau.records.batch import scan_batches
 from moldau.records.control import build_marker_batch, read_marker
 from moldau.records.record import build_batch, decode_all
 from moldau.storage.cleaner import clean_log
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 NOW = 1_700_000_000_000
 DAY_MS = 86_400_000
@@ -26,7 +26,7 @@ def config() -> LogConfig:
 
 
 class Writer:
-    def __init__(self, log: Log) -> None:
+    def __init__(self, log: UnifiedLog) -> None:
         self.log = log
         self.seqs: dict[int, int] = {}
 
@@ -54,7 +54,7 @@ class Writer:
         ).base_offset
 
 
-def contents(log: Log) -> tuple[list[tuple[int, bytes | None, bytes | None]], list[tuple]]:
+def contents(log: UnifiedLog) -> tuple[list[tuple[int, bytes | None, bytes | None]], list[tuple]]:
     """Data records and markers (offset, producer, committed) left in the log."""
     data, markers = [], []
     raw = log.read_bytes(log.log_start_offset, 1 << 30)
@@ -68,13 +68,13 @@ def contents(log: Log) -> tuple[list[tuple[int, bytes | None, bytes | None]], li
     return data, markers
 
 
-def roll_and_clean(log: Log, now: int) -> None:
+def roll_and_clean(log: UnifiedLog, now: int) -> None:
     log.roll(now)
     assert clean_log(log, 0, now, high_watermark=log.log_end_offset, force=True) is not None
 
 
 def test_aborted_data_goes_and_never_supersedes(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
     w = Writer(log)
     w.put(b"a", b"committed-a")  # plain write
     w.put(b"b", b"b1", pid=1)
@@ -98,7 +98,7 @@ def test_aborted_data_goes_and_never_supersedes(tmp_path: Path) -> None:
 
 
 def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
     w = Writer(log)
     w.put(b"k", b"v1", pid=1)
     w.end(1, commit=True)
@@ -120,7 +120,7 @@ def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path: Pat
 def test_aborted_transaction_with_data_keeps_marker_and_index(tmp_path: Path) -> None:
     """Aborted data spread over several segments is removed; the abort marker keeps its
     index entry in the cleaned segment, and both survive a reopen."""
-    log = Log.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
     w = Writer(log)
     for i in range(6):
         w.put(f"k{i}".encode(), b"x" * 40, pid=3)
@@ -135,7 +135,7 @@ def test_aborted_transaction_with_data_keeps_marker_and_index(tmp_path: Path) ->
     assert log.collect_aborted_transactions(0, log.log_end_offset) == before
     reopened_dir = log.dir
     log.close()
-    reopened = Log.open(
+    reopened = UnifiedLog.open(
         reopened_dir, config(), clock=FakeClock(NOW), clean_shutdown=True, recovery_point=10**9
     )
     assert contents(reopened) == (data, markers)
@@ -144,7 +144,7 @@ def test_aborted_transaction_with_data_keeps_marker_and_index(tmp_path: Path) ->
 
 
 def test_open_transactions_bound_the_cleanable_range(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", config(), clock=FakeClock(NOW))
     w = Writer(log)
     w.put(b"k", b"old")
     first_open = w.put(b"k", b"undecided", pid=5)

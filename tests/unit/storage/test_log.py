@@ -16,12 +16,12 @@ from moldau.protocol.errors import (
 )
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch, decode_all, decode_records
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, file_delete_delay_ms=0)
 
 
-def fill(log: Log, count: int, records_per_batch: int = 3, **kwargs) -> list[bytes]:
+def fill(log: UnifiedLog, count: int, records_per_batch: int = 3, **kwargs) -> list[bytes]:
     """Append ``count`` distinct batches; return their stored (stamped) bytes in order."""
     out = []
     for i in range(count):
@@ -34,13 +34,13 @@ def fill(log: Log, count: int, records_per_batch: int = 3, **kwargs) -> list[byt
 
 
 @pytest.fixture
-def log(tmp_path: Path) -> Log:
-    log = Log.open(tmp_path / "topic-0", SMALL)
+def log(tmp_path: Path) -> UnifiedLog:
+    log = UnifiedLog.open(tmp_path / "topic-0", SMALL)
     yield log
     log.close()
 
 
-def test_round_trip_across_many_segments_is_byte_identical(log: Log) -> None:
+def test_round_trip_across_many_segments_is_byte_identical(log: UnifiedLog) -> None:
     stored = fill(log, 300)
     assert len(log.segments) > 10
     assert log.log_end_offset == 900
@@ -51,7 +51,7 @@ def test_round_trip_across_many_segments_is_byte_identical(log: Log) -> None:
     assert offsets == list(range(900))
 
 
-def test_every_offset_is_found_through_the_index(log: Log) -> None:
+def test_every_offset_is_found_through_the_index(log: UnifiedLog) -> None:
     stored = fill(log, 300)
     assert all(s.offset_index.entries > 0 for s in log.segments[:-1])
     for offset in range(900):
@@ -61,7 +61,7 @@ def test_every_offset_is_found_through_the_index(log: Log) -> None:
         assert result.next_offset == result.first_offset + 3
 
 
-def test_segment_files_use_kafka_names(log: Log) -> None:
+def test_segment_files_use_kafka_names(log: UnifiedLog) -> None:
     fill(log, 100)
     names = {p.name for p in log.dir.iterdir()}
     for segment in log.segments:
@@ -69,7 +69,7 @@ def test_segment_files_use_kafka_names(log: Log) -> None:
         assert {f"{stem}.log", f"{stem}.index", f"{stem}.timeindex"} <= names
 
 
-def test_reads_honour_max_bytes_with_whole_batches(log: Log) -> None:
+def test_reads_honour_max_bytes_with_whole_batches(log: UnifiedLog) -> None:
     stored = fill(log, 60)
     sizes = [len(b) for b in stored]
     for start in (0, 7, 30):
@@ -88,14 +88,14 @@ def test_reads_honour_max_bytes_with_whole_batches(log: Log) -> None:
             assert result.next_offset == (first + n) * 3
 
 
-def test_min_one_batch_false_returns_nothing_when_first_batch_too_big(log: Log) -> None:
+def test_min_one_batch_false_returns_nothing_when_first_batch_too_big(log: UnifiedLog) -> None:
     stored = fill(log, 5)
     result = log.read(0, len(stored[0]) - 1, min_one_batch=False)
     assert result.ranges == [] and result.size == 0
     assert log.read(0, len(stored[0]) - 1).to_bytes() == stored[0]
 
 
-def test_max_offset_bounds_the_read(log: Log) -> None:
+def test_max_offset_bounds_the_read(log: UnifiedLog) -> None:
     stored = fill(log, 100)
     assert log.read_bytes(0, 1 << 30, max_offset=30) == b"".join(stored[:10])
     # A bound inside a batch excludes that batch.
@@ -103,7 +103,7 @@ def test_max_offset_bounds_the_read(log: Log) -> None:
     assert log.read_bytes(30, 1 << 30, max_offset=30) == b""
 
 
-def test_offset_out_of_range(log: Log) -> None:
+def test_offset_out_of_range(log: UnifiedLog) -> None:
     fill(log, 10)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(31, 100)
@@ -117,7 +117,7 @@ def test_offset_out_of_range(log: Log) -> None:
     assert log.read(6, 1).first_offset == 6
 
 
-def test_file_ranges_are_sendfile_ready(log: Log, tmp_path: Path) -> None:
+def test_file_ranges_are_sendfile_ready(log: UnifiedLog, tmp_path: Path) -> None:
     import os
 
     stored = fill(log, 50)
@@ -134,7 +134,7 @@ def test_file_ranges_are_sendfile_ready(log: Log, tmp_path: Path) -> None:
     assert out.read_bytes() == b"".join(stored)
 
 
-def test_timestamp_lookup_finds_first_record_at_or_after(log: Log) -> None:
+def test_timestamp_lookup_finds_first_record_at_or_after(log: UnifiedLog) -> None:
     fill(log, 200)  # batch i holds timestamps 10_000 + 10 i + (0, 1, 2) at offsets 3i..3i+2
     for i in range(0, 200, 7):
         ts = 10_000 + 10 * i
@@ -147,12 +147,12 @@ def test_timestamp_lookup_finds_first_record_at_or_after(log: Log) -> None:
     assert log.max_timestamp_offset() == (599, 10_000 + 10 * 199 + 2)
 
 
-def test_max_timestamp_offset_of_empty_log(log: Log) -> None:
+def test_max_timestamp_offset_of_empty_log(log: UnifiedLog) -> None:
     assert log.max_timestamp_offset() == (-1, -1)
     assert log.offset_for_timestamp(0) is None
 
 
-def test_batch_larger_than_segment_goes_into_a_fresh_segment(log: Log) -> None:
+def test_batch_larger_than_segment_goes_into_a_fresh_segment(log: UnifiedLog) -> None:
     fill(log, 3)
     big = batch(2, value_size=10_000, tag=9)
     result = append(log, big)
@@ -166,7 +166,7 @@ def test_batch_larger_than_segment_goes_into_a_fresh_segment(log: Log) -> None:
 
 
 def test_segment_ms_rolls_by_batch_timestamps(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", LogConfig(segment_ms=1000))
+    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(segment_ms=1000))
     append(log, batch(1, timestamp=5_000))
     append(log, batch(1, timestamp=6_000))
     assert len(log.segments) == 1
@@ -177,7 +177,9 @@ def test_segment_ms_rolls_by_batch_timestamps(tmp_path: Path) -> None:
 
 def test_log_append_time_stamps_the_broker_clock(tmp_path: Path) -> None:
     clock = FakeClock(123_456)
-    log = Log.open(tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"), clock=clock)
+    log = UnifiedLog.open(
+        tmp_path / "t-0", LogConfig(message_timestamp_type="LogAppendTime"), clock=clock
+    )
     data = batch(3, timestamp=1)
     result = append(log, data)
     assert result.log_append_time == 123_456
@@ -188,7 +190,7 @@ def test_log_append_time_stamps_the_broker_clock(tmp_path: Path) -> None:
     log.close()
 
 
-def test_leader_epoch_is_stamped(log: Log) -> None:
+def test_leader_epoch_is_stamped(log: UnifiedLog) -> None:
     append(log, batch(1), leader_epoch=7)
     (info,) = scan_batches(log.read_bytes(0, 1 << 20))
     assert info.partition_leader_epoch == 7
@@ -197,7 +199,7 @@ def test_leader_epoch_is_stamped(log: Log) -> None:
 def test_retention_by_time_deletes_old_segments_not_the_active_one(tmp_path: Path) -> None:
     clock = FakeClock(100_000)
     config = LogConfig(segment_bytes=2048, retention_ms=50_000, file_delete_delay_ms=0)
-    log = Log.open(tmp_path / "t-0", config, clock=clock)
+    log = UnifiedLog.open(tmp_path / "t-0", config, clock=clock)
     stored = fill(log, 100)  # timestamps 10_000 .. 11_992
     hw = log.log_end_offset
     segments = log.segments
@@ -215,7 +217,7 @@ def test_retention_by_time_deletes_old_segments_not_the_active_one(tmp_path: Pat
     assert log.segments == (active,)
     assert log.log_start_offset == active.base_offset
     log.close()
-    reopened = Log.open(tmp_path / "t-0", config, clock=clock)
+    reopened = UnifiedLog.open(tmp_path / "t-0", config, clock=clock)
     assert reopened.log_start_offset == active.base_offset
     assert reopened.read_bytes(active.base_offset, 1 << 30) == b"".join(
         stored[active.base_offset // 3 :]
@@ -225,7 +227,7 @@ def test_retention_by_time_deletes_old_segments_not_the_active_one(tmp_path: Pat
 
 def test_retention_by_bytes_keeps_at_most_the_limit_in_whole_segments(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=2048, retention_bytes=5000, file_delete_delay_ms=0)
-    log = Log.open(tmp_path / "t-0", config)
+    log = UnifiedLog.open(tmp_path / "t-0", config)
     stored = fill(log, 100)
     hw = log.log_end_offset
     before = log.size_bytes
@@ -243,7 +245,7 @@ def test_retention_by_bytes_keeps_at_most_the_limit_in_whole_segments(tmp_path: 
 
 def test_retention_never_deletes_above_high_watermark(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=2048, retention_ms=0, file_delete_delay_ms=0)
-    log = Log.open(tmp_path / "t-0", config)
+    log = UnifiedLog.open(tmp_path / "t-0", config)
     fill(log, 100)
     assert log.enforce_retention(0, 10**12) == 0
     count = len(log.segments)
@@ -253,7 +255,7 @@ def test_retention_never_deletes_above_high_watermark(tmp_path: Path) -> None:
 
 def test_compact_only_topics_are_not_deleted_by_retention(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=2048, retention_ms=0, cleanup_policy=("compact",))
-    log = Log.open(tmp_path / "t-0", config)
+    log = UnifiedLog.open(tmp_path / "t-0", config)
     fill(log, 100)
     assert log.enforce_retention(log.log_end_offset, 10**12) == 0
     log.close()
@@ -261,7 +263,7 @@ def test_compact_only_topics_are_not_deleted_by_retention(tmp_path: Path) -> Non
 
 def test_deleted_segments_wait_for_file_delete_delay(tmp_path: Path) -> None:
     config = LogConfig(segment_bytes=2048, retention_ms=0, file_delete_delay_ms=60_000)
-    log = Log.open(tmp_path / "t-0", config)
+    log = UnifiedLog.open(tmp_path / "t-0", config)
     fill(log, 50)
     reader = log.read(0, 1 << 30)  # an in-flight fetch holds the old segment's file
     assert log.enforce_retention(log.log_end_offset, 1_000_000) > 0
@@ -274,7 +276,7 @@ def test_deleted_segments_wait_for_file_delete_delay(tmp_path: Path) -> None:
 
 
 def test_delete_records_moves_log_start_and_deletes_whole_segments(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", SMALL)
+    log = UnifiedLog.open(tmp_path / "t-0", SMALL)
     stored = fill(log, 100)
     hw = log.log_end_offset
     target = log.segments[2].base_offset + 4
@@ -288,13 +290,13 @@ def test_delete_records_moves_log_start_and_deletes_whole_segments(tmp_path: Pat
         log.delete_records_before(log.log_end_offset + 1, hw)
     assert log.delete_records_before(0, hw) == target  # never moves backwards
     log.close()
-    reopened = Log.open(tmp_path / "t-0", SMALL, log_start_offset=target)
+    reopened = UnifiedLog.open(tmp_path / "t-0", SMALL, log_start_offset=target)
     assert reopened.log_start_offset == target
     assert reopened.read_bytes(target, 1 << 30).endswith(b"".join(stored[-5:]))
     reopened.close()
 
 
-def test_delete_records_minus_one_means_high_watermark(log: Log) -> None:
+def test_delete_records_minus_one_means_high_watermark(log: UnifiedLog) -> None:
     fill(log, 10)
     assert log.delete_records_before(-1, 12) == 12
 
@@ -302,7 +304,7 @@ def test_delete_records_minus_one_means_high_watermark(log: Log) -> None:
 def test_idempotent_duplicates_return_original_offsets_and_survive_reopen(
     tmp_path: Path,
 ) -> None:
-    log = Log.open(tmp_path / "t-0", SMALL)
+    log = UnifiedLog.open(tmp_path / "t-0", SMALL)
     fill(log, 3)
     first = append(log, batch(2, producer_id=42, producer_epoch=0, base_sequence=0, tag=1))
     fill_size = log.size_bytes
@@ -312,7 +314,7 @@ def test_idempotent_duplicates_return_original_offsets_and_survive_reopen(
     with pytest.raises(OutOfOrderSequenceError):
         append(log, batch(1, producer_id=42, producer_epoch=0, base_sequence=5))
     log.close()
-    reopened = Log.open(tmp_path / "t-0", SMALL)
+    reopened = UnifiedLog.open(tmp_path / "t-0", SMALL)
     retry = append(reopened, batch(2, producer_id=42, producer_epoch=0, base_sequence=0, tag=1))
     assert retry.duplicate and retry.base_offset == 9
     assert reopened.log_end_offset == 11
@@ -324,7 +326,7 @@ def test_idempotent_duplicates_return_original_offsets_and_survive_reopen(
 
 
 def test_flush_messages_advances_recovery_point(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", LogConfig(flush_messages=5))
+    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(flush_messages=5))
     append(log, batch(3))
     assert log.recovery_point == 0
     append(log, batch(3))
@@ -334,7 +336,9 @@ def test_flush_messages_advances_recovery_point(tmp_path: Path) -> None:
 
 def test_flush_ms_and_post_roll_flush(tmp_path: Path) -> None:
     clock = FakeClock(0)
-    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2048, flush_ms=1000), clock=clock)
+    log = UnifiedLog.open(
+        tmp_path / "t-0", LogConfig(segment_bytes=2048, flush_ms=1000), clock=clock
+    )
     fill(log, 30)
     rolled_to = log.segments[-1].base_offset
     log.maybe_flush(0)
@@ -345,7 +349,7 @@ def test_flush_ms_and_post_roll_flush(tmp_path: Path) -> None:
 
 
 def test_truncate_to(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", SMALL)
+    log = UnifiedLog.open(tmp_path / "t-0", SMALL)
     stored = fill(log, 100)
     log.truncate_to(151)  # inside batch 50: the whole batch goes
     assert log.log_end_offset == 150
@@ -358,7 +362,7 @@ def test_truncate_to(tmp_path: Path) -> None:
     log.close()
 
 
-def test_roll_and_empty_roll(log: Log) -> None:
+def test_roll_and_empty_roll(log: UnifiedLog) -> None:
     assert log.roll() is log.segments[0]  # empty active segment: no new segment
     fill(log, 2)
     log.roll()
@@ -367,7 +371,7 @@ def test_roll_and_empty_roll(log: Log) -> None:
 
 
 def test_delete_removes_directory(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", SMALL)
+    log = UnifiedLog.open(tmp_path / "t-0", SMALL)
     fill(log, 30)
     log.delete()
     assert not (tmp_path / "t-0").exists()
@@ -379,7 +383,7 @@ def test_failed_write_leaves_the_log_as_it_was(tmp_path, monkeypatch):
 
     from moldau.storage import segment as segment_module
 
-    log = Log.open(tmp_path / "t-0", LogConfig())
+    log = UnifiedLog.open(tmp_path / "t-0", LogConfig())
     first = bytearray(build_batch([(b"k", b"v1")]))
     log.append_as_leader(first, scan_batches(first), leader_epoch=0)
     real_write = os.write
@@ -399,5 +403,5 @@ def test_failed_write_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     values = [r.value for _, recs in decode_all(log.read_bytes(0, 1 << 20)) for r in recs]
     assert values == [b"v1", b"v3"]
     log.close()
-    reopened = Log.open(tmp_path / "t-0", LogConfig())
+    reopened = UnifiedLog.open(tmp_path / "t-0", LogConfig())
     assert reopened.log_end_offset == 2

@@ -12,8 +12,9 @@ from storage_helpers import append, batch, open_paths
 
 from moldau.config.topic import LogConfig
 from moldau.storage.files import StorageCaches
-from moldau.storage.log import Log, LogReadResult
+from moldau.storage.local_log import LogReadResult
 from moldau.storage.segment import Segment
+from moldau.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128, file_delete_delay_ms=0)
 
@@ -22,7 +23,7 @@ def files_open_under(root: Path) -> int:
     return sum(1 for p in open_paths() if p.startswith(str(root)))
 
 
-def fill(log: Log, count: int, tag: int = 0) -> list[bytes]:
+def fill(log: UnifiedLog, count: int, tag: int = 0) -> list[bytes]:
     out = []
     for i in range(count):
         data = batch(2, value_size=60, tag=tag + i, timestamp=1_000 + i)
@@ -32,12 +33,12 @@ def fill(log: Log, count: int, tag: int = 0) -> list[bytes]:
 
 
 def test_a_clean_open_reads_only_the_active_segments_tail(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     stored = fill(log, 200)
     assert len(log.segments) > 20
     log.close()
     caches = StorageCaches(open_files=4)
-    reopened = Log.open(
+    reopened = UnifiedLog.open(
         tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=400, caches=caches
     )
     sealed = reopened.segments[:-1]
@@ -54,7 +55,7 @@ def test_many_partitions_hold_at_most_the_cache_in_descriptors(tmp_path: Path) -
     """200 partitions of several segments each: the old design held 5 descriptors per
     partition; now everything read, appended or reopened shares 8."""
     caches = StorageCaches(open_files=8, index_bytes=4096)
-    logs = [Log.open(tmp_path / f"t-{p}", CONFIG, caches=caches) for p in range(200)]
+    logs = [UnifiedLog.open(tmp_path / f"t-{p}", CONFIG, caches=caches) for p in range(200)]
     stored = [fill(log, 12, tag=p) for p, log in enumerate(logs)]
     assert all(len(log.segments) > 1 for log in logs)
     assert files_open_under(tmp_path) <= 8
@@ -66,7 +67,9 @@ def test_many_partitions_hold_at_most_the_cache_in_descriptors(tmp_path: Path) -
         log.close()
     assert files_open_under(tmp_path) == 0
     reopened = [
-        Log.open(tmp_path / f"t-{p}", CONFIG, clean_shutdown=True, recovery_point=24, caches=caches)
+        UnifiedLog.open(
+            tmp_path / f"t-{p}", CONFIG, clean_shutdown=True, recovery_point=24, caches=caches
+        )
         for p in range(200)
     ]
     assert files_open_under(tmp_path) <= 8
@@ -77,7 +80,7 @@ def test_many_partitions_hold_at_most_the_cache_in_descriptors(tmp_path: Path) -
 
 def test_ranges_keep_evicted_files_open_until_they_are_dropped(tmp_path: Path) -> None:
     caches = StorageCaches(open_files=1)
-    logs = [Log.open(tmp_path / f"t-{p}", CONFIG, caches=caches) for p in range(5)]
+    logs = [UnifiedLog.open(tmp_path / f"t-{p}", CONFIG, caches=caches) for p in range(5)]
     stored = [fill(log, 3, tag=10 * p) for p, log in enumerate(logs)]
     results = [log.read(0, 1 << 30) for log in logs]  # a fetch over five partitions
     assert files_open_under(tmp_path) == 5  # one cached, four held by ranges only
@@ -91,7 +94,7 @@ def test_ranges_keep_evicted_files_open_until_they_are_dropped(tmp_path: Path) -
 def test_crash_recovery_scans_only_segments_past_the_recovery_point(
     tmp_path: Path, monkeypatch
 ) -> None:
-    log = Log.open(tmp_path / "live" / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "live" / "t-0", CONFIG)
     stored = fill(log, 200)
     middle = log.segments[len(log.segments) // 2].base_offset
     log.flush(middle + 1)
@@ -106,7 +109,7 @@ def test_crash_recovery_scans_only_segments_past_the_recovery_point(
         return recover(segment)
 
     monkeypatch.setattr(Segment, "recover", counting)
-    reopened = Log.open(crashed, CONFIG, recovery_point=middle + 1)
+    reopened = UnifiedLog.open(crashed, CONFIG, recovery_point=middle + 1)
     bases = [s.base_offset for s in reopened.segments]
     assert recovered_bases == [b for b in bases if b >= middle]
     assert reopened.read_bytes(0, 1 << 30) == b"".join(stored)
@@ -145,7 +148,7 @@ def test_tiny_file_cache_always_reads_back_what_was_written(capacity: int, opera
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
         caches = StorageCaches(open_files=capacity, index_bytes=256)
-        logs = [Log.open(root / f"t-{p}", CONFIG, caches=caches) for p in range(5)]
+        logs = [UnifiedLog.open(root / f"t-{p}", CONFIG, caches=caches) for p in range(5)]
         models: list[list[tuple[int, bytes]]] = [[] for _ in logs]  # (next offset, bytes)
         held: list[tuple[int, LogReadResult, bytes]] = []  # (partition, read, its bytes)
         tag = 0
@@ -182,7 +185,7 @@ def test_tiny_file_cache_always_reads_back_what_was_written(capacity: int, opera
                     for log in logs:
                         log.close()
                     root = crashed
-                logs = [Log.open(root / f"t-{p}", CONFIG, caches=caches) for p in range(5)]
+                logs = [UnifiedLog.open(root / f"t-{p}", CONFIG, caches=caches) for p in range(5)]
             for log, model in zip(logs, models, strict=True):
                 assert log.log_end_offset == (model[-1][0] if model else 0)
             pinned = {id(r.file) for _, result, _ in held for r in result.ranges}

@@ -17,9 +17,9 @@ from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage import log_manager as log_manager_module
 from moldau.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
-from moldau.storage.log import Log
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget, DiskSpace
+from moldau.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=4096)
 
@@ -92,9 +92,9 @@ def test_a_failed_creation_leaves_no_half_made_partition(
     m = manager(tmp_path)
     m.create_logs(specs("kept", 2))
     opened = 0
-    real_open = Log.open
+    real_open = UnifiedLog.open
 
-    def failing(directory: Path, *args, **kwargs) -> Log:
+    def failing(directory: Path, *args, **kwargs) -> UnifiedLog:
         nonlocal opened
         opened += 1
         if opened == 3:
@@ -103,7 +103,7 @@ def test_a_failed_creation_leaves_no_half_made_partition(
             raise OSError(err, os.strerror(err))
         return real_open(directory, *args, **kwargs)
 
-    monkeypatch.setattr(log_manager_module.Log, "open", failing)
+    monkeypatch.setattr(log_manager_module.UnifiedLog, "open", failing)
     with pytest.raises(KafkaError) as raised:
         m.create_logs(specs("new", 5))
     assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
@@ -120,14 +120,14 @@ def test_strays_are_deleted_and_unopenable_logs_stay_offline(tmp_path: Path, mon
     for tp in [("known", 0), ("known", 1), ("stray", 0), ("broken", 0)]:
         append(m.get_or_create_log(*tp, CONFIG), batch(3))
     m.shutdown()
-    real_open = Log.open
+    real_open = UnifiedLog.open
 
-    def failing(directory: Path, *args, **kwargs) -> Log:
+    def failing(directory: Path, *args, **kwargs) -> UnifiedLog:
         if directory.name == "broken-0":
             raise OSError(errno.EIO, "Input/output error")
         return real_open(directory, *args, **kwargs)
 
-    monkeypatch.setattr(log_manager_module.Log, "open", failing)
+    monkeypatch.setattr(log_manager_module.UnifiedLog, "open", failing)
     reloaded = manager(tmp_path)
     reloaded.load_logs(keep=lambda tp: tp[0] != "stray")
     assert set(reloaded.logs) == {("known", 0), ("known", 1)}

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from storage_helpers import append, batch
 
 from moldau.config.topic import LogConfig
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128, file_delete_delay_ms=0)
 
@@ -41,7 +41,7 @@ def expected_from(model: list[tuple[int, int, bytes]], offset: int) -> list[byte
 def test_log_keeps_appended_batches_in_order(operations) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "t-0"
-        log = Log.open(directory, CONFIG)
+        log = UnifiedLog.open(directory, CONFIG)
         model: list[tuple[int, int, bytes]] = []  # (base offset, next offset, bytes)
         tag = 0
         for step, op in enumerate(operations):
@@ -81,14 +81,14 @@ def test_log_keeps_appended_batches_in_order(operations) -> None:
             elif name == "reopen":
                 start = log.log_start_offset
                 log.close()
-                log = Log.open(directory, CONFIG, log_start_offset=start)
+                log = UnifiedLog.open(directory, CONFIG, log_start_offset=start)
             else:  # crash: reopen a copy of the files as they are, never closing
                 start = log.log_start_offset
                 crashed = Path(tmp) / f"crash{step}" / "t-0"
                 shutil.copytree(directory, crashed)
                 log.close()
                 directory = crashed
-                log = Log.open(directory, CONFIG, log_start_offset=start)
+                log = UnifiedLog.open(directory, CONFIG, log_start_offset=start)
             start = log.log_start_offset
             assert log.log_end_offset == (model[-1][1] if model else 0)
             assert log.read_bytes(start, 1 << 30) == b"".join(expected_from(model, start))

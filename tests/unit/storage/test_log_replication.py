@@ -13,15 +13,15 @@ from moldau.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
 from moldau.records.batch import scan_batches
 from moldau.records.record import decode_all
 from moldau.storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from moldau.storage.log import Log
+from moldau.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=2048, index_interval_bytes=256, file_delete_delay_ms=0)
 
 
-def leader_log(path: Path, epochs: list[int]) -> tuple[Log, list[bytes]]:
+def leader_log(path: Path, epochs: list[int]) -> tuple[UnifiedLog, list[bytes]]:
     """A leader log with one 2-record batch per entry of ``epochs``; returns the stored
     (stamped) batches, which a follower fetches as they are."""
-    log = Log.open(path, CONFIG)
+    log = UnifiedLog.open(path, CONFIG)
     stored = []
     for i, epoch in enumerate(epochs):
         data = batch(2, value_size=40, tag=i, timestamp=1_000 + i)
@@ -30,7 +30,7 @@ def leader_log(path: Path, epochs: list[int]) -> tuple[Log, list[bytes]]:
     return log, stored
 
 
-def follow(log: Log, data: bytes):
+def follow(log: UnifiedLog, data: bytes):
     buf = bytearray(data)
     return log.append_as_follower(buf, scan_batches(buf, strict=False))
 
@@ -47,7 +47,7 @@ def test_leader_append_stamps_epoch_and_starts_it_in_the_cache(tmp_path: Path) -
 
 def test_follower_keeps_the_leaders_offsets_epochs_and_bytes(tmp_path: Path) -> None:
     leader, stored = leader_log(tmp_path / "leader-0", [1] * 5 + [2] * 3 + [4] * 10 + [7] * 9)
-    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    follower = UnifiedLog.open(tmp_path / "follower-0", CONFIG)
     fetched = leader.read_bytes(0, 1 << 30)
     position = 0
     while position < len(fetched):  # fetch in uneven chunks of whole batches
@@ -69,7 +69,7 @@ def test_follower_keeps_the_leaders_offsets_epochs_and_bytes(tmp_path: Path) -> 
 
 def test_follower_refuses_offsets_below_its_end_and_out_of_order(tmp_path: Path) -> None:
     _, stored = leader_log(tmp_path / "leader-0", [0, 0, 0])
-    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    follower = UnifiedLog.open(tmp_path / "follower-0", CONFIG)
     follow(follower, stored[0] + stored[1])
     with pytest.raises(OffsetOutOfRangeError):
         follow(follower, stored[1])  # offsets 2-3 again
@@ -85,7 +85,7 @@ def test_follower_refuses_offsets_below_its_end_and_out_of_order(tmp_path: Path)
 
 def test_follower_accepts_a_gap_after_compaction(tmp_path: Path) -> None:
     _, stored = leader_log(tmp_path / "leader-0", [0] * 4)
-    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    follower = UnifiedLog.open(tmp_path / "follower-0", CONFIG)
     follow(follower, stored[0])
     follow(follower, stored[3])  # offsets 2..5 were compacted away on the leader
     assert follower.log_end_offset == 8
@@ -101,10 +101,10 @@ def test_follower_accepts_a_gap_after_compaction(tmp_path: Path) -> None:
 def test_follower_producer_state_lets_it_lead_without_duplicates(tmp_path: Path) -> None:
     """A follower records the leader's idempotent batches, so after becoming leader it
     answers a producer's retry with the original offsets."""
-    leader = Log.open(tmp_path / "leader-0", CONFIG)
+    leader = UnifiedLog.open(tmp_path / "leader-0", CONFIG)
     first = batch(2, producer_id=9, producer_epoch=0, base_sequence=0, tag=1)
     append(leader, first)
-    follower = Log.open(tmp_path / "follower-0", CONFIG)
+    follower = UnifiedLog.open(tmp_path / "follower-0", CONFIG)
     follow(follower, leader.read_bytes(0, 1 << 30))
     retry = append(follower, batch(2, producer_id=9, producer_epoch=0, base_sequence=0, tag=1))
     assert retry.duplicate and (retry.base_offset, retry.last_offset) == (0, 1)
@@ -116,7 +116,7 @@ def test_follower_producer_state_lets_it_lead_without_duplicates(tmp_path: Path)
 
 
 def test_truncate_to_keeps_epoch_cache_and_producer_state_consistent(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     for i in range(30):
         epoch = 0 if i < 10 else 2 if i < 20 else 4
         append(
@@ -138,7 +138,7 @@ def test_truncate_to_keeps_epoch_cache_and_producer_state_consistent(tmp_path: P
     assert nxt.base_offset == 30 and not nxt.duplicate
     assert log.epoch_cache.entries == [(0, 0), (2, 20), (6, 30)]
     log.close()
-    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=32)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=32)
     assert reopened.epoch_cache.entries == [(0, 0), (2, 20), (6, 30)]
     assert reopened.log_end_offset == 32
 
@@ -159,7 +159,7 @@ def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     follow(log, fetched)
     assert log.epoch_cache.entries == [(2, 500)]
     log.close()
-    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=10**9)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=10**9)
     assert reopened.log_start_offset == 500 and reopened.read_bytes(500, 1 << 30) == fetched
     assert reopened.epoch_cache.entries == [(2, 500)]
 
@@ -199,7 +199,7 @@ def test_epoch_cache_is_rebuilt_from_the_batches(tmp_path: Path, damage: str) ->
         path.unlink()
     else:
         path.write_text("0\n3\nbroken\n")
-    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=180)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=180)
     assert reopened.epoch_cache.entries == entries
     reopened.close()
     assert LeaderEpochFileCache.load(path).entries == entries
@@ -213,7 +213,7 @@ def test_crash_recovery_restores_epochs_past_the_recovery_point(tmp_path: Path) 
     crashed = tmp_path / "crash" / "t-0"
     shutil.copytree(log.dir, crashed)
     assert LeaderEpochFileCache.load(crashed / LEADER_EPOCH_CHECKPOINT).entries == [(0, 0)]
-    recovered = Log.open(crashed, CONFIG, recovery_point=80)
+    recovered = UnifiedLog.open(crashed, CONFIG, recovery_point=80)
     assert recovered.epoch_cache.entries == [(0, 0), (7, 80)]
     assert recovered.log_end_offset == 120
 
@@ -222,7 +222,7 @@ def test_stale_epochs_past_the_end_are_dropped_on_open(tmp_path: Path) -> None:
     log, _ = leader_log(tmp_path / "t-0", [0] * 10)
     log.close()
     (tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT).write_text("0\n2\n0 0\n9 500\n")
-    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=20)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=20)
     assert reopened.epoch_cache.entries == [(0, 0)]
 
 
@@ -235,12 +235,12 @@ def test_a_small_log_closes_without_new_files_and_reopens_the_same(tmp_path: Pat
     names = {p.name for p in (tmp_path / "t-0").iterdir()}
     assert LEADER_EPOCH_CHECKPOINT not in names
     assert not any(n.endswith(".snapshot") for n in names)
-    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=6)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=6)
     assert reopened.epoch_cache.entries == [(0, 0), (2, 4)]
     retry = batch(1, producer_id=4, producer_epoch=0, base_sequence=0)
     append(reopened, retry, leader_epoch=2)
     reopened.close(sync=False)  # an idempotent producer's state is kept in a snapshot
     assert any(p.name.endswith(".snapshot") for p in (tmp_path / "t-0").iterdir())
-    again = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=7)
+    again = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=7)
     duplicate = append(again, batch(1, producer_id=4, producer_epoch=0, base_sequence=0))
     assert duplicate.duplicate and duplicate.base_offset == 6

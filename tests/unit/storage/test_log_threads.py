@@ -11,8 +11,9 @@ from storage_helpers import FakeClock, append
 from moldau.config.topic import LogConfig
 from moldau.records.record import build_batch, decode_all
 from moldau.storage.cleaner import clean_log
-from moldau.storage.log import CLEANED_SUFFIX, CleaningAbortedError, Log
+from moldau.storage.local_log import CLEANED_SUFFIX, CleaningAbortedError
 from moldau.storage.segment import Segment
+from moldau.storage.unified_log import UnifiedLog
 
 NOW = 1_700_000_000_000
 CONFIG = LogConfig.from_props(
@@ -20,7 +21,7 @@ CONFIG = LogConfig.from_props(
 )
 
 
-def put(log: Log, i: int, keys: int = 7) -> tuple[int, bytes, bytes]:
+def put(log: UnifiedLog, i: int, keys: int = 7) -> tuple[int, bytes, bytes]:
     key, value = b"key-%d" % (i % keys), b"value-%d" % i
     data = bytearray(build_batch([(key, value)], base_timestamp=NOW))
     return append(log, data, now_ms=NOW).base_offset, key, value
@@ -31,7 +32,7 @@ def records(raw: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
 
 
 def test_cleaning_in_a_thread_while_appending_and_reading(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
     written = {}
     for i in range(400):
         offset, key, value = put(log, i)
@@ -69,13 +70,13 @@ def test_cleaning_in_a_thread_while_appending_and_reading(tmp_path: Path) -> Non
     assert len(below) == len({k for _, k in below})  # one record per key where cleaned
     assert [o for o, _, _ in got if o >= end] == [o for o in written if o >= end]
     log.close()
-    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=10**9)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=10**9)
     assert records(reopened.read_bytes(0, 1 << 30)) == got
 
 
 @pytest.mark.parametrize("change", ["truncate", "delete_records", "close"])
 def test_a_log_changed_during_cleaning_keeps_its_segments(tmp_path: Path, change: str) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
     for i in range(300):
         put(log, i)
     hw = log.log_end_offset
@@ -109,7 +110,7 @@ def test_a_log_changed_during_cleaning_keeps_its_segments(tmp_path: Path, change
 
 
 def test_stopping_aborts_a_pass(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
     for i in range(300):
         put(log, i)
     before = log.read_bytes(0, 1 << 30)
@@ -121,7 +122,7 @@ def test_stopping_aborts_a_pass(tmp_path: Path) -> None:
 def test_a_flush_racing_a_truncation_keeps_the_recovery_point_below_the_end(
     tmp_path: Path, monkeypatch
 ) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG, clock=FakeClock(NOW))
     for i in range(100):
         put(log, i)
     fsync = Segment.flush

@@ -15,14 +15,14 @@ from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, InvalidProducerEpochError, KafkaError
 from moldau.records.batch import scan_batches
 from moldau.records.control import build_marker_batch, read_marker
-from moldau.storage.log import Log
 from moldau.storage.producer_state import CoordinatorFencedError, ProducerStateManager
 from moldau.storage.txn_index import AbortedTxn
+from moldau.storage.unified_log import UnifiedLog
 
 CONFIG = LogConfig(segment_bytes=2048, index_interval_bytes=100, file_delete_delay_ms=0)
 
 
-def txn(log: Log, pid: int, seq: int, n: int = 2, *, epoch: int = 0, tag: int = 0) -> int:
+def txn(log: UnifiedLog, pid: int, seq: int, n: int = 2, *, epoch: int = 0, tag: int = 0) -> int:
     """A transactional batch of ``n`` records; returns its base offset."""
     data = batch(
         n,
@@ -35,11 +35,13 @@ def txn(log: Log, pid: int, seq: int, n: int = 2, *, epoch: int = 0, tag: int = 
     return append(log, data).base_offset
 
 
-def plain(log: Log, n: int = 1, tag: int = 0) -> int:
+def plain(log: UnifiedLog, n: int = 1, tag: int = 0) -> int:
     return append(log, batch(n, tag=tag)).base_offset
 
 
-def marker(log: Log, pid: int, *, commit: bool, epoch: int = 0, coordinator_epoch: int = 0) -> int:
+def marker(
+    log: UnifiedLog, pid: int, *, commit: bool, epoch: int = 0, coordinator_epoch: int = 0
+) -> int:
     data = build_marker_batch(
         pid, epoch, committed=commit, coordinator_epoch=coordinator_epoch, timestamp=5_000
     )
@@ -47,7 +49,7 @@ def marker(log: Log, pid: int, *, commit: bool, epoch: int = 0, coordinator_epoc
     return log.append_as_leader(data, infos, leader_epoch=0).base_offset
 
 
-def all_aborted(log: Log) -> list[AbortedTxn]:
+def all_aborted(log: UnifiedLog) -> list[AbortedTxn]:
     return log.collect_aborted_transactions(0, log.log_end_offset)
 
 
@@ -61,7 +63,7 @@ def test_marker_batches_round_trip() -> None:
 
 
 def test_lso_follows_open_transactions_and_the_high_watermark(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     plain(log, 3)  # 0-2
     first_a = txn(log, 1, 0)  # 3-4
     plain(log, 1, tag=1)  # 5
@@ -82,7 +84,7 @@ def test_lso_follows_open_transactions_and_the_high_watermark(tmp_path: Path) ->
 
 
 def test_aborted_entries_record_the_next_undecided_offset(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     a = txn(log, 1, 0)  # 0-1
     b = txn(log, 2, 0, tag=1)  # 2-3
     end_a = marker(log, 1, commit=False)  # 4: producer 2 still open from 2
@@ -95,7 +97,7 @@ def test_aborted_entries_record_the_next_undecided_offset(tmp_path: Path) -> Non
 
 
 def test_txnindex_file_is_kafkas_format(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     txn(log, 9, 0, n=3)
     marker(log, 9, commit=False)
     marker(log, 9, commit=True)  # a marker without data on this partition: no entry
@@ -107,7 +109,7 @@ def test_txnindex_file_is_kafkas_format(tmp_path: Path) -> None:
 
 
 def test_markers_are_fenced_by_producer_and_coordinator_epoch(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     txn(log, 1, 0, epoch=2)
     marker(log, 1, commit=True, epoch=2, coordinator_epoch=5)
     with pytest.raises(InvalidProducerEpochError):
@@ -122,7 +124,7 @@ def test_markers_are_fenced_by_producer_and_coordinator_epoch(tmp_path: Path) ->
 
 
 def test_plain_batch_inside_an_open_transaction_is_refused(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     txn(log, 1, 0)
     idempotent = batch(1, producer_id=1, producer_epoch=0, base_sequence=2)
     with pytest.raises(KafkaError) as refused:
@@ -132,13 +134,13 @@ def test_plain_batch_inside_an_open_transaction_is_refused(tmp_path: Path) -> No
 
 
 def test_snapshot_carries_open_transactions(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     plain(log, 2)
     first = txn(log, 4, 0, epoch=1)
     marker(log, 4, commit=True, epoch=1, coordinator_epoch=3)
     second = txn(log, 4, 2, epoch=1, tag=5)
     log.close()  # writes a snapshot; reopening reads only it
-    reopened = Log.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=10**9)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=10**9)
     entry = reopened.producer_state.producers[4]
     assert (entry.current_txn_first_offset, entry.coordinator_epoch) == (second, 3)
     assert reopened.last_stable_offset(reopened.log_end_offset) == second != first
@@ -159,7 +161,7 @@ def test_version_1_snapshots_still_load(tmp_path: Path) -> None:
     assert state.producers[5].producer_epoch == 2 and not state.ongoing
 
 
-def fill_transactions(log: Log, rounds: int) -> list[AbortedTxn]:
+def fill_transactions(log: UnifiedLog, rounds: int) -> list[AbortedTxn]:
     """Interleaved transactions of two producers, every third one aborted, over many
     segments; returns the aborted ones as the index must hold them."""
     expected = []
@@ -182,7 +184,7 @@ def fill_transactions(log: Log, rounds: int) -> list[AbortedTxn]:
 
 
 def test_crash_recovery_rebuilds_the_transaction_index(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "live" / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "live" / "t-0", CONFIG)
     expected = fill_transactions(log, 40)
     first_open = txn(log, 1, 120, tag=99)
     assert all_aborted(log) == expected
@@ -193,7 +195,7 @@ def test_crash_recovery_rebuilds_the_transaction_index(tmp_path: Path) -> None:
         f.unlink()  # written after the last flush: lost in the crash
     for f in copy.glob("*.snapshot"):
         f.unlink()
-    recovered = Log.open(copy, CONFIG, recovery_point=0)
+    recovered = UnifiedLog.open(copy, CONFIG, recovery_point=0)
     assert all_aborted(recovered) == expected
     assert recovered.last_stable_offset(recovered.log_end_offset) == first_open
     recovered.close()
@@ -201,7 +203,7 @@ def test_crash_recovery_rebuilds_the_transaction_index(tmp_path: Path) -> None:
 
 
 def test_truncation_drops_aborted_transactions_past_the_cut(tmp_path: Path) -> None:
-    log = Log.open(tmp_path / "t-0", CONFIG)
+    log = UnifiedLog.open(tmp_path / "t-0", CONFIG)
     expected = fill_transactions(log, 30)
     cut = expected[len(expected) // 2].last_offset
     log.truncate_to(cut)
@@ -212,9 +214,9 @@ def test_truncation_drops_aborted_transactions_past_the_cut(tmp_path: Path) -> N
 
 
 def test_follower_appends_build_the_same_index(tmp_path: Path) -> None:
-    leader = Log.open(tmp_path / "leader" / "t-0", CONFIG)
+    leader = UnifiedLog.open(tmp_path / "leader" / "t-0", CONFIG)
     expected = fill_transactions(leader, 20)
-    follower = Log.open(tmp_path / "follower" / "t-0", CONFIG)
+    follower = UnifiedLog.open(tmp_path / "follower" / "t-0", CONFIG)
     data = bytearray(leader.read_bytes(0, 1 << 30))
     follower.append_as_follower(data, scan_batches(data, strict=False))
     assert all_aborted(follower) == expected

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from moldau.coordinator.effects import TxnBatch
-from moldau.metrics.stats import GroupStats
 from moldau.protocol.errors import ErrorCode
+from moldau.stats.counters import GroupStats
 
 from .config import GroupConfig
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE

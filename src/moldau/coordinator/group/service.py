@@ -31,10 +31,10 @@ from moldau.coordinator.group.results import (
 )
 from moldau.coordinator.runtime import CoordinatorRuntime
 from moldau.metadata.topics import OFFSETS_TOPIC
-from moldau.metrics.stats import GroupStats
-from moldau.metrics.timing import parked
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
+from moldau.stats.counters import GroupStats
+from moldau.stats.timing import parked
 
 
 class _Loader:

@@ -12,7 +12,7 @@ from moldau.protocol.messages.add_offsets_to_txn_response import AddOffsetsToTxn
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.ADD_OFFSETS_TO_TXN

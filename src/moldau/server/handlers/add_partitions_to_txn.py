@@ -22,7 +22,7 @@ from moldau.protocol.messages.add_partitions_to_txn_response import (
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN

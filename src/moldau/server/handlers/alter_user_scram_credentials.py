@@ -18,7 +18,7 @@ from moldau.security.acl import AclOperation
 from moldau.server.handlers.forward import to_controller
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS

@@ -10,7 +10,7 @@ from moldau.protocol.messages.api_versions_response import ApiVersionsResponse
 from moldau.server import handlers
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.API_VERSIONS

@@ -14,7 +14,7 @@ from moldau.server.capacity import capacity_error, local_share
 from moldau.server.handlers.forward import to_controller
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.CREATE_PARTITIONS

@@ -19,7 +19,7 @@ from moldau.security.acl import AclOperation, ResourceType
 from moldau.server.capacity import capacity_error, local_share
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.CREATE_TOPICS

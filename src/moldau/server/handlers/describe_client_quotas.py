@@ -19,7 +19,7 @@ from moldau.security.acl import AclOperation
 from moldau.security.quotas import CLIENT_ID, IP, USER
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS

@@ -20,7 +20,7 @@ from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.topic_configs import DescribeOptions, describe_broker, describe_topic
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_CONFIGS

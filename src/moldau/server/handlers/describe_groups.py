@@ -16,7 +16,7 @@ from moldau.security.access import OPERATIONS_NOT_REQUESTED
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_GROUPS

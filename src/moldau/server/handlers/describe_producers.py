@@ -17,7 +17,7 @@ from moldau.protocol.messages.describe_producers_response import (
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_PRODUCERS

@@ -19,7 +19,7 @@ from moldau.protocol.messages.describe_user_scram_credentials_response import (
 from moldau.security.acl import AclOperation
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS

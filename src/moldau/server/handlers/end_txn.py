@@ -12,7 +12,7 @@ from moldau.protocol.messages.end_txn_response import EndTxnResponse
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.END_TXN

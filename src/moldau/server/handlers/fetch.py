@@ -29,9 +29,9 @@ from moldau.server.fetch_session import INVALID_SESSION_ID, FetchContext
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
-    from moldau.storage.log import LogReadResult
+    from moldau.storage.local_log import LogReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4

@@ -18,7 +18,7 @@ from moldau.security.acl import AclOperation, ResourceType
 if TYPE_CHECKING:
     from moldau.coordinator.group.service import GroupCoordinatorService
     from moldau.coordinator.txn.service import TransactionCoordinatorService
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.FIND_COORDINATOR

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.security.forwarded import forward
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 

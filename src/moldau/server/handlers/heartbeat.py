@@ -11,7 +11,7 @@ from moldau.protocol.messages.heartbeat_response import HeartbeatResponse
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.HEARTBEAT

@@ -14,7 +14,7 @@ from moldau.protocol.messages.join_group_response import (
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.JOIN_GROUP

@@ -25,7 +25,7 @@ from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 from moldau.server.auto_create import auto_create_topics
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.METADATA

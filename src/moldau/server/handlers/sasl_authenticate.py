@@ -10,7 +10,7 @@ from moldau.protocol.messages.sasl_authenticate_request import SaslAuthenticateR
 from moldau.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.SASL_AUTHENTICATE

@@ -9,7 +9,7 @@ from moldau.protocol.messages.sasl_handshake_request import SaslHandshakeRequest
 from moldau.protocol.messages.sasl_handshake_response import SaslHandshakeResponse
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.SASL_HANDSHAKE

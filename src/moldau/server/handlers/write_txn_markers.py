@@ -18,7 +18,7 @@ from moldau.protocol.messages.write_txn_markers_response import (
 from moldau.security.acl import AclOperation
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.WRITE_TXN_MARKERS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from moldau.controller.controller import PRODUCER_ID_BLOCK, Controller
+from moldau.controller.topic_control import PRODUCER_ID_BLOCK, Controller
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import RegisterBrokerRecord, decode_record, encode_record
 from moldau.metadata.topics import topic_name_error

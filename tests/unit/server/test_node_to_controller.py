@@ -10,7 +10,7 @@ from typing import Any
 
 from moldau.protocol.client import Address
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.server.controller_channel import RemoteControllerChannel
+from moldau.server.node_to_controller import RemoteControllerChannel
 
 OLD, NEW = ("10.0.0.1", 1), ("10.0.0.2", 2)
 

@@ -18,12 +18,24 @@ from asyncio import Task, current_task
 from collections.abc import Awaitable
 from contextvars import ContextVar
 from time import monotonic
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from moldau.metrics.requests import RequestTypeStats
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class RequestRecorder(Protocol):
+    """Where a timed request is recorded (:class:`moldau.stats.requests.RequestTypeStats`)."""
+
+    def observe(
+        self,
+        version: int,
+        size: int,
+        queue: float,
+        local: float,
+        remote: float,
+        send: float,
+        total: float,
+    ) -> None: ...
 
 _current: ContextVar[RequestTimer | None] = ContextVar("moldau_request_timer", default=None)
 
@@ -38,7 +50,7 @@ class RequestTimer:
         self.task: Task[Any] | None = current_task()
         self.received = self.dequeued = self.handled = self.remote = 0.0
         # Where to record, set when the dispatcher names the request: unnamed ones are not.
-        self.types: tuple[RequestTypeStats, ...] = ()
+        self.types: tuple[RequestRecorder, ...] = ()
         self.version = self.size = 0
         _current.set(self)
 

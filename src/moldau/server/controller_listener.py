@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
     from moldau.raft.driver import RaftManager
     from moldau.server.controller_server import ControllerServer
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
 
 RAFT_APIS = (
     ApiKey.VOTE,

@@ -11,10 +11,10 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from moldau.metrics.stats import HistogramSnapshot
-from moldau.metrics.timing import current_timer
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages import REQUESTS
+from moldau.stats.counters import HistogramSnapshot
+from moldau.stats.timing import current_timer
 
 #: Kafka's request names (ApiKeys' names: "Produce", "ListOffsets", ...).
 REQUEST_NAMES = {key: cls.__name__.removesuffix("Request") for key, cls in REQUESTS.items()}

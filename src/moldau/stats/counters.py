@@ -12,11 +12,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from moldau.metadata.image import PartitionImage
-    from moldau.replication.partition import Partition
+from typing import Protocol
 
 
 class Histogram:
@@ -80,6 +76,19 @@ class _Topical(Protocol):
 class _Sized(Protocol):
     @property
     def size(self) -> int: ...
+
+
+class _Registration(Protocol):
+    @property
+    def leader_epoch(self) -> int: ...
+
+    @property
+    def isr(self) -> Sequence[int]: ...
+
+
+class _LocalReplica(_Registration, Protocol):
+    @property
+    def is_leader(self) -> bool: ...
 
 
 class TopicStats:
@@ -147,7 +156,7 @@ class IsrStats:
         self.shrinks = 0
         self.expands = 0
 
-    def leader_update(self, partition: Partition, update: PartitionImage) -> None:
+    def leader_update(self, partition: _LocalReplica, update: _Registration) -> None:
         if partition.is_leader and partition.leader_epoch == update.leader_epoch:
             old, new = set(partition.isr), set(update.isr)
             self.shrinks += not old <= new

@@ -1,0 +1,28 @@
+"""What a handler knows about the request it handles: API, version, who sent it, on which
+listener. Its own module so that handlers name it without importing the dispatcher that
+imports them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from moldau.security.acl import ANONYMOUS, KafkaPrincipal
+
+if TYPE_CHECKING:
+    from moldau.server.network import Connection
+
+
+@dataclass(slots=True)
+class RequestContext:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    connection: Connection
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    principal: KafkaPrincipal = ANONYMOUS
+    size: int = 0  # the request's bytes (produce quotas count them)
+    throttle_ms: int = 0  # set by handlers whose client went over a byte-rate quota

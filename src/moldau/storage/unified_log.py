@@ -1,0 +1,551 @@
+"""A partition's log over both tiers: Kafka's ``UnifiedLog``, the one API replication uses.
+
+It owns what spans the segments: the log start offset, producer state (``.snapshot``
+files), Kafka's leader-epoch cache (``leader-epoch-checkpoint``), aborted-transaction
+indexes consistent with the batches, appends and retention. The segments on this disk are
+its ``LocalLog``; ``LogLoader`` opens one. Appends stamp offsets into the producer's buffer
+in place and write it with one ``write``; transaction markers are the only batches whose
+record it reads on append.
+
+The log does not own the high watermark (replication does): what needs it takes it as an
+argument.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from moldau.config.topic import LogConfig
+from moldau.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
+from moldau.records.batch import (
+    INT32_MAX,
+    BatchInfo,
+    set_log_append_time,
+    stamp_base_offset,
+)
+from moldau.records.control import EndTxnMarker, read_marker
+from moldau.storage.epoch_cache import LeaderEpochFileCache
+from moldau.storage.files import StorageCaches, default_caches
+from moldau.storage.local_log import LocalLog, LogReadResult, now_ms
+from moldau.storage.log_loader import LogLoader, aborted_txn, rebuild_producer_state
+from moldau.storage.producer_state import ProducerStateManager, list_snapshots
+from moldau.storage.segment import Segment
+from moldau.storage.txn_index import AbortedTxn
+
+SNAPSHOTS_TO_KEEP = 2
+# A log of one segment below this size gets no new producer snapshot or epoch checkpoint
+# file at close (creating files dominates closing many small logs): the next open reads
+# that segment's tail anyway and rebuilds them from its batch headers for less.
+SMALL_LOG_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 for CreateTime topics
+    log_start_offset: int
+    duplicate: bool = False
+
+
+class UnifiedLog:
+    """One topic-partition's log. One writer thread; readers never block."""
+
+    def __init__(
+        self,
+        local_log: LocalLog,
+        log_start_offset: int,
+        epoch_cache: LeaderEpochFileCache,
+        producer_state: ProducerStateManager,
+        snapshot_offset: int = -1,
+    ) -> None:
+        self.local_log = local_log
+        self.epoch_cache = epoch_cache
+        self.producer_state = producer_state
+        self._log_start_offset = log_start_offset
+        self._snapshot_offset = snapshot_offset  # end offset of the newest producer snapshot
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int | None = None,
+        clean_shutdown: bool = False,
+        clock: Callable[[], float] = time.time,
+        caches: StorageCaches | None = None,
+    ) -> UnifiedLog:
+        """Load (creating if needed) the log in ``directory`` (see ``LogLoader``)."""
+        loaded = LogLoader(
+            directory,
+            config,
+            clock,
+            caches or default_caches(),
+            recovery_point,
+            log_start_offset,
+            clean_shutdown,
+        ).load()
+        return cls(
+            loaded.local_log,
+            loaded.log_start_offset,
+            loaded.epoch_cache,
+            loaded.producer_state,
+            loaded.snapshot_offset,
+        )
+
+    # -- state ---------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self.local_log.dir
+
+    @dir.setter
+    def dir(self, directory: Path) -> None:
+        """The directory was renamed (topic deletion renames it before removing it)."""
+        self.local_log.dir = directory
+
+    @property
+    def config(self) -> LogConfig:
+        return self.local_log.config
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.local_log.clock
+
+    @property
+    def caches(self) -> StorageCaches:
+        return self.local_log.caches
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return self.local_log.segments
+
+    @property
+    def active(self) -> Segment:
+        return self.local_log.active
+
+    @property
+    def closed(self) -> bool:
+        return self.local_log.closed
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.local_log.log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self.local_log.recovery_point
+
+    @property
+    def truncations(self) -> int:
+        """Bumped by every truncation; a cleaning pass across one is dropped."""
+        return self.local_log.truncations
+
+    @property
+    def size_bytes(self) -> int:
+        return self.local_log.size_bytes
+
+    def new_cleaned_segment(self, base_offset: int) -> Segment:
+        return self.local_log.new_cleaned_segment(base_offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        self.local_log.update_config(config)
+
+    # -- append --------------------------------------------------------------------
+    def append_as_leader(
+        self,
+        records: bytearray | memoryview,
+        infos: list[BatchInfo],
+        *,
+        leader_epoch: int,
+        now_ms: int | None = None,
+    ) -> AppendResult:
+        """Append validated batches (``infos`` from ``scan_batches(records)``), assigning
+        offsets from the log end offset and stamping ``leader_epoch``; the first batch of a
+        new epoch starts it in the epoch cache.
+
+        Producer state is checked against the state before this call, so a produce
+        request carries one batch per partition (as Kafka requires from v3 on). A retried
+        duplicate returns its original offsets and appends nothing.
+        """
+        if not infos:
+            raise InvalidRecordError("an append needs at least one record batch")
+        now = self._now() if now_ms is None else now_ms
+        log_append_time = self.config.log_append_time
+        markers = _markers(records, infos)
+        for i, marker in markers.items():
+            self.producer_state.check_marker(infos[i], marker)
+        for info in infos:
+            duplicate = self.producer_state.check(info)
+            if duplicate is not None:
+                return AppendResult(
+                    duplicate.base_offset,
+                    duplicate.last_offset,
+                    duplicate.timestamp if log_append_time else -1,
+                    self._log_start_offset,
+                    duplicate=True,
+                )
+        base_offset = next_offset = self.log_end_offset
+        for info in infos:
+            stamp_base_offset(records, info, next_offset, leader_epoch)
+            if log_append_time:
+                set_log_append_time(records, info, now)
+            next_offset = info.next_offset
+        self._append(records, infos, now, markers)
+        if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
+            with self.local_log.lock:
+                self.epoch_cache.assign(leader_epoch, base_offset)
+        return AppendResult(
+            base_offset,
+            next_offset - 1,
+            now if log_append_time else -1,
+            self._log_start_offset,
+        )
+
+    def append_as_follower(
+        self, records: bytearray | memoryview, infos: list[BatchInfo]
+    ) -> AppendResult:
+        """Append batches fetched from the leader with the offsets, epochs and timestamps
+        they carry. They must start at or after the log end offset (a follower truncates
+        first) and their offsets must increase. The epoch cache follows the batches'
+        partition leader epochs; producer state records them without checks (the
+        leader checked)."""
+        if not infos:
+            raise InvalidRecordError("an append needs at least one record batch")
+        leo = self.log_end_offset
+        if infos[0].base_offset < leo:
+            raise OffsetOutOfRangeError(
+                f"{self.dir.name}: follower append starts at offset {infos[0].base_offset}, "
+                f"below the log end offset {leo}"
+            )
+        expected = infos[0].base_offset
+        for info in infos:
+            if info.base_offset < expected:
+                raise InvalidRecordError(
+                    f"{self.dir.name}: out of order offsets in a follower append: batch at "
+                    f"{info.base_offset} after offset {expected - 1}"
+                )
+            expected = info.next_offset
+        self._append(records, infos, self._now(), _markers(records, infos))
+        with self.local_log.lock:
+            for info in infos:
+                if info.partition_leader_epoch >= 0:
+                    self.epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
+        return AppendResult(infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset)
+
+    def _append(
+        self,
+        records: bytearray | memoryview,
+        infos: list[BatchInfo],
+        now: int,
+        markers: dict[int, EndTxnMarker],
+    ) -> None:
+        """Roll if needed, write, record producer state (an aborted transaction goes to
+        the active segment's transaction index), flush if flush.messages says so."""
+        self._maybe_roll(len(records), infos[0].base_offset, infos[-1], now)
+        active = self.active
+        active.append(records, infos)
+        state = self.producer_state
+        for i, info in enumerate(infos):
+            completed = state.update(info, info.base_offset, info.max_timestamp, markers.get(i))
+            if completed is not None and completed.aborted:
+                active.txn_index.append(aborted_txn(completed))
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(self, size: int, first_offset: int, last: BatchInfo, now: int) -> None:
+        """Kafka's shouldRoll: size, age, full index, or offsets beyond int32 relative."""
+        active = self.active
+        config = self.config
+        if (
+            active.size
+            and (
+                active.size + size > config.segment_bytes
+                or active.roll_due(now, last.max_timestamp, config.segment_ms)
+                or active.offset_index.is_full
+                or active.time_index.is_full
+            )
+        ) or last.next_offset - 1 - active.base_offset > INT32_MAX:
+            self.roll(now, base_offset=first_offset)
+
+    def roll(self, now_ms: int | None = None, *, base_offset: int | None = None) -> Segment:
+        """Start a new active segment at ``base_offset`` (default: the log end offset);
+        no-op if the active segment is empty and already starts there. A producer
+        snapshot is written at the new segment's base."""
+        now = self._now() if now_ms is None else now_ms
+        segment, sealed = self.local_log.roll(now, base_offset)
+        if sealed:
+            self._write_producer_snapshot(sync=False)
+        return segment
+
+    def _write_producer_snapshot(self, *, sync: bool) -> None:
+        leo = self.log_end_offset
+        if leo == self._snapshot_offset or (
+            leo == self.segments[0].base_offset and not self.producer_state.producers
+        ):
+            return  # up to date, or nothing a snapshot would save replaying
+        self.producer_state.write_snapshot(self.dir, leo, sync=sync)
+        self._snapshot_offset = leo
+        for _, path in list_snapshots(self.dir)[:-SNAPSHOTS_TO_KEEP]:
+            path.unlink(missing_ok=True)
+
+    # -- read ----------------------------------------------------------------------
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> LogReadResult:
+        """Whole batches from the one holding ``offset``, up to ``max_bytes`` (at least one
+        batch when ``min_one_batch``) and below ``max_offset`` (exclusive, e.g. the HW).
+
+        Raises OffsetOutOfRangeError outside [log start offset, log end offset] and
+        StorageError when the files cannot be read.
+        """
+        return self.local_log.read(
+            offset,
+            max_bytes,
+            log_start_offset=self._log_start_offset,
+            max_offset=max_offset,
+            min_one_batch=min_one_batch,
+        )
+
+    def read_bytes(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_batch: bool = True,
+    ) -> bytes:
+        """``read`` copied into memory: for tests, coordinators loading state and the CLI."""
+        return self.read(
+            offset, max_bytes, max_offset=max_offset, min_one_batch=min_one_batch
+        ).to_bytes()
+
+    # -- transactions --------------------------------------------------------------
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO: the first offset of an undecided transaction (or of one whose marker
+        is not below the high watermark yet), at most the high watermark."""
+        first = self.producer_state.first_unstable_offset(high_watermark)
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def collect_aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)``."""
+        return self.local_log.collect_aborted_transactions(fetch_offset, upper_bound)
+
+    # -- timestamps ----------------------------------------------------------------
+    def offset_for_timestamp(
+        self, timestamp: int, *, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp``, like
+        ListOffsets; None if there is none below ``max_offset``."""
+        found = self.local_log.offset_for_timestamp(timestamp)
+        if found is None:
+            return None
+        offset = max(found[0], self._log_start_offset)
+        if max_offset is not None and offset >= max_offset:
+            return None
+        return offset, found[1]
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        """(offset, timestamp) of the record with the largest timestamp (ListOffsets -3);
+        (-1, -1) for an empty log."""
+        return self.local_log.max_timestamp_offset()
+
+    # -- deletion ------------------------------------------------------------------
+    def delete_records_before(self, offset: int, high_watermark: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (-1 = high watermark)
+        and delete the whole segments below it. Kafka rejects offsets above the HW."""
+        if offset == -1:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: high watermark is {high_watermark}"
+            )
+        with self.local_log.lock:
+            if offset > self._log_start_offset:
+                self._move_log_start(offset)
+            self._delete_old_segments(
+                lambda segment, next_base: next_base <= self._log_start_offset, high_watermark
+            )
+        return self._log_start_offset
+
+    def _move_log_start(self, offset: int) -> None:
+        self._log_start_offset = offset
+        self.producer_state.remove_before(offset)
+        self.epoch_cache.truncate_from_start(offset)
+
+    def enforce_retention(self, high_watermark: int, now_ms: int | None = None) -> int:
+        """Delete whole old segments past retention.ms / retention.bytes (never the
+        active one, never above the HW); returns how many were deleted."""
+        now = self._now() if now_ms is None else now_ms
+        self.purge_deleted(now)
+        with self.local_log.lock:
+            deleted = self._delete_old_segments(
+                lambda segment, next_base: next_base <= self._log_start_offset,
+                high_watermark,
+                now,
+            )
+            config = self.config
+            if not config.delete_enabled:
+                return deleted
+            if config.retention_ms >= 0:
+                deadline = now - config.retention_ms
+                deleted += self._delete_old_segments(
+                    lambda segment, _: segment.largest_timestamp() < deadline,
+                    high_watermark,
+                    now,
+                )
+            if config.retention_bytes >= 0:
+                excess = self.size_bytes - config.retention_bytes
+
+                def over_size(segment: Segment, _: int) -> bool:
+                    nonlocal excess
+                    if excess < segment.size:
+                        return False
+                    excess -= segment.size
+                    return True
+
+                deleted += self._delete_old_segments(over_size, high_watermark, now)
+        return deleted
+
+    def _delete_old_segments(
+        self,
+        predicate: Callable[[Segment, int], bool],
+        high_watermark: int,
+        now_ms: int | None = None,
+    ) -> int:
+        """Delete the oldest segments while ``predicate(segment, next base offset)`` holds
+        and the next segment starts at or below the high watermark."""
+        segments = self.segments
+        count = 0
+        for segment, following in zip(segments, segments[1:], strict=False):
+            if following.base_offset > high_watermark or not predicate(
+                segment, following.base_offset
+            ):
+                break
+            count += 1
+        if not count:
+            return 0
+        start = max(self._log_start_offset, segments[count].base_offset)
+        if start > self._log_start_offset:
+            self._move_log_start(start)
+        self.local_log.remove_oldest_segments(count, self._now() if now_ms is None else now_ms)
+        return count
+
+    def purge_deleted(self, now_ms: int | None = None) -> None:
+        """Remove ``.deleted`` segment files whose delay has passed."""
+        self.local_log.purge_deleted(now_ms)
+
+    # -- compaction ----------------------------------------------------------------
+    def replace_segments(
+        self, old: Sequence[Segment], cleaned: Segment, *, truncations: int
+    ) -> None:
+        """The cleaner's swap (see ``LocalLog.replace_segments``)."""
+        self.local_log.replace_segments(old, cleaned, truncations=truncations)
+
+    # -- durability ----------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets in [recovery point, up_to) and advance it,
+        writing the epoch checkpoint first if it changed. Safe from a worker thread."""
+        self.local_log.flush(up_to, checkpoint=self._write_epoch_cache)
+
+    def _write_epoch_cache(self) -> None:
+        if self.epoch_cache.dirty:
+            self.epoch_cache.write()
+
+    def maybe_flush(self, now_ms: int | None = None) -> None:
+        """Timer hook: flush.ms elapsed, or segments rolled since the last flush (Kafka
+        flushes a rolled segment in the background)."""
+        local = self.local_log
+        now = self._now() if now_ms is None else now_ms
+        if local.roll_flush_to > local.recovery_point:
+            self.flush(local.roll_flush_to)
+        if (
+            self.log_end_offset > local.recovery_point
+            and now - local.last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush()
+
+    def close(self, *, sync: bool = True) -> None:
+        """Flush, trim indexes, write the epoch checkpoint and a producer snapshot: the
+        next open needs no recovery. With ``sync=False`` nothing is fsynced; the caller
+        makes everything durable at once (``sync_filesystems``) before it says so."""
+        local = self.local_log
+        with local.lock:
+            if local.closed:
+                return
+            self.active.seal()
+            if sync:
+                self.flush()
+            else:
+                local.recovery_point = self.log_end_offset
+            small = len(self.segments) == 1 and self.active.size <= SMALL_LOG_BYTES
+            cache = self.epoch_cache
+            if cache.dirty and (cache.on_disk or not small):
+                cache.write(sync=sync)
+            if self.producer_state.producers or not small:
+                self._write_producer_snapshot(sync=sync)
+            local.close()
+
+    def delete(self) -> None:
+        """Topic deletion: forget every file and remove the directory."""
+        self.local_log.delete()
+
+    # -- replication ---------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove everything from the batch holding ``offset`` on (follower truncation,
+        recovery); the epoch cache and producer state follow. Below the log start offset
+        the log is emptied and restarts at ``offset``."""
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        with self.local_log.lock:
+            self.local_log.truncate_to(offset, self._now())
+            self._truncate_epoch_cache()
+        self.producer_state, self._snapshot_offset = rebuild_producer_state(self.local_log, {})
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart empty at ``offset``, which becomes the log
+        start offset (a follower too far behind the leader's log start)."""
+        with self.local_log.lock:
+            self.local_log.truncate_fully_and_start_at(offset, self._now())
+            self._log_start_offset = offset
+            self.epoch_cache.clear()
+            self._truncate_epoch_cache()
+            for _, path in list_snapshots(self.dir):
+                path.unlink(missing_ok=True)
+            self.producer_state = ProducerStateManager()
+            self._snapshot_offset = -1
+
+    def _truncate_epoch_cache(self) -> None:
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
+        if self.epoch_cache.dirty:
+            self.epoch_cache.write()  # at once: stale entries past the end would mislead
+
+    def _now(self) -> int:
+        return now_ms(self.clock)
+
+
+def _markers(records: bytearray | memoryview, infos: list[BatchInfo]) -> dict[int, EndTxnMarker]:
+    """The transaction markers among ``infos`` by index (no work for data batches)."""
+    markers = {}
+    for i, info in enumerate(infos):
+        if info.is_control and info.producer_id >= 0:
+            marker = read_marker(memoryview(records)[info.position : info.end_position])
+            if marker is not None:
+                markers[i] = marker
+    return markers
