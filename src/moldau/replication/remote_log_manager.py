@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from moldau.clock import Clock
 from moldau.config.broker import BrokerConfig
 from moldau.protocol.errors import KafkaError, OffsetOutOfRangeError
+from moldau.stats.counters import RemoteStorageStats
 from moldau.storage.producer_state import SNAPSHOT_SUFFIX
 from moldau.storage.remote.copy_scheduler import (
     CopyCandidate,
@@ -105,20 +106,6 @@ class RemoteLogManagerConfig:
             config.int("remote.log.manager.task.retry.backoff.ms"),
             config.int("remote.log.manager.task.retry.backoff.max.ms"),
         )
-
-
-@dataclass
-class RemoteStorageStats:
-    """Kafka's remote storage metrics of this broker (BrokerTopicMetrics names)."""
-
-    copy_bytes: int = 0  # RemoteCopyBytesPerSec
-    copy_requests: int = 0  # RemoteCopyRequestsPerSec
-    failed_copy_requests: int = 0  # FailedRemoteCopyRequestsPerSec
-    fetch_bytes: int = 0  # RemoteFetchBytesPerSec
-    fetch_requests: int = 0  # RemoteFetchRequestsPerSec
-    failed_fetch_requests: int = 0  # FailedRemoteFetchRequestsPerSec
-    delete_requests: int = 0  # RemoteDeleteRequestsPerSec
-    failed_delete_requests: int = 0  # FailedRemoteDeleteRequestsPerSec
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,6 +464,14 @@ class RemoteLogManager:
                 _local_segments(replica_log), replica_log.highest_offset_in_remote_storage, lso
             )
         return PartitionTierSizes(sum(s.segment_size_bytes for s in segments), len(segments), *lag)
+
+    def leader_tier_sizes(self) -> list[tuple[TopicPartition, PartitionTierSizes]]:
+        """The tier sizes of the partitions led here (the metrics' view)."""
+        out = []
+        for tp, replica in list(self._replicas.items()):
+            if replica.leader_epoch >= 0 and (sizes := self.tier_sizes(tp)) is not None:
+                out.append((tp, sizes))
+        return out
 
     async def close(self) -> None:
         """Wait for copies in flight (their metadata stays consistent), then stop."""
