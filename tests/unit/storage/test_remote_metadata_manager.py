@@ -114,6 +114,10 @@ async def test_reads_wait_for_the_partition_to_load_then_see_every_event():
     ]
     await m.update_remote_log_segment_metadata(finished(later))
     assert m.cache(tp).log_start_offset() == 0 and m.cache(tp).size_bytes() == 2000
+    # The reads the RemoteLogManager makes, by partition.
+    assert [s.end_offset for s in m.segments(tp)] == [99, 199]
+    assert m.all_segments(tp) == m.segments(tp)
+    assert m.highest_offset_for_epoch(tp, 0) == 199
 
 
 @run

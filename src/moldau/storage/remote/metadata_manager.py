@@ -217,3 +217,13 @@ class TopicBasedRemoteLogMetadataManager:
         if not assigned.ready:
             raise RemoteLogMetadataNotReadyError(f"the remote log metadata of {tp} is loading")
         return assigned.cache
+
+    # The cache reads the RemoteLogManager makes, by partition.
+    def segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        return self.cache(tp).segments()
+
+    def all_segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        return self.cache(tp).all_segments()
+
+    def highest_offset_for_epoch(self, tp: TopicIdPartition, leader_epoch: int) -> int | None:
+        return self.cache(tp).highest_offset_for_epoch(leader_epoch)
