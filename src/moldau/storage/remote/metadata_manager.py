@@ -225,5 +225,5 @@ class TopicBasedRemoteLogMetadataManager:
     def all_segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
         return self.cache(tp).all_segments()
 
-    def highest_offset_for_epoch(self, tp: TopicIdPartition, leader_epoch: int) -> int | None:
-        return self.cache(tp).highest_offset_for_epoch(leader_epoch)
+    def highest_offset_for_epoch(self, tp: TopicIdPartition, epoch: int) -> int | None:
+        return self.cache(tp).highest_offset_for_epoch(epoch)
