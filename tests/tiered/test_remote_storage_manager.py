@@ -266,6 +266,23 @@ def every_call_fails_in_bounded_time(manager: RemoteStorageManager, tmp_path: Pa
         assert time.monotonic() - started < 15
 
 
+def works_again(manager: RemoteStorageManager, tmp_path: Path, deadline_s: float = 60) -> None:
+    """The same manager copies and reads again once the store is back (retrying while a
+    restarted store is still slow to answer)."""
+    md, data = segment(tmp_path)
+    give_up = time.monotonic() + deadline_s
+    while True:
+        try:
+            manager.copy_log_segment_data(md, data)
+            assert manager.fetch_log_segment(md, 0) == data.log_segment.read_bytes()
+            break
+        except RemoteStorageError:
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.5)
+    manager.delete_log_segment_data(md)
+
+
 def test_s3_store_killed_raises_remote_storage_error_then_recovers(seaweedfs, tmp_path):
     manager = load_remote_storage_manager("s3", {**seaweedfs.rsm_configs(), **FAST_FAILING})
     seaweedfs.kill()
@@ -273,10 +290,7 @@ def test_s3_store_killed_raises_remote_storage_error_then_recovers(seaweedfs, tm
         every_call_fails_in_bounded_time(manager, tmp_path)
     finally:
         seaweedfs.start()
-    md, data = segment(tmp_path)
-    manager.copy_log_segment_data(md, data)  # the same manager works again
-    assert manager.fetch_log_segment(md, 0) == data.log_segment.read_bytes()
-    manager.delete_log_segment_data(md)
+    works_again(manager, tmp_path)
 
 
 def test_s3_store_frozen_raises_remote_storage_error_within_the_timeout(seaweedfs, tmp_path):
@@ -288,5 +302,6 @@ def test_s3_store_frozen_raises_remote_storage_error_within_the_timeout(seaweedf
         every_call_fails_in_bounded_time(manager, tmp_path)
     finally:
         seaweedfs.resume()
-    assert manager.fetch_log_segment(md, 0) == data.log_segment.read_bytes()
+    works_again(manager, tmp_path)
+    assert manager.fetch_log_segment(md, 0) == data.log_segment.read_bytes()  # still there
     manager.delete_log_segment_data(md)
