@@ -66,7 +66,9 @@ TopicPartition = tuple[str, int]
 
 class RemoteLogMetadataManager(Protocol):
     """What this module needs of tiered-remote's metadata manager (TIERED-INTERFACE.md):
-    durable publication of events and the caches it keeps per user partition."""
+    durable publication of events and the caches it keeps per user partition, which it
+    keeps for the partitions this manager assigns (Kafka's onPartitionLeadershipChanges /
+    onStopPartitions); reads raise RemoteStorageError until a partition's are loaded."""
 
     async def add_remote_log_segment_metadata(self, md: RemoteLogSegmentMetadata) -> None: ...
 
@@ -85,6 +87,12 @@ class RemoteLogMetadataManager(Protocol):
     def all_segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]: ...
 
     def highest_offset_for_epoch(self, tp: TopicIdPartition, epoch: int) -> int | None: ...
+
+    def on_partition_assigned(self, tp: TopicIdPartition) -> None: ...
+
+    def on_partition_unassigned(self, tp: TopicIdPartition) -> None: ...
+
+    def is_ready(self, tp: TopicIdPartition) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +156,7 @@ class RemoteLogManager:
         self._readers = ThreadPoolExecutor(config.reader_threads, "remote-log-reader")
         self._replicas: dict[TopicPartition, _Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._partition_deletes: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
 
     # -- leadership ----------------------------------------------------------------
     def on_leader(
@@ -162,23 +171,49 @@ class RemoteLogManager:
         self._replicas[(tp.topic, tp.partition)] = _Replica(
             tp, replica_log, leader_epoch, high_watermark
         )
+        self.metadata.on_partition_assigned(tp)
 
     def on_follower(self, tp: TopicIdPartition, replica_log: UnifiedLog) -> None:
         """A follower copies nothing but follows the remote tier's progress, so its local
         retention may delete what the leader copied."""
         self._replicas[(tp.topic, tp.partition)] = _Replica(tp, replica_log, -1, lambda: -1)
+        self.metadata.on_partition_assigned(tp)
 
-    def stop_partition(self, tp: TopicPartition) -> None:
-        """Not a replica here any more (a copy in flight finishes on its own)."""
-        self._replicas.pop(tp, None)
+    def stop_partition(self, tp: TopicPartition, *, delete_remote: bool = False) -> None:
+        """Not a replica here any more (a copy in flight finishes on its own). With
+        ``delete_remote`` (topic deletion on its last leader) the remote segments go
+        first, in the background."""
+        replica = self._replicas.pop(tp, None)
+        if replica is None:
+            return
+        if not delete_remote:
+            self.metadata.on_partition_unassigned(replica.tp)
+            return
+        task = asyncio.get_running_loop().create_task(self._delete_then_forget(replica.tp))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _delete_then_forget(self, tp: TopicIdPartition) -> None:
+        """Topic deletion: retried with backoff while the store or the metadata is not
+        available, for as long as the broker runs (the bucket is emptied when it can be)."""
+        backoff = self.config.retry_backoff_ms
+        while True:
+            try:
+                if self.metadata.is_ready(tp) and await self.delete_partition(tp):
+                    break
+            except (RemoteStorageError, KafkaError, ValueError) as e:
+                log.warning("%s: deleting the remote log failed, will retry: %s", tp, e)
+            await asyncio.sleep(backoff / 1000)
+            backoff = min(backoff * 2, self.config.retry_backoff_max_ms)
+        self.metadata.on_partition_unassigned(tp)
 
     # -- the periodic pass -----------------------------------------------------------
     def run_once(self) -> None:
         """Start the copies and expiry passes that are due (called on the event loop)."""
         now = self.clock.now_ms()
         for replica in list(self._replicas.values()):
-            if replica.busy:
-                continue
+            if replica.busy or not self.metadata.is_ready(replica.tp):
+                continue  # busy, or its remote log metadata is still loading
             self._follow_remote_tier(replica)
             if replica.leader_epoch < 0:
                 continue
@@ -356,21 +391,25 @@ class RemoteLogManager:
         self.index_cache.remove(md.segment_id)
         return True
 
-    async def delete_partition(self, tp: TopicIdPartition) -> None:
+    async def delete_partition(self, tp: TopicIdPartition) -> bool:
         """Topic deletion: every remote segment of the partition goes, recorded with
-        Kafka's partition delete states (marked, started, finished)."""
+        Kafka's partition delete states (marked, started, finished); False if the store
+        failed (call again)."""
         self._replicas.pop((tp.topic, tp.partition), None)
         for state in (
             RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
             RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
         ):
+            if self._partition_deletes.get(tp, -1) >= state:
+                continue  # a retry: the states only go forward
             await self.metadata.put_remote_partition_delete_metadata(
                 RemotePartitionDeleteMetadata(tp, state, self.clock.now_ms(), self.broker_id)
             )
+            self._partition_deletes[tp] = state
         for md in self.metadata.all_segments(tp):
             finished = md.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
             if not finished and not await self._delete_segment(md):
-                return  # the store failed: the topic deletion retries
+                return False
         await self.metadata.put_remote_partition_delete_metadata(
             RemotePartitionDeleteMetadata(
                 tp,
@@ -379,6 +418,8 @@ class RemoteLogManager:
                 self.broker_id,
             )
         )
+        self._partition_deletes.pop(tp, None)
+        return True
 
     # -- read ------------------------------------------------------------------------
     async def read(
@@ -453,7 +494,7 @@ class RemoteLogManager:
     # -- operations ------------------------------------------------------------------
     def tier_sizes(self, tp: TopicPartition) -> PartitionTierSizes | None:
         replica = self._replicas.get(tp)
-        if replica is None:
+        if replica is None or not self.metadata.is_ready(replica.tp):
             return None
         segments = self.metadata.segments(replica.tp)
         replica_log = replica.log

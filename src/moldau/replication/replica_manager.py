@@ -213,7 +213,7 @@ class ReplicaManager:
         self._image = new
         for tp in changes.deletes:
             self._pending.pop(tp, None)
-            self._stop_replica(tp)
+            self._stop_replica(tp, delete_remote=self._deletes_remote(old, new, tp))
         if changes.deletes:
             self.topic_stats.retain(new.topics)
             # As Kafka rewrites a log dir's checkpoints on every delete: a partition created
@@ -323,9 +323,21 @@ class ReplicaManager:
         image = self._image.topics.get(topic)
         return uuid.UUID(bytes=image.topic_id) if image is not None else None
 
-    def _stop_replica(self, tp: TopicPartition) -> None:
+    def _deletes_remote(self, old: MetadataImage, new: MetadataImage, tp: TopicPartition) -> bool:
+        """Whether this broker deletes ``tp``'s remote log: the topic is gone and this was
+        its leader (its first replica if it had none)."""
+        topic = old.topics.get(tp[0])
+        if self.remote_log_manager is None or tp[0] in new.topics or topic is None:
+            return False
+        part = topic.partitions.get(tp[1])
+        if part is None:
+            return False
+        leader = part.leader if part.leader >= 0 else part.replicas[0] if part.replicas else -1
+        return leader == self.node_id
+
+    def _stop_replica(self, tp: TopicPartition, *, delete_remote: bool = False) -> None:
         if self.remote_log_manager is not None:
-            self.remote_log_manager.stop_partition(tp)
+            self.remote_log_manager.stop_partition(tp, delete_remote=delete_remote)
         self._partitions.pop(tp, None)
         self._offline.discard(tp)
         self.log_manager.delete_log(*tp)

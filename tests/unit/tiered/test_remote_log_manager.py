@@ -1,6 +1,6 @@
-"""The RemoteLogManager against real files: a tiered UnifiedLog, the ``file`` remote
-storage manager and tiered-remote's RemoteLogMetadataCache, with metadata publication
-applied at once (the metadata manager's IO is injected; here it is the cache itself)."""
+"""The RemoteLogManager against real parts: a tiered UnifiedLog, the ``file`` remote
+storage manager and the topic-based metadata manager, whose injected IO (the broker's
+``__remote_log_metadata``) is an in-memory topic read back in order."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from moldau.records.control import build_marker_batch
 from moldau.records.record import Record, build_batch, decode_records
 from moldau.replication.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from moldau.storage.remote.file_storage import FileRemoteStorageManager
-from moldau.storage.remote.metadata_cache import RemoteLogMetadataCache
+from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
+from moldau.storage.remote.metadata_records import deserialize
 from moldau.storage.remote.segment import (
-    RemoteLogMetadata,
-    RemoteLogSegmentMetadata,
+    RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     TopicIdPartition,
 )
@@ -38,29 +38,26 @@ CONFIG = LogConfig(
 )
 
 
-class CacheMetadata:
-    """The metadata manager's interface over one real cache, events applied at once."""
+class MetadataTopic:
+    """``__remote_log_metadata`` as lists of values: what the broker's glue does with the
+    real topic (append, then read back in order and say when caught up)."""
 
     def __init__(self) -> None:
-        self.cache = RemoteLogMetadataCache()
-        self.events: list[RemoteLogMetadata] = []
+        self.partitions: dict[int, list[bytes]] = {}
+        self.manager = TopicBasedRemoteLogMetadataManager(self.publish, num_partitions=3)
 
-    async def _apply(self, event: RemoteLogMetadata) -> None:
-        self.events.append(event)
-        assert self.cache.apply(event), event
+    async def publish(self, partition: int, value: bytes) -> int:
+        values = self.partitions.setdefault(partition, [])
+        values.append(value)
+        asyncio.get_running_loop().call_soon(self.feed)
+        return len(values) - 1
 
-    add_remote_log_segment_metadata = _apply
-    update_remote_log_segment_metadata = _apply
-    put_remote_partition_delete_metadata = _apply
-
-    def segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
-        return self.cache.segments()
-
-    def all_segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
-        return self.cache.all_segments()
-
-    def highest_offset_for_epoch(self, tp: TopicIdPartition, epoch: int) -> int | None:
-        return self.cache.highest_offset_for_epoch(epoch)
+    def feed(self) -> None:
+        for p in self.manager.needed_metadata_partitions():
+            values = self.partitions.get(p, [])
+            for offset in range(self.manager.position(p), len(values)):
+                self.manager.on_record(p, offset, values[offset])
+            self.manager.on_caught_up(p, len(values))
 
 
 def produce(log: UnifiedLog, count: int) -> list[bytes]:
@@ -137,7 +134,7 @@ def env(tmp_path: Path):
     clock = ManualClock(10_000)
     rsm = FileRemoteStorageManager()
     rsm.configure({"dir": str(tmp_path / "remote")})
-    metadata = CacheMetadata()
+    metadata = MetadataTopic()
     log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
     return clock, rsm, metadata, log, tmp_path / "remote"
 
@@ -150,14 +147,15 @@ def test_copies_then_local_retention_then_reads_from_offset_zero(env) -> None:
             1,
             RemoteLogManagerConfig(thread_pool_size=2, reader_threads=2, index_cache_bytes=4096),
             rsm,
-            metadata,
+            metadata.manager,
             clock,
         )
         committed_values = produce(log, 60)
         hw = log.log_end_offset
         rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()  # the glue reads the (empty) metadata partition: loaded
         await settle(rlm, clock)
-        segments = metadata.segments(TP)
+        segments = metadata.manager.segments(TP)
         assert len(segments) == len(log.segments) - 1  # every closed segment, once
         starts = [s.start_offset for s in segments]
         assert starts == sorted(set(starts))
@@ -185,35 +183,36 @@ def test_total_retention_and_topic_deletion_delete_remote_objects(env) -> None:
             1,
             RemoteLogManagerConfig(thread_pool_size=2, reader_threads=2, index_cache_bytes=4096),
             rsm,
-            metadata,
+            metadata.manager,
             clock,
         )
         produce(log, 60)
         hw = log.log_end_offset
         rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()  # the glue reads the (empty) metadata partition: loaded
         await settle(rlm, clock)
         log.enforce_retention(hw)
-        copied = metadata.segments(TP)
+        copied = metadata.manager.segments(TP)
         # total retention: keep about the last two remote segments' bytes plus the local
         keep = sum(s.segment_size_bytes for s in copied[-2:]) + log.size_bytes
         log.update_config(CONFIG.__class__(**{**CONFIG.__dict__, "retention_bytes": keep}))
         rlm.run_once()
         while rlm._tasks:
             await asyncio.gather(*list(rlm._tasks))
-        left = metadata.segments(TP)
+        left = metadata.manager.segments(TP)
         assert [s.segment_id for s in left] == [s.segment_id for s in copied[-2:]]
         assert log.log_start_offset == left[0].start_offset
         assert rlm.stats.delete_requests == len(copied) - 2
         files = sorted(p.name for p in root.rglob("*") if p.is_file())
         assert all(str(s.segment_id.id) not in " ".join(files) for s in copied[:-2])
-        await rlm.delete_partition(TP)
+        rlm.stop_partition(("orders", 0), delete_remote=True)  # the topic is deleted
+        while rlm._tasks:
+            await asyncio.gather(*list(rlm._tasks))
         assert [p for p in root.rglob("*") if p.is_file()] == []
-        states = [
-            e.state
-            for e in metadata.events
-            if hasattr(e, "topic_id_partition") and isinstance(e.state, RemotePartitionDeleteState)
-        ]
+        events = [deserialize(v) for values in metadata.partitions.values() for v in values]
+        states = [e.state for e in events if isinstance(e, RemotePartitionDeleteMetadata)]
         assert states == list(RemotePartitionDeleteState)
+        assert not metadata.manager.is_ready(TP)  # forgotten once deleted
         await rlm.close()
 
     asyncio.run(main())
