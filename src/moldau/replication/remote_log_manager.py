@@ -210,18 +210,22 @@ class RemoteLogManager:
     # -- the periodic pass -----------------------------------------------------------
     def run_once(self) -> None:
         """Start the copies and expiry passes that are due (called on the event loop)."""
-        now = self.clock.now_ms()
         for replica in list(self._replicas.values()):
-            if replica.busy or not self.metadata.is_ready(replica.tp):
-                continue  # busy, or its remote log metadata is still loading
-            self._follow_remote_tier(replica)
-            if replica.leader_epoch < 0:
-                continue
-            candidate = self._next_copy(replica, now)
-            if candidate is not None:
-                self._spawn(replica, self._copy(replica, candidate))
-            elif replica.log.config.delete_enabled:
-                self._spawn(replica, self._expire(replica))
+            self._step(replica, expire=True)
+
+    def _step(self, replica: _Replica, *, expire: bool) -> None:
+        if replica.busy or not self.metadata.is_ready(replica.tp):
+            return  # busy, or its remote log metadata is still loading
+        if self._replicas.get((replica.tp.topic, replica.tp.partition)) is not replica:
+            return  # stopped or replaced meanwhile
+        self._follow_remote_tier(replica)
+        if replica.leader_epoch < 0:
+            return
+        candidate = self._next_copy(replica, self.clock.now_ms())
+        if candidate is not None:
+            self._spawn(replica, self._copy(replica, candidate))
+        elif expire and replica.log.config.delete_enabled:
+            self._spawn(replica, self._expire(replica))
 
     def _spawn(self, replica: _Replica, work: Coroutine[Any, Any, None]) -> None:
         replica.busy = True
@@ -231,6 +235,7 @@ class RemoteLogManager:
                 await work
             finally:
                 replica.busy = False
+            self._step(replica, expire=False)  # a finished copy lets the next one start
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
@@ -515,12 +520,22 @@ class RemoteLogManager:
         return out
 
     async def close(self) -> None:
-        """Wait for copies in flight (their metadata stays consistent), then stop."""
+        """Wait for copies in flight, then stop (tests; the broker calls ``shutdown``)."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._copiers.shutdown(wait=True, cancel_futures=True)
         self._readers.shutdown(wait=True, cancel_futures=True)
         await asyncio.to_thread(self.rsm.close)
+
+    def shutdown(self) -> None:
+        """The broker stops: no new work. A copy cut short stays COPY_SEGMENT_STARTED
+        (never read, deleted by retention) and its segment stays local: the next leader
+        copies it again."""
+        self._replicas.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._copiers.shutdown(wait=False, cancel_futures=True)
+        self._readers.shutdown(wait=False, cancel_futures=True)
 
 
 def _local_segments(replica_log: UnifiedLog) -> list[LocalSegment]:
