@@ -157,6 +157,7 @@ class RemoteLogManager:
         self._replicas: dict[TopicPartition, _Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._partition_deletes: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
+        self._deleted_segments: dict[TopicIdPartition, set[RemoteLogSegmentId]] = {}
 
     # -- leadership ----------------------------------------------------------------
     def on_leader(
@@ -181,31 +182,38 @@ class RemoteLogManager:
 
     def stop_partition(self, tp: TopicPartition, *, delete_remote: bool = False) -> None:
         """Not a replica here any more (a copy in flight finishes on its own). With
-        ``delete_remote`` (topic deletion on its last leader) the remote segments go
-        first, in the background."""
+        ``delete_remote`` (topic deletion, on the partition's last leader) its remote
+        segments, listed now while its metadata is still kept, are deleted in the
+        background."""
         replica = self._replicas.pop(tp, None)
         if replica is None:
             return
-        if not delete_remote:
-            self.metadata.on_partition_unassigned(replica.tp)
-            return
-        task = asyncio.get_running_loop().create_task(self._delete_then_forget(replica.tp))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        if delete_remote:
+            if self.metadata.is_ready(replica.tp):
+                segments = self.metadata.all_segments(replica.tp)
+                task = asyncio.get_running_loop().create_task(
+                    self._delete_remote_log(replica.tp, segments)
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                log.warning("%s: deleted while its remote log metadata was loading", replica.tp)
+        self.metadata.on_partition_unassigned(replica.tp)
 
-    async def _delete_then_forget(self, tp: TopicIdPartition) -> None:
-        """Topic deletion: retried with backoff while the store or the metadata is not
-        available, for as long as the broker runs (the bucket is emptied when it can be)."""
+    async def _delete_remote_log(
+        self, tp: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]
+    ) -> None:
+        """Retried with backoff while the store is down, for as long as the broker runs
+        (the store is emptied of the topic when it can be)."""
         backoff = self.config.retry_backoff_ms
         while True:
             try:
-                if self.metadata.is_ready(tp) and await self.delete_partition(tp):
-                    break
+                if await self.delete_partition(tp, segments):
+                    return
             except (RemoteStorageError, KafkaError, ValueError) as e:
                 log.warning("%s: deleting the remote log failed, will retry: %s", tp, e)
             await asyncio.sleep(backoff / 1000)
             backoff = min(backoff * 2, self.config.retry_backoff_max_ms)
-        self.metadata.on_partition_unassigned(tp)
 
     # -- the periodic pass -----------------------------------------------------------
     def run_once(self) -> None:
@@ -375,19 +383,14 @@ class RemoteLogManager:
         replica_log.update_log_start_offset_from_remote_tier(start)
 
     async def _delete_segment(self, md: RemoteLogSegmentMetadata) -> bool:
-        """DELETE_SEGMENT_STARTED, delete the objects, DELETE_SEGMENT_FINISHED."""
+        """DELETE_SEGMENT_STARTED, delete the objects, DELETE_SEGMENT_FINISHED (a retry
+        repeats the same steps: the transitions allow it and deletion is idempotent)."""
         try:
-            for state in (RemoteLogSegmentState.DELETE_SEGMENT_STARTED, None):
-                if state is None:
-                    await asyncio.get_running_loop().run_in_executor(
-                        self._copiers, self.rsm.delete_log_segment_data, md
-                    )
-                    state = RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
-                await self.metadata.update_remote_log_segment_metadata(
-                    RemoteLogSegmentMetadataUpdate(
-                        md.segment_id, self.clock.now_ms(), state, self.broker_id
-                    )
-                )
+            await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+            await asyncio.get_running_loop().run_in_executor(
+                self._copiers, self.rsm.delete_log_segment_data, md
+            )
+            await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
         except (RemoteStorageError, KafkaError) as e:
             self.stats.failed_delete_requests += 1
             log.warning("%s: deleting remote segment failed: %s", md.segment_id, e)
@@ -396,11 +399,21 @@ class RemoteLogManager:
         self.index_cache.remove(md.segment_id)
         return True
 
-    async def delete_partition(self, tp: TopicIdPartition) -> bool:
-        """Topic deletion: every remote segment of the partition goes, recorded with
-        Kafka's partition delete states (marked, started, finished); False if the store
-        failed (call again)."""
-        self._replicas.pop((tp.topic, tp.partition), None)
+    async def _segment_state(
+        self, md: RemoteLogSegmentMetadata, state: RemoteLogSegmentState
+    ) -> None:
+        await self.metadata.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                md.segment_id, self.clock.now_ms(), state, self.broker_id
+            )
+        )
+
+    async def delete_partition(
+        self, tp: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]
+    ) -> bool:
+        """Topic deletion: the partition's remote ``segments`` go, recorded with Kafka's
+        partition delete states (marked, started, finished); False if the store failed
+        (call again: states and deletions already done are skipped)."""
         for state in (
             RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
             RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
@@ -411,10 +424,13 @@ class RemoteLogManager:
                 RemotePartitionDeleteMetadata(tp, state, self.clock.now_ms(), self.broker_id)
             )
             self._partition_deletes[tp] = state
-        for md in self.metadata.all_segments(tp):
-            finished = md.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
-            if not finished and not await self._delete_segment(md):
+        done = self._deleted_segments.setdefault(tp, set())
+        for md in segments:
+            if md.segment_id in done:
+                continue
+            if not await self._delete_segment(md):
                 return False
+            done.add(md.segment_id)
         await self.metadata.put_remote_partition_delete_metadata(
             RemotePartitionDeleteMetadata(
                 tp,
@@ -424,6 +440,7 @@ class RemoteLogManager:
             )
         )
         self._partition_deletes.pop(tp, None)
+        self._deleted_segments.pop(tp, None)
         return True
 
     # -- read ------------------------------------------------------------------------
