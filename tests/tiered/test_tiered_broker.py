@@ -5,6 +5,10 @@ topic empties the remote store."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,6 +138,20 @@ def test_every_record_comes_back_from_the_remote_tier(
             else:
                 assert [v for v in values if not v.startswith(b"aborted-")] == expected
                 assert sum(v.startswith(b"aborted-") for v in values) == 20
+    # the CLI shows both tiers (ListOffsets -2, -4, -5); copies may still go on meanwhile
+    before = local_bases(b, TOPIC)[0]
+    described = subprocess.run(
+        [sys.executable, "-m", "moldau", "topics", "describe", TOPIC, "--json"],
+        capture_output=True,
+        env={**os.environ, "MOLDAU_BOOTSTRAP": b.bootstrap},
+        timeout=120,
+        check=True,
+    )
+    (partition,) = json.loads(described.stdout)[0]["partitions"]
+    local_start = partition["local_log_start_offset"]
+    assert partition["log_start_offset"] == 0
+    assert before <= local_start <= local_bases(b, TOPIC)[0]
+    assert partition["highest_offset_in_remote_storage"] >= local_start - 1
     # kill -9: the remote tier and the metadata survive, nothing is lost
     b.kill()
     b.start()
