@@ -43,7 +43,6 @@ from moldau.testing import broker
 
 PARTITIONS = 4
 ORDERS_ID = uuid.UUID("5d2e4a1c-9f3b-4e8a-b7c6-1a2b3c4d5e6f")
-PLAIN_ID = uuid.UUID("0d2e4a1c-9f3b-4e8a-b7c6-1a2b3c4d5e6f")
 
 
 def topic(name: str, topic_id: uuid.UUID, partitions: int, leader: int, **configs: str):
@@ -55,7 +54,6 @@ def image(node: int, metadata_leader: int, port: int = 0) -> MetadataImage:
     topics = [
         topic(REMOTE_LOG_METADATA_TOPIC, uuid.uuid4(), PARTITIONS, metadata_leader),
         topic("orders", ORDERS_ID, 2, node, **{"remote.storage.enable": "true"}),
-        topic("plain", PLAIN_ID, 1, node),
     ]
     brokers = {
         b: BrokerImage(b, (Endpoint("PLAINTEXT", "127.0.0.1", port),))
@@ -72,6 +70,7 @@ class Node:
     """One broker's replica manager and the glue, over ``data`` (no controller)."""
 
     def __init__(self, data: Path, node: int, img: MetadataImage) -> None:
+        """Must be made on the event loop: the glue starts its readers there."""
         self.logs = LogManager([data], {})
         self.logs.load_logs()
         self.rm = ReplicaManager(node, self.logs, AsyncioScheduler(), lambda t: LogConfig())
@@ -89,8 +88,10 @@ class Node:
             request_timeout_ms=10_000,
         )
         self.publisher.add_listener(self.rm)
-        self.publisher.add_listener(self.glue)
         self.publisher.publish(img)
+        # What the RemoteLogManager does for the tiered partitions this broker hosts.
+        for p in (0, 1):
+            self.glue.manager.on_partition_assigned(orders(p))
 
     async def create(self, *args: Any) -> None:
         self.created.append(args)
@@ -125,12 +126,9 @@ def copy_events(tp: TopicIdPartition, start: int):
 def test_events_go_through_the_local_log_and_come_back_after_a_restart(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path, 1, image(1, 1))
-        glue, m = node.glue, node.glue.manager
-        # Tiered partitions hosted here are assigned; others are not.
-        assert glue.manager.needed_metadata_partitions() == {
-            metadata_partition(orders(0), PARTITIONS),
-            metadata_partition(orders(1), PARTITIONS),
-        }
+        m = node.glue.manager
+        needed = {metadata_partition(orders(p), PARTITIONS) for p in (0, 1)}
+        assert m.needed_metadata_partitions() == needed == node.glue.reading
         await node.ready(orders(0))
         md, done = copy_events(orders(0), 0)
         await m.add_remote_log_segment_metadata(md)
@@ -142,6 +140,9 @@ def test_events_go_through_the_local_log_and_come_back_after_a_restart(tmp_path:
         assert local is not None and local.log_end_offset == 2
         assert node.rm.high_watermark((REMOTE_LOG_METADATA_TOPIC, p)) == 2
         assert node.created == []  # the topic is there already
+        for p in (0, 1):
+            m.on_partition_unassigned(orders(p))
+        assert node.glue.reading == set()
         await node.close()
 
         again = Node(tmp_path, 1, image(1, 1))
