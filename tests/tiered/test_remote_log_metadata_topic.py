@@ -6,6 +6,8 @@ Kafka protocol."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -39,6 +41,7 @@ from moldau.storage.remote.segment import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
+from moldau.storage.remote.storage_manager import RemoteStorageError
 from moldau.testing import broker
 
 PARTITIONS = 4
@@ -204,3 +207,24 @@ def test_a_metadata_partition_led_elsewhere_is_produced_to_and_fetched(
     records = remote_broker.consume(REMOTE_LOG_METADATA_TOPIC, 2)
     assert [(r.partition, r.key) for r in records] == [(p, None), (p, None)]
     assert [deserialize(r.value) for r in records] == events
+
+
+def test_an_unreachable_metadata_leader_fails_writes_retriably_in_bounded_time(
+    tmp_path: Path,
+) -> None:
+    """Broker 1 leads the metadata partitions but nothing listens at its address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+
+    async def test() -> None:
+        node = Node(tmp_path, 2, image(2, 1, dead_port))
+        node.glue.request_timeout_ms = 2_000
+        started = time.monotonic()
+        with pytest.raises(RemoteStorageError, match="cannot write"):
+            await node.glue.publish(metadata_partition(orders(0), PARTITIONS), b"x")
+        assert time.monotonic() - started < 30
+        assert not node.glue.manager.is_ready(orders(0))  # its reader keeps retrying
+        await node.close()
+
+    run(test)
