@@ -220,13 +220,18 @@ class RemoteLogMetadataTopic:
         if replica_log is None:
             raise KafkaError(f"{tp[0]}-{tp[1]} is not open", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         hw = rm.high_watermark(tp)
-        start = max(m.position(partition), replica_log.log_start_offset)
+        before = m.position(partition)
+        start = max(before, replica_log.log_start_offset)
         if start < hw:
             data = replica_log.read_bytes(start, READ_CHUNK, max_offset=hw)
             self._hand_over(partition, data, hw)
         if m.position(partition) >= hw:
             m.on_caught_up(partition, hw)
             await rm.purgatory.wait([("hw", tp)], self.clock.now_ms() + POLL_MS)
+        elif m.position(partition) == before:  # nothing readable there yet: do not spin
+            await asyncio.sleep(POLL_MS / 1000)
+        else:
+            await asyncio.sleep(0)  # a long partition loads a chunk per turn of the loop
 
     async def _fetch(self, partition: int) -> None:
         """One consumer Fetch from the partition's leader (long-polling at the end)."""
