@@ -163,14 +163,12 @@ def test_the_topic_is_created_with_the_replication_capped_by_live_brokers(tmp_pa
         img = image(1, 1)
         node = Node(tmp_path, 1, MetadataImage(brokers=img.brokers))
         await node.glue.ensure_topic()
-        assert node.created == [
-            (
-                REMOTE_LOG_METADATA_TOPIC,
-                PARTITIONS,
-                1,
-                {"retention.ms": "-1", "cleanup.policy": "delete"},
-            )
-        ]
+        configs = {
+            "retention.ms": "-1",
+            "cleanup.policy": "delete",
+            "remote.storage.enable": "false",
+        }
+        assert node.created == [(REMOTE_LOG_METADATA_TOPIC, PARTITIONS, 1, configs)]
         await node.close()
 
     run(test)

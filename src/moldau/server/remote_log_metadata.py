@@ -109,7 +109,12 @@ class RemoteLogMetadataTopic:
             REMOTE_LOG_METADATA_TOPIC,
             self.num_partitions,
             max(1, min(self.replication_factor, live)),
-            {"retention.ms": str(self.retention_ms), "cleanup.policy": "delete"},
+            # As Kafka's: never compacted, never tiered itself.
+            {
+                "retention.ms": str(self.retention_ms),
+                "cleanup.policy": "delete",
+                "remote.storage.enable": "false",
+            },
         )
 
     # -- writes --------------------------------------------------------------------
