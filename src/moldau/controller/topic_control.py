@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from moldau.config.topic import LogConfig
+from moldau.config.topic import LogConfig, validate_remote_storage
 from moldau.controller.configs import Changes, apply_changes
 from moldau.controller.placement import place
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
@@ -57,6 +57,7 @@ class Controller:
         check_broker_config: BrokerConfigCheck = _no_dynamic_broker_configs,
         default_replication_factor: int = 1,
         max_broker_partitions: int = 200_000,
+        remote_storage_system_enable: bool = False,
     ):
         self.node_id = node_id
         self.broker_props = broker_props
@@ -64,9 +65,20 @@ class Controller:
         self.default_replication_factor = default_replication_factor
         self.max_broker_partitions = max_broker_partitions
         self.check_broker_config = check_broker_config
+        self.remote_storage_system_enable = remote_storage_system_enable
 
-    def validate_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
-        return LogConfig.from_props(configs, self.broker_props)
+    def validate_topic_configs(
+        self, configs: Mapping[str, str], existing: Mapping[str, str] | None = None
+    ) -> LogConfig:
+        """The topic's effective config; InvalidConfigError (INVALID_CONFIG) names a bad
+        value, and tiered storage settings are checked as Kafka checks them."""
+        config = LogConfig.from_props(configs, self.broker_props)
+        validate_remote_storage(
+            config,
+            system_enabled=self.remote_storage_system_enable,
+            was_enabled=(existing or {}).get("remote.storage.enable", "").lower() == "true",
+        )
+        return config
 
     def create_topic(
         self,
@@ -180,7 +192,7 @@ class Controller:
             return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         new = apply_changes(topic.configs, changes, replace=replace)
         try:
-            self.validate_topic_configs(new)
+            self.validate_topic_configs(new, topic.configs)
         except KafkaError as e:
             return Outcome(ErrorCode.INVALID_CONFIG, str(e))
         return Outcome(records=_config_records(TOPIC_RESOURCE, name, topic.configs, new))

@@ -38,6 +38,7 @@ from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.node_to_controller import ControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
+from moldau.server.tiered_storage import TieredStorage
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget, open_files_limit
 
@@ -78,6 +79,7 @@ class Broker:
             clock=self.clock.time,
             budget=self.budget,
             recovery_threads=config.int("num.recovery.threads.per.data.dir"),
+            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
         )
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(
@@ -136,6 +138,11 @@ class Broker:
         )
         self.publisher.add_listener(self.dynamic_config)
         self.publisher.add_listener(self.replica_manager)
+        self.tiered_storage = (
+            TieredStorage(config, self.replica_manager, self.publisher, channel, endpoint)
+            if config.bool("remote.log.storage.system.enable")
+            else None
+        )
         self.publisher.add_listener(self.fetchers)
         self.publisher.add_listener(self.groups.runtime)
         self.transactions = self._transaction_coordinator(inter_broker)
@@ -217,6 +224,8 @@ class Broker:
         every(c.int("replica.lag.time.max.ms") // 2, self.replica_manager.maybe_shrink_isr)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
+        if self.tiered_storage is not None:
+            self.tiered_storage.start(self.scheduler)
         self.transactions.start()
 
     async def _retention(self) -> None:
@@ -239,6 +248,8 @@ class Broker:
         self.transactions.close()
         self.txn_network.close()
         self.fetchers.close()
+        if self.tiered_storage is not None:
+            self.tiered_storage.shutdown()
         self.isr_changes.close()
         self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()

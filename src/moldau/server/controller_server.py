@@ -53,6 +53,7 @@ class ControllerServer:
                 config.int("log.segment.open.files.max"),
                 config.int("max.broker.partitions"),
             ).max_partitions,
+            config.bool("remote.log.storage.system.enable"),
         )
         cluster = ClusterControl(
             cluster_id,

@@ -108,7 +108,8 @@ def _topic_synonyms(
         for key, _factor in d.synonyms
         if key in broker_props
     ]
-    out.append(DescribeConfigsSynonym(d.synonyms[0][0], d.default, ConfigSource.DEFAULT_CONFIG))
+    default_key = d.synonyms[0][0] if d.synonyms else d.name  # a topic-only config
+    out.append(DescribeConfigsSynonym(default_key, d.default, ConfigSource.DEFAULT_CONFIG))
     return out
 
 
