@@ -6,6 +6,8 @@ Kafka protocol."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import time
 import uuid
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -39,11 +41,11 @@ from moldau.storage.remote.segment import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
+from moldau.storage.remote.storage_manager import RemoteStorageError
 from moldau.testing import broker
 
 PARTITIONS = 4
 ORDERS_ID = uuid.UUID("5d2e4a1c-9f3b-4e8a-b7c6-1a2b3c4d5e6f")
-PLAIN_ID = uuid.UUID("0d2e4a1c-9f3b-4e8a-b7c6-1a2b3c4d5e6f")
 
 
 def topic(name: str, topic_id: uuid.UUID, partitions: int, leader: int, **configs: str):
@@ -55,7 +57,6 @@ def image(node: int, metadata_leader: int, port: int = 0) -> MetadataImage:
     topics = [
         topic(REMOTE_LOG_METADATA_TOPIC, uuid.uuid4(), PARTITIONS, metadata_leader),
         topic("orders", ORDERS_ID, 2, node, **{"remote.storage.enable": "true"}),
-        topic("plain", PLAIN_ID, 1, node),
     ]
     brokers = {
         b: BrokerImage(b, (Endpoint("PLAINTEXT", "127.0.0.1", port),))
@@ -72,6 +73,7 @@ class Node:
     """One broker's replica manager and the glue, over ``data`` (no controller)."""
 
     def __init__(self, data: Path, node: int, img: MetadataImage) -> None:
+        """Must be made on the event loop: the glue starts its readers there."""
         self.logs = LogManager([data], {})
         self.logs.load_logs()
         self.rm = ReplicaManager(node, self.logs, AsyncioScheduler(), lambda t: LogConfig())
@@ -89,8 +91,10 @@ class Node:
             request_timeout_ms=10_000,
         )
         self.publisher.add_listener(self.rm)
-        self.publisher.add_listener(self.glue)
         self.publisher.publish(img)
+        # What the RemoteLogManager does for the tiered partitions this broker hosts.
+        for p in (0, 1):
+            self.glue.manager.on_partition_assigned(orders(p))
 
     async def create(self, *args: Any) -> None:
         self.created.append(args)
@@ -125,12 +129,9 @@ def copy_events(tp: TopicIdPartition, start: int):
 def test_events_go_through_the_local_log_and_come_back_after_a_restart(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path, 1, image(1, 1))
-        glue, m = node.glue, node.glue.manager
-        # Tiered partitions hosted here are assigned; others are not.
-        assert glue.manager.needed_metadata_partitions() == {
-            metadata_partition(orders(0), PARTITIONS),
-            metadata_partition(orders(1), PARTITIONS),
-        }
+        m = node.glue.manager
+        needed = {metadata_partition(orders(p), PARTITIONS) for p in (0, 1)}
+        assert m.needed_metadata_partitions() == needed == node.glue.reading
         await node.ready(orders(0))
         md, done = copy_events(orders(0), 0)
         await m.add_remote_log_segment_metadata(md)
@@ -142,6 +143,9 @@ def test_events_go_through_the_local_log_and_come_back_after_a_restart(tmp_path:
         assert local is not None and local.log_end_offset == 2
         assert node.rm.high_watermark((REMOTE_LOG_METADATA_TOPIC, p)) == 2
         assert node.created == []  # the topic is there already
+        for p in (0, 1):
+            m.on_partition_unassigned(orders(p))
+        assert node.glue.reading == set()
         await node.close()
 
         again = Node(tmp_path, 1, image(1, 1))
@@ -159,14 +163,12 @@ def test_the_topic_is_created_with_the_replication_capped_by_live_brokers(tmp_pa
         img = image(1, 1)
         node = Node(tmp_path, 1, MetadataImage(brokers=img.brokers))
         await node.glue.ensure_topic()
-        assert node.created == [
-            (
-                REMOTE_LOG_METADATA_TOPIC,
-                PARTITIONS,
-                1,
-                {"retention.ms": "-1", "cleanup.policy": "delete"},
-            )
-        ]
+        configs = {
+            "retention.ms": "-1",
+            "cleanup.policy": "delete",
+            "remote.storage.enable": "false",
+        }
+        assert node.created == [(REMOTE_LOG_METADATA_TOPIC, PARTITIONS, 1, configs)]
         await node.close()
 
     run(test)
@@ -203,3 +205,24 @@ def test_a_metadata_partition_led_elsewhere_is_produced_to_and_fetched(
     records = remote_broker.consume(REMOTE_LOG_METADATA_TOPIC, 2)
     assert [(r.partition, r.key) for r in records] == [(p, None), (p, None)]
     assert [deserialize(r.value) for r in records] == events
+
+
+def test_an_unreachable_metadata_leader_fails_writes_retriably_in_bounded_time(
+    tmp_path: Path,
+) -> None:
+    """Broker 1 leads the metadata partitions but nothing listens at its address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+
+    async def test() -> None:
+        node = Node(tmp_path, 2, image(2, 1, dead_port))
+        node.glue.request_timeout_ms = 2_000
+        started = time.monotonic()
+        with pytest.raises(RemoteStorageError, match="cannot write"):
+            await node.glue.publish(metadata_partition(orders(0), PARTITIONS), b"x")
+        assert time.monotonic() - started < 30
+        assert not node.glue.manager.is_ready(orders(0))  # its reader keeps retrying
+        await node.close()
+
+    run(test)

@@ -25,7 +25,8 @@ from typing import Any, Protocol
 
 from moldau.clock import Clock
 from moldau.config.broker import BrokerConfig
-from moldau.protocol.errors import KafkaError, OffsetOutOfRangeError
+from moldau.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from moldau.replication.tier_state_machine import build_remote_log_aux_state
 from moldau.stats.counters import RemoteStorageStats
 from moldau.storage.producer_state import SNAPSHOT_SUFFIX
 from moldau.storage.remote.copy_scheduler import (
@@ -179,6 +180,24 @@ class RemoteLogManager:
         retention may delete what the leader copied."""
         self._replicas[(tp.topic, tp.partition)] = _Replica(tp, replica_log, -1, lambda: -1)
         self.metadata.on_partition_assigned(tp)
+
+    async def rebuild_follower(self, tp: TopicPartition) -> int:
+        """KIP-405's follower path: restart this follower's log right after the remote
+        tier, with the epochs and producer state read from there (tier_state_machine); the
+        offset to fetch from next. RemoteStorageError (the store, or the metadata still
+        loading) or KafkaError (not a tiered follower here): retry later."""
+        replica = self._replicas.get(tp)
+        if replica is None or replica.leader_epoch >= 0:
+            raise KafkaError(
+                f"{tp[0]}-{tp[1]} is not a tiered follower here", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        loop = asyncio.get_running_loop()
+        return await build_remote_log_aux_state(
+            replica.log,
+            self.metadata.segments(replica.tp),
+            self.rsm,
+            lambda fn, *args: loop.run_in_executor(self._readers, fn, *args),
+        )
 
     def stop_partition(self, tp: TopicPartition, *, delete_remote: bool = False) -> None:
         """Not a replica here any more (a copy in flight finishes on its own). With

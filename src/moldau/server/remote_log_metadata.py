@@ -11,9 +11,9 @@ consumer on it, but with the broker's own parts:
   one-broker development setup works (a topic created with fewer replicas keeps them);
 - an event goes to its metadata partition with acks=all: appended through the replica
   manager when this broker leads that partition, else produced to its leader;
-- the user partitions this broker leads or follows, of tiered topics, are assigned to the
-  manager, and one reader per metadata partition they need hands it every record below
-  the high watermark: from the local replica when this broker hosts the partition, else
+- the RemoteLogManager assigns the manager the tiered partitions this broker leads or
+  follows; one reader per metadata partition they need hands it every record below the
+  high watermark: from the local replica when this broker hosts the partition, else
   fetched from its leader, as a consumer would.
 """
 
@@ -22,11 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
-from moldau.metadata.image import MetadataImage, TopicImage
-from moldau.metadata.publisher import LocalChanges
+from moldau.metadata.image import MetadataImage
 from moldau.protocol.client import Address, NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
@@ -39,7 +37,6 @@ from moldau.records.record import build_batch, decode_all
 from moldau.replication.replica_manager import AppendOrigin, ReplicaManager
 from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
 from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC
-from moldau.storage.remote.segment import TopicIdPartition
 from moldau.storage.remote.storage_manager import RemoteStorageError
 
 log = logging.getLogger(__name__)
@@ -53,17 +50,9 @@ RETRY_BACKOFF_MS = 200
 CreateTopic = Callable[[str, int, int, dict[str, str]], Awaitable[None]]
 
 
-def is_tiered(topic: TopicImage) -> bool:
-    return topic.configs.get("remote.storage.enable", "false").lower() == "true"
-
-
-def topic_id_partition(topic: TopicImage, partition: int) -> TopicIdPartition:
-    return TopicIdPartition(uuid.UUID(bytes=topic.topic_id), topic.name, partition)
-
-
 class RemoteLogMetadataTopic:
     """Owns this broker's :class:`TopicBasedRemoteLogMetadataManager` (``manager``) and
-    the IO it needs. A metadata publisher listener; ``close()`` stops its readers."""
+    the IO it needs; ``start()`` creates the topic, ``close()`` stops the readers."""
 
     def __init__(
         self,
@@ -90,8 +79,25 @@ class RemoteLogMetadataTopic:
         self.retention_ms = retention_ms
         self.request_timeout_ms = request_timeout_ms
         self.clock = replica_manager.clock
-        self.manager = TopicBasedRemoteLogMetadataManager(self.publish, num_partitions)
+        self.manager = TopicBasedRemoteLogMetadataManager(
+            self.publish, num_partitions, on_needed_change=self._run_readers
+        )
         self._readers: dict[int, asyncio.Task[None]] = {}
+        self._starting: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Create the topic in the background, retrying until the controller takes it
+        (writes would create it too, but a broker that never copies still reads)."""
+        self._starting = asyncio.get_running_loop().create_task(self._ensure_topic_eventually())
+
+    async def _ensure_topic_eventually(self) -> None:
+        while True:
+            try:
+                await self.ensure_topic()
+                return
+            except (KafkaError, ConnectionError, TimeoutError) as e:
+                log.info("cannot create %s yet: %s", REMOTE_LOG_METADATA_TOPIC, e)
+                await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
 
     # -- the topic -----------------------------------------------------------------
     async def ensure_topic(self) -> None:
@@ -103,7 +109,12 @@ class RemoteLogMetadataTopic:
             REMOTE_LOG_METADATA_TOPIC,
             self.num_partitions,
             max(1, min(self.replication_factor, live)),
-            {"retention.ms": str(self.retention_ms), "cleanup.policy": "delete"},
+            # As Kafka's: never compacted, never tiered itself.
+            {
+                "retention.ms": str(self.retention_ms),
+                "cleanup.policy": "delete",
+                "remote.storage.enable": "false",
+            },
         )
 
     # -- writes --------------------------------------------------------------------
@@ -174,32 +185,10 @@ class RemoteLogMetadataTopic:
         return offset
 
     # -- the feed ------------------------------------------------------------------
-    def on_metadata_update(
-        self, old: MetadataImage, new: MetadataImage, changes: LocalChanges
-    ) -> None:
-        """Assign the tiered user partitions this broker now hosts, unassign those it
-        stopped hosting (or whose topic stopped being tiered), and run the readers their
-        metadata partitions need."""
-        m = self.manager
-        for topic_name, p in (*changes.leaders, *changes.followers):
-            topic = new.topics[topic_name]
-            if is_tiered(topic):
-                m.on_partition_assigned(topic_id_partition(topic, p))
-        for topic_name, p in changes.deletes:
-            gone = old.topics.get(topic_name)
-            if gone is not None:
-                m.on_partition_unassigned(topic_id_partition(gone, p))
-        for topic_name in changes.config_changed:
-            topic = new.topics[topic_name]
-            for p, part in topic.partitions.items():
-                if self.node_id not in part.replicas:
-                    continue
-                tp = topic_id_partition(topic, p)
-                if is_tiered(topic):
-                    m.on_partition_assigned(tp)
-                else:
-                    m.on_partition_unassigned(tp)
-        self._run_readers(m.needed_metadata_partitions())
+    @property
+    def reading(self) -> set[int]:
+        """The metadata partitions this broker reads now."""
+        return set(self._readers)
 
     def _run_readers(self, needed: Iterable[int]) -> None:
         needed = set(needed)
@@ -236,13 +225,18 @@ class RemoteLogMetadataTopic:
         if replica_log is None:
             raise KafkaError(f"{tp[0]}-{tp[1]} is not open", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         hw = rm.high_watermark(tp)
-        start = max(m.position(partition), replica_log.log_start_offset)
+        before = m.position(partition)
+        start = max(before, replica_log.log_start_offset)
         if start < hw:
             data = replica_log.read_bytes(start, READ_CHUNK, max_offset=hw)
             self._hand_over(partition, data, hw)
         if m.position(partition) >= hw:
             m.on_caught_up(partition, hw)
             await rm.purgatory.wait([("hw", tp)], self.clock.now_ms() + POLL_MS)
+        elif m.position(partition) == before:  # nothing readable there yet: do not spin
+            await asyncio.sleep(POLL_MS / 1000)
+        else:
+            await asyncio.sleep(0)  # a long partition loads a chunk per turn of the loop
 
     async def _fetch(self, partition: int) -> None:
         """One consumer Fetch from the partition's leader (long-polling at the end)."""
@@ -276,13 +270,15 @@ class RemoteLogMetadataTopic:
             m.on_caught_up(partition, data.high_watermark)
 
     def close(self) -> None:
-        for task in self._readers.values():
+        tasks = [*self._readers.values(), *([self._starting] if self._starting else [])]
+        for task in tasks:
             task.cancel()
         self._readers.clear()
+        self._starting = None
 
     async def wait_closed(self) -> None:
         """Close and wait for the readers to end (tests)."""
-        tasks = list(self._readers.values())
+        tasks = [*self._readers.values(), *([self._starting] if self._starting else [])]
         self.close()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):

@@ -9,7 +9,6 @@ next at once; the timer finds new segments and retries after failures) and stops
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -18,13 +17,11 @@ from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import MetadataPublisher
 from moldau.protocol.client import Address, NetworkClient
-from moldau.protocol.errors import KafkaError
 from moldau.replication.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.client import ClientSecurity
 from moldau.server.node_to_controller import ControllerChannel
 from moldau.server.remote_log_metadata import RemoteLogMetadataTopic
-from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC
 from moldau.storage.remote.storage_manager import load_remote_storage_manager
 
 log = logging.getLogger(__name__)
@@ -80,31 +77,15 @@ class TieredStorage:
             node_id, self.config, rsm, self.metadata_topic.manager, replica_manager.clock
         )
         replica_manager.remote_log_manager = self.remote_log_manager
-        # after the replica manager's: the partitions are open when their readers start
-        publisher.add_listener(self.metadata_topic)
-        self._creating: asyncio.Task[None] | None = None
 
     def start(self, scheduler: AsyncioScheduler) -> None:
         interval = min(self.config.task_interval_ms, MAX_PASS_INTERVAL_MS)
         scheduler.every(interval, self.remote_log_manager.run_once)
-        self._creating = asyncio.get_running_loop().create_task(self._ensure_topic())
-
-    async def _ensure_topic(self) -> None:
-        """``__remote_log_metadata`` exists before any tiered partition needs it: its
-        readers load the partitions' metadata from it before their first copy."""
-        backoff = 0.1
-        while True:
-            try:
-                await self.metadata_topic.ensure_topic()
-                return
-            except (KafkaError, ConnectionError, TimeoutError) as e:
-                log.info("creating %s: %s; retrying", REMOTE_LOG_METADATA_TOPIC, e)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+        # __remote_log_metadata exists before any tiered partition needs it: its readers
+        # load the partitions' metadata from it before their first copy.
+        self.metadata_topic.start()
 
     def shutdown(self) -> None:
-        if self._creating is not None:
-            self._creating.cancel()
         self.remote_log_manager.shutdown()
         self.metadata_topic.close()
         self.network.close()

@@ -6,11 +6,12 @@ for the user partition) and take effect only when read back from there, on every
 alike: a write returns once this broker's own reader has applied it, so what a leader
 did is what its followers and its successor see. The broker feeds the reader:
 
-- it assigns the user partitions this broker leads or follows
-  (:meth:`on_partition_assigned`), which names the metadata partitions to read
-  (:meth:`needed_metadata_partitions`) and where to read each from (:meth:`position`: a
-  new assignment starts its metadata partition over from the beginning, since the events
-  read before were not kept for it);
+- the user partitions this broker leads or follows are assigned to it
+  (:meth:`on_partition_assigned`, by the RemoteLogManager as Kafka's does), which names
+  the metadata partitions to read (:meth:`needed_metadata_partitions`, also pushed to
+  ``on_needed_change``) and where to read each from (:meth:`position`: a new assignment
+  starts its metadata partition over from the beginning, since the events read before
+  were not kept for it);
 - it hands over every record read, in order (:meth:`on_record`), and says when it reached
   the high watermark (:meth:`on_caught_up`): the caches waiting for that partition are
   then ready, and reads of a cache that is not ready raise
@@ -72,8 +73,11 @@ class TopicBasedRemoteLogMetadataManager:
         publish: Publish,
         num_partitions: int = DEFAULT_METADATA_TOPIC_PARTITIONS,
         consume_wait_ms: int = DEFAULT_CONSUME_WAIT_MS,
+        on_needed_change: Callable[[set[int]], None] | None = None,
     ) -> None:
         self._publish = publish
+        # Told the metadata partitions to read whenever they change (the broker's readers).
+        self._on_needed_change = on_needed_change
         self.num_partitions = num_partitions
         self.consume_wait_ms = consume_wait_ms
         self._assigned: dict[TopicIdPartition, _Assigned] = {}
@@ -91,6 +95,7 @@ class TopicBasedRemoteLogMetadataManager:
             return
         self._assigned[tp] = _Assigned()
         self._positions[self.metadata_partition(tp)] = 0
+        self._needed_changed()
 
     def on_partition_unassigned(self, tp: TopicIdPartition) -> None:
         """This broker no longer hosts ``tp`` (Kafka's onStopPartitions)."""
@@ -100,9 +105,14 @@ class TopicBasedRemoteLogMetadataManager:
         if p not in self.needed_metadata_partitions():
             self._positions.pop(p, None)
             self._release(p, cancelled=True)
+            self._needed_changed()
 
     def needed_metadata_partitions(self) -> set[int]:
         return {self.metadata_partition(tp) for tp in self._assigned}
+
+    def _needed_changed(self) -> None:
+        if self._on_needed_change is not None:
+            self._on_needed_change(self.needed_metadata_partitions())
 
     def position(self, metadata_partition: int) -> int:
         """The next offset of ``metadata_partition`` to hand to :meth:`on_record`."""

@@ -19,15 +19,17 @@ and ``storage.s3.api.call.timeout`` (ms; defaults 5 s and 15 s here, so a dead o
 store raises RemoteStorageError within seconds), ``storage.aws.checksum.check.enabled``
 (false: Kafka's batches carry their own CRCs).
 
-Each file of a segment is one object (multipart above the part size); the ``.log`` is put
-LAST, so an object set without it is a partial upload, which delete cleans up.
+Each file of a segment is one object (multipart above the part size, parts uploaded a few
+at a time); the ``.log`` is put LAST, so an object set without it is a partial upload, which delete cleans up.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import boto3
@@ -47,6 +49,7 @@ from moldau.storage.remote.storage_manager import (
 
 DEFAULT_PART_SIZE = 25 * 1024 * 1024
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's minimum for all parts but the last
+UPLOAD_CONCURRENCY = 4  # parts of one segment in flight at once
 DEFAULT_ATTEMPT_TIMEOUT_MS = 5_000
 DEFAULT_CALL_TIMEOUT_MS = 15_000
 # Enough connections for the copy and reader pools together to never queue on the pool.
@@ -180,17 +183,19 @@ class S3RemoteStorageManager(RemoteStorageManager):
                     self._multipart(key, f)
 
     def _multipart(self, key: str, f: Any) -> None:
-        """One part in memory at a time; an upload that fails is aborted (best effort: the
-        store expires abandoned ones too) and raised."""
+        """Parts uploaded UPLOAD_CONCURRENCY at a time (so at most that many in memory); an
+        upload that fails is aborted (best effort: stores expire abandoned ones too)."""
         upload_id = self.client.create_multipart_upload(Bucket=self.bucket, Key=key)["UploadId"]
         try:
             parts: list[dict[str, Any]] = []
-            while chunk := f.read(self.part_size):
-                number = len(parts) + 1
-                answer = self.client.upload_part(
-                    Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=chunk
-                )
-                parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+            with ThreadPoolExecutor(UPLOAD_CONCURRENCY, thread_name_prefix="s3-part") as pool:
+                in_flight: deque[Future[dict[str, Any]]] = deque()
+                while chunk := f.read(self.part_size):
+                    if len(in_flight) == UPLOAD_CONCURRENCY:
+                        parts.append(in_flight.popleft().result())
+                    number = len(parts) + len(in_flight) + 1
+                    in_flight.append(pool.submit(self._part, key, upload_id, number, chunk))
+                parts += [part.result() for part in in_flight]
             self.client.complete_multipart_upload(
                 Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
             )
@@ -198,6 +203,12 @@ class S3RemoteStorageManager(RemoteStorageManager):
             with contextlib.suppress(Exception):
                 self.client.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
             raise
+
+    def _part(self, key: str, upload_id: str, number: int, chunk: bytes) -> dict[str, Any]:
+        answer = self.client.upload_part(
+            Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=chunk
+        )
+        return {"PartNumber": number, "ETag": answer["ETag"]}
 
     def _get(self, key: str, byte_range: str | None = None) -> bytes:
         with self._errors(f"reading {key}"):
