@@ -339,7 +339,9 @@ class UnifiedLog:
             return  # up to date, or nothing a snapshot would save replaying
         self.producer_state.write_snapshot(self.dir, leo, sync=sync)
         self._snapshot_offset = leo
-        for _, path in list_snapshots(self.dir)[:-SNAPSHOTS_TO_KEEP]:
+        for offset, path in list_snapshots(self.dir)[:-SNAPSHOTS_TO_KEEP]:
+            if self.remote_log_enabled and offset > self._highest_offset_in_remote_storage + 1:
+                continue  # the copy of the segment ending here takes it along (KIP-405)
             path.unlink(missing_ok=True)
 
     # -- read ----------------------------------------------------------------------

@@ -35,6 +35,9 @@ def test_local_retention_waits_for_copies(tmp_path: Path) -> None:
     assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8]
     hw = log.log_end_offset
     assert log.enforce_retention(hw) == 0  # nothing copied: everything stays local
+    # each closed segment keeps the producer snapshot at its end until it is copied
+    snapshots = sorted(int(p.name.split(".")[0]) for p in log.dir.glob("*.snapshot"))
+    assert snapshots == [2, 4, 6, 8]
     log.update_highest_offset_in_remote_storage(3)  # two segments copied
     assert log.enforce_retention(hw) == 2
     assert log.local_log_start_offset == 4
