@@ -19,6 +19,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
 from moldau.testing import broker
+from moldau.testing.clients import ClientHelpers
 from moldau.testing.process import BrokerProcess
 from tests.integration.txn_helpers import send_txn, txn_producer
 
@@ -66,10 +67,10 @@ def wait_for(condition, what: str, timeout: float = DEADLINE_S) -> None:
         time.sleep(0.1)
 
 
-def read_confluent(b: BrokerProcess, topic: str, isolation: str) -> list[bytes]:
+def read_confluent(b: ClientHelpers, topic: str, isolation: str) -> list[bytes]:
     consumer = Consumer(
         {
-            "bootstrap.servers": b.bootstrap,
+            "bootstrap.servers": b.bootstrap_servers,
             "group.id": "unused",
             "isolation.level": isolation,
             "enable.partition.eof": True,
@@ -93,9 +94,9 @@ def read_confluent(b: BrokerProcess, topic: str, isolation: str) -> list[bytes]:
         consumer.close()
 
 
-def read_kafka_python(b: BrokerProcess, topic: str, isolation: str) -> list[bytes]:
+def read_kafka_python(b: ClientHelpers, topic: str, isolation: str) -> list[bytes]:
     consumer = KafkaConsumer(
-        bootstrap_servers=b.bootstrap, isolation_level=isolation, enable_auto_commit=False
+        bootstrap_servers=b.bootstrap_servers, isolation_level=isolation, enable_auto_commit=False
     )
     values: list[bytes] = []
     try:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from moldau.testing import broker
+from moldau.testing.clients import ClientHelpers
 from moldau.testing.process import BrokerProcess
 from moldau.testing.seaweedfs import SeaweedFS
 from tests.tiered.test_tiered_broker import TIERED, local_bases, read_confluent, wait_for
@@ -36,7 +37,7 @@ def s3_broker(seaweedfs: SeaweedFS) -> Iterator[BrokerProcess]:
         yield b
 
 
-def produce_batches(b: BrokerProcess, topic: str, tag: str, batches: int) -> list[bytes]:
+def produce_batches(b: ClientHelpers, topic: str, tag: str, batches: int) -> list[bytes]:
     acked = []
     for n in range(batches):  # one produce request each: several segments
         values = (f"{tag}-{n:03d}-{i:02d}-".encode() * 8 for i in range(20))
