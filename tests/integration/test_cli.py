@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from typer.testing import CliRunner
 
+from moldau.cli.main import app
 from moldau.testing import BrokerProcess
 
 
@@ -92,6 +95,63 @@ def test_help_lists_commands():
 )
 def test_usage_errors_exit_2(command: str):
     assert failure(None, command, code=2)
+
+
+# --- an unreachable cluster: one line naming the address and the cause, at once ---------
+
+EVERY_COMMAND = [
+    "topics list",
+    "topics describe t",
+    "topics create t",
+    "produce t",
+    "consume t -n 1",
+    "groups list",
+    "groups describe g",
+    "leader-election --all",
+    "reassign --list",
+    "cluster describe",
+    "transactions list",
+    "perf produce t -n 10",
+    "acls list",
+    "users list",
+]
+
+
+def closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+UNREACHABLE = {
+    "closed-port": (closed_port, "connection refused"),
+    "unknown-host": (lambda: "no-such-host.invalid:9092", "unknown host 'no-such-host.invalid'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREACHABLE))
+def test_every_command_fails_at_once_on_an_unreachable_cluster(case: str) -> None:
+    """In-process (the time is the command's, not an interpreter's start-up)."""
+    make_address, cause = UNREACHABLE[case]
+    address = make_address()
+    runner = CliRunner()
+    for command in EVERY_COMMAND:
+        started = time.monotonic()
+        result = runner.invoke(app, [*shlex.split(command), "-b", address], input="x\n")
+        took = time.monotonic() - started
+        assert result.exit_code == 1, (command, result.output, result.exception)
+        assert len(result.stderr.splitlines()) == 1 and not result.stdout, (command, result.stderr)
+        assert f"cannot reach {address}: {cause}" in result.stderr, (command, result.stderr)
+        assert took < 5, f"{command}: {took:.1f} s"
+
+
+@pytest.mark.parametrize("command", ["topics list", "console --port 0"])
+def test_an_unreachable_cluster_is_one_line_on_stderr_from_the_process(command: str) -> None:
+    address = closed_port()
+    stderr = failure(None, f"{command} -b {address}")
+    assert stderr == (
+        f"Error: cannot reach {address}: connection refused (is a broker listening there?)\n"
+    )
 
 
 # --- topics --------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""The `moldau server` command and version edges: configs, old produce versions, ApiVersions."""
+"""The `moldau server` command and version edges: configs, a locked data dir, restarts, old
+produce versions, ApiVersions."""
 
 from __future__ import annotations
 
+import hashlib
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -13,6 +18,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.api_versions_request import ApiVersionsRequest
 from moldau.records.record import build_batch
 from tests.integration.helpers import (
+    FreshBroker,
     RawClient,
     consume_confluent,
     create_topic,
@@ -64,6 +70,79 @@ def test_properties_file_with_overrides_on_top(tmp_path):
     assert "shut down cleanly" in out
     assert (tmp_path / "data" / "from-file-3").is_dir()
     assert not (tmp_path / "ignored").exists()
+
+
+def files_state(root: Path) -> dict[str, tuple[int, int, str]]:
+    """Every file under ``root``: (size, mtime in ns, SHA-256)."""
+    return {
+        str(f.relative_to(root)): (
+            f.stat().st_size,
+            f.stat().st_mtime_ns,
+            hashlib.sha256(f.read_bytes()).hexdigest(),
+        )
+        for f in sorted(root.rglob("*"))
+        if f.is_file()
+    }
+
+
+def test_a_second_process_on_a_live_log_dir_is_refused_and_touches_nothing(
+    fresh_broker: FreshBroker, topic: str, tmp_path: Path
+) -> None:
+    b = fresh_broker()
+    assert b.proc is not None
+    b.create_topic(topic, 2)
+    before = b.produce(topic, *(f"before-{i}" for i in range(50)))
+    locked = f"log dir {b.data_dir} is locked by another process (PID {b.proc.pid})"
+    props = tmp_path / "second.properties"
+    props.write_text(f"log.dirs={b.data_dir}\nlisteners=PLAINTEXT://127.0.0.1:0\n")
+    # Stopped (its lock held), the first broker cannot blur the comparison with its own
+    # periodic checkpoints.
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        files = files_state(b.data_dir)
+        for command, prefix in (
+            (["server", "--config", str(props)], "moldau server"),
+            (["storage", "format", "-t", "x", "--config", str(props)], "moldau storage format"),
+        ):
+            started = time.monotonic()
+            second = subprocess.run(
+                [sys.executable, "-m", "moldau", *command],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert second.returncode == 1, second
+            assert second.stderr == f"{prefix}: {locked}\n" and not second.stdout
+            assert time.monotonic() - started < 10  # an interpreter's start-up, nothing more
+        assert files_state(b.data_dir) == files
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    after = b.produce(topic, *(f"after-{i}" for i in range(50)))
+    expected = sorted(before + after, key=lambda r: (r.partition, r.offset))
+    assert [(r.partition, r.offset, r.value) for r in b.consume(topic, 100)] == [
+        (r.partition, r.offset, r.value) for r in expected
+    ]
+
+
+def test_a_single_node_restarted_after_kill_9_serves_at_once_without_errors(
+    fresh_broker: FreshBroker, topic: str
+) -> None:
+    """It is its own controller: its previous incarnation cannot be alive, so its
+    registration is not refused as a duplicate while the old session runs out."""
+    b = fresh_broker({"broker.session.timeout.ms": "9000"})
+    b.create_topic(topic, 1)
+    acked = b.produce(topic, "one")
+    b.kill()
+    mark = b.lines_seen
+    started = time.monotonic()
+    b.start()
+    acked += b.produce(topic, "two")
+    took = time.monotonic() - started
+    b.settle_output()
+    problems = [line for line in b.output_since(mark) if " ERROR " in line or "DUPLICATE" in line]
+    assert not problems
+    assert took < 4, f"serving {took:.1f} s after the restart"
+    assert [r.value for r in b.consume(topic, 2)] == [r.value for r in acked] == [b"one", b"two"]
 
 
 def test_produce_v0_to_v2_are_advertised_but_refused(broker, topic):

@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ def cli_broker(
 ) -> Iterator[Listeners]:
     configs = broker_configs(certs, **{"allow.everyone.if.no.acl.found": "false"})
     broker = Listeners(
-        tmp_path_factory.mktemp("cli"), {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}, configs
+        tmp_path_factory.mktemp("cli"),
+        {"SASL_PLAINTEXT": "SASL_PLAINTEXT", "SSL": "SSL", "PLAINTEXT": "PLAINTEXT"},
+        configs,
     )
     yield broker.start()
     broker.close()
@@ -121,3 +124,48 @@ def test_acls_add_list_remove(cli_broker: Listeners, admin_config: Path) -> None
         ok=False,
     )
     assert bad.returncode == 2 and "unknown operation" in bad.stderr
+
+
+# --- a cluster the client cannot use: one line, the address and the cause, at once -------
+
+WRONG = {
+    # listener, client properties, what the line says
+    "plaintext-to-tls": ("SSL", {}, "a TLS listener?"),
+    "tls-to-plaintext": ("PLAINTEXT", {"security.protocol": "SSL"}, "plaintext listener?"),
+    "plaintext-to-sasl": ("SASL_PLAINTEXT", {}, "a SASL listener?"),
+    "bad-plain-password": (
+        "SASL_PLAINTEXT",
+        {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+         "sasl.username": "admin", "sasl.password": "wrong"},
+        "authentication failed",
+    ),
+    "bad-scram-password": (
+        "SASL_PLAINTEXT",
+        {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-256",
+         "sasl.username": "nobody", "sasl.password": "wrong"},
+        "authentication failed",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(WRONG))
+def test_a_client_that_does_not_fit_the_listener_fails_at_once_in_one_line(
+    cli_broker: Listeners, certs: dict[str, Any], tmp_path: Path, case: str
+) -> None:
+    listener, properties, cause = WRONG[case]
+    if properties.get("security.protocol") == "SSL":
+        properties = {**properties, "ssl.ca.location": str(certs["pki"].ca_file)}
+    config = tmp_path / "client.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    address = cli_broker.bootstrap(listener)
+    for command in ("topics list", "reassign --list"):
+        args = [sys.executable, "-m", "moldau", *shlex.split(command), "-b", address]
+        started = time.monotonic()
+        done = subprocess.run(
+            [*args, "--command-config", str(config)], capture_output=True, text=True, timeout=120
+        )
+        took = time.monotonic() - started
+        assert done.returncode == 1, done
+        assert len(done.stderr.splitlines()) == 1 and not done.stdout, done.stderr
+        assert f"cannot reach {address}: " in done.stderr and cause in done.stderr, done.stderr
+        assert took < 12, f"{command}: {took:.1f} s (librdkafka alone waits 15 s)"

@@ -30,7 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from moldau.cli.cluster import free_ports
+from moldau.cli.local_cluster import free_ports
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest

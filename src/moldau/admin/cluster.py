@@ -15,6 +15,7 @@ from moldau.protocol.messages.describe_quorum_request import (
     TopicData,
 )
 from moldau.protocol.messages.metadata_request import MetadataRequest
+from moldau.security.client import ClientSecurity
 
 
 def servers(bootstrap: str) -> Iterator[tuple[str, int]]:
@@ -25,20 +26,26 @@ def servers(bootstrap: str) -> Iterator[tuple[str, int]]:
         yield host, int(port)
 
 
-async def describe_cluster(bootstrap: str, timeout_ms: int = 10_000) -> dict[str, Any]:
+async def describe_cluster(
+    bootstrap: str, timeout_ms: int = 10_000, security: ClientSecurity | None = None
+) -> dict[str, Any]:
     """Brokers, quorum and partitions as a dict, from the first of the comma-separated
-    ``bootstrap`` servers that answers."""
+    ``bootstrap`` servers that answers (over TLS/SASL with ``security``)."""
     error: Exception = ConnectionError(f"no server in {bootstrap!r}")
     for address in servers(bootstrap):
         try:
-            return await _describe(address, timeout_ms)
+            return await _describe(address, timeout_ms, security)
         except (ConnectionError, TimeoutError, OSError) as e:
             error = e
     raise error
 
 
-async def _describe(address: tuple[str, int], timeout_ms: int) -> dict[str, Any]:
-    client = NetworkClient("moldau-cluster-describe", request_timeout_ms=timeout_ms)
+async def _describe(
+    address: tuple[str, int], timeout_ms: int, security: ClientSecurity | None
+) -> dict[str, Any]:
+    client = NetworkClient(
+        "moldau-cluster-describe", request_timeout_ms=timeout_ms, security=security
+    )
     try:
         cluster = await client.send(address, DescribeClusterRequest(include_fenced_brokers=True), 2)
         metadata = await client.send(address, MetadataRequest(topics=None), 12)

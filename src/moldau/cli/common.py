@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from moldau.admin.errors import describe_error
+from moldau.admin.preflight import Unreachable, client_security, ensure_reachable
 
 T = TypeVar("T")
 
@@ -106,8 +107,6 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-
-
 def check(error: KafkaError | None, context: str = "") -> None:
     """Fail on a per-item error returned inside an otherwise successful result."""
     if error is not None and error.code() != KafkaError.NO_ERROR:
@@ -170,14 +169,33 @@ def client_config(
     command_config: Path | None = None,
     **extra: Any,
 ) -> dict:
-    """librdkafka configuration common to all clients, plus command and user extras."""
+    """librdkafka configuration common to all clients, plus command and user extras.
+
+    Fails at once, in one line, if no bootstrap server can be reached with it."""
+    user = user_properties(properties, command_config)
+    check_reachable(bootstrap, user)
     return {
         "bootstrap.servers": bootstrap,
         "client.id": "moldau-cli",
         "logger": _KAFKA_LOGGER,
         **extra,
-        **user_properties(properties, command_config),
+        **user,
     }
+
+
+_reachable: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+
+
+def check_reachable(bootstrap: str, properties: Mapping[str, str]) -> None:
+    """The pre-flight of :mod:`moldau.admin.preflight`, once per cluster and settings."""
+    key = (bootstrap, tuple(sorted(properties.items())))
+    if key in _reachable:
+        return
+    try:
+        ensure_reachable(bootstrap, client_security(properties))
+    except Unreachable as e:
+        fail(str(e))
+    _reachable.add(key)
 
 
 def admin_client(

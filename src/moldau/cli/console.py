@@ -11,6 +11,7 @@ from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     CommandConfigOption,
     PropertyOption,
+    check_reachable,
     fail,
     user_properties,
 )
@@ -53,9 +54,11 @@ def console(
         from moldau.console.app import ConsoleSettings, create_app
     except ImportError as exc:
         fail(f"the console is unavailable: {exc}; install with: pip install 'moldau[console]'")
+    user = user_properties(properties, command_config)
+    check_reachable(bootstrap, user)  # an unreachable cluster: one line now, not slow pages
     settings = ConsoleSettings(
         bootstrap=bootstrap,
-        properties=user_properties(properties, command_config),
+        properties=user,
         metrics_urls=tuple(
             u.strip() for item in metrics or () for u in item.split(",") if u.strip()
         ),

@@ -13,8 +13,14 @@ from typing import Annotated, Any
 
 import typer
 
-from moldau.cli.common import DEFAULT_BOOTSTRAP, BootstrapOption
-from moldau.cli.wire import error_text, fail, run, send
+from moldau.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    BootstrapOption,
+    CommandConfigOption,
+    PropertyOption,
+    user_properties,
+)
+from moldau.cli.wire import Target, error_text, fail, run, send
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
 from moldau.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
@@ -26,7 +32,7 @@ COMMAND = "leader-election"
 
 
 async def elect_leaders(
-    bootstrap: str,
+    target: Target,
     partitions: dict[str, list[int]] | None,
     election_type: int = PREFERRED,
     timeout_ms: int = 30_000,
@@ -38,7 +44,7 @@ async def elect_leaders(
     means all of its partitions (found in the cluster's metadata)."""
     if partitions is not None and any(not ps for ps in partitions.values()):
         partitions = {
-            t: ps or await partitions_of(bootstrap, t, timeout_ms) for t, ps in partitions.items()
+            t: ps or await partitions_of(target, t, timeout_ms) for t, ps in partitions.items()
         }
     request = ElectLeadersRequest(
         election_type=election_type,
@@ -47,7 +53,7 @@ async def elect_leaders(
         else [TopicPartitions(topic=t, partitions=ps) for t, ps in partitions.items()],
         timeout_ms=timeout_ms,
     )
-    response = await send(bootstrap, request, ELECT_LEADERS_VERSION, timeout_ms + 5_000)
+    response = await send(target, request, ELECT_LEADERS_VERSION, timeout_ms + 5_000)
     if response.error_code:
         raise ElectionError(error_text(response.error_code))
     results: dict[str, dict[int, tuple[int, str | None]]] = defaultdict(dict)
@@ -57,11 +63,11 @@ async def elect_leaders(
     return dict(results)
 
 
-async def partitions_of(bootstrap: str, topic: str, timeout_ms: int) -> list[int]:
+async def partitions_of(target: Target, topic: str, timeout_ms: int) -> list[int]:
     request = MetadataRequest(
         topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
     )
-    metadata = await send(bootstrap, request, METADATA_VERSION, timeout_ms)
+    metadata = await send(target, request, METADATA_VERSION, timeout_ms)
     found = metadata.topics[0] if metadata.topics else None
     if found is None or found.error_code:
         code = found.error_code if found is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -98,6 +104,8 @@ def leader_election(
         typer.Option("--all", "--all-topic-partitions", help="Every partition of the cluster."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
+    command_config: CommandConfigOption = None,
+    properties: PropertyOption = None,
 ) -> None:
     """Elect partition leaders (Kafka's kafka-leader-election): ``--preferred`` gives each
     partition back to its preferred replica."""
@@ -107,12 +115,13 @@ def leader_election(
         fail(COMMAND, "--partition needs --topic")
     wanted = None if topic is None else {topic: sorted(set(partitions or []))}
     kind = PREFERRED if preferred else UNCLEAN
+    target = Target.of(COMMAND, bootstrap, user_properties(properties, command_config))
 
     async def call() -> dict[str, dict[int, tuple[int, str | None]]]:
-        return await elect_leaders(bootstrap, wanted, kind)
+        return await elect_leaders(target, wanted, kind)
 
     try:
-        results = run(COMMAND, bootstrap, call)
+        results = run(COMMAND, target, call)
     except ElectionError as e:
         fail(COMMAND, str(e))
     report(results, "PREFERRED" if preferred else "UNCLEAN", as_json)

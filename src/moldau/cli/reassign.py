@@ -19,8 +19,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from moldau.cli.common import DEFAULT_BOOTSTRAP, BootstrapOption
-from moldau.cli.wire import error_text, fail, run, send
+from moldau.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    BootstrapOption,
+    CommandConfigOption,
+    PropertyOption,
+    user_properties,
+)
+from moldau.cli.wire import Target, error_text, fail, run, send
 from moldau.protocol.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
@@ -41,7 +47,7 @@ Ongoing = dict[str, dict[int, dict[str, list[int]]]]
 
 
 async def alter_reassignments(
-    bootstrap: str, plan: Plan, timeout_ms: int = 30_000
+    target: Target, plan: Plan, timeout_ms: int = 30_000
 ) -> dict[tuple[str, int], tuple[int, str | None]]:
     """Start (or cancel) the reassignments of ``plan``: per partition, (error code, message)."""
     topics: dict[str, list[ReassignablePartition]] = defaultdict(list)
@@ -51,7 +57,7 @@ async def alter_reassignments(
         timeout_ms=timeout_ms,
         topics=[ReassignableTopic(name=t, partitions=ps) for t, ps in topics.items()],
     )
-    response = await send(bootstrap, request, ALTER_VERSION, timeout_ms + 5_000)
+    response = await send(target, request, ALTER_VERSION, timeout_ms + 5_000)
     if response.error_code:
         code, message = response.error_code, response.error_message
         return {tp: (code, message) for tp in plan}
@@ -63,7 +69,7 @@ async def alter_reassignments(
 
 
 async def list_reassignments(
-    bootstrap: str, partitions: dict[str, list[int]] | None = None, timeout_ms: int = 30_000
+    target: Target, partitions: dict[str, list[int]] | None = None, timeout_ms: int = 30_000
 ) -> Ongoing:
     """The reassignments in progress (of ``partitions``, or all)."""
     request = ListPartitionReassignmentsRequest(
@@ -75,7 +81,7 @@ async def list_reassignments(
             for t, ps in partitions.items()
         ],
     )
-    response = await send(bootstrap, request, LIST_VERSION, timeout_ms + 5_000)
+    response = await send(target, request, LIST_VERSION, timeout_ms + 5_000)
     if response.error_code:
         raise ReassignmentError(error_text(response.error_code, response.error_message))
     return {
@@ -91,14 +97,14 @@ async def list_reassignments(
     }
 
 
-async def wait_done(bootstrap: str, plan: Plan, timeout_s: float) -> Ongoing:
+async def wait_done(target: Target, plan: Plan, timeout_s: float) -> Ongoing:
     """Poll until none of ``plan``'s partitions is being reassigned; what is left."""
     wanted: dict[str, list[int]] = defaultdict(list)
     for topic, partition in plan:
         wanted[topic].append(partition)
     deadline = time.monotonic() + timeout_s
     while True:
-        ongoing = await list_reassignments(bootstrap, dict(wanted))
+        ongoing = await list_reassignments(target, dict(wanted))
         if not any(ongoing.values()) or time.monotonic() > deadline:
             return {t: ps for t, ps in ongoing.items() if ps}
         await asyncio.sleep(0.2)
@@ -156,28 +162,31 @@ def reassign(
     ] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds --wait waits.")] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    command_config: CommandConfigOption = None,
+    properties: PropertyOption = None,
 ) -> None:
     """Move partitions to other brokers (Kafka's kafka-reassign-partitions): new replicas
     catch up first, then the old ones leave. ``--list`` shows what is in progress."""
+    target = Target.of(COMMAND, bootstrap, user_properties(properties, command_config))
     try:
         if list_them:
             wanted = {topic: sorted(set(partitions))} if topic and partitions else None
 
             async def listing() -> Ongoing:
-                ongoing = await list_reassignments(bootstrap, wanted)
+                ongoing = await list_reassignments(target, wanted)
                 return {t: ps for t, ps in ongoing.items() if topic in (None, t)}
 
-            show_ongoing(run(COMMAND, bootstrap, listing), as_json)
+            show_ongoing(run(COMMAND, target, listing), as_json)
             return
         plan = build_plan(topic, partitions, replicas, plan_file, cancel)
 
         async def execute() -> tuple[dict[tuple[str, int], tuple[int, str | None]], Ongoing]:
-            results = await alter_reassignments(bootstrap, plan)
+            results = await alter_reassignments(target, plan)
             started = {tp: r for tp, r in plan.items() if results.get(tp, (0, None))[0] == 0}
-            left = await wait_done(bootstrap, started, timeout) if wait and started else {}
+            left = await wait_done(target, started, timeout) if wait and started else {}
             return results, left
 
-        results, left = run(COMMAND, bootstrap, execute)
+        results, left = run(COMMAND, target, execute)
     except ReassignmentError as e:
         fail(COMMAND, str(e))
     report(plan, results, left, wait, as_json)

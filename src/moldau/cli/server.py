@@ -59,9 +59,6 @@ def _run(config: Path | None, override: list[str]) -> None:
         raise typer.Exit(2) from None
     for key in broker_config.unknown:
         log.warning("unknown configuration '%s' was supplied but is not used", key)
-    from moldau.storage.resources import raise_open_files_limit
-
-    raise_open_files_limit()
     try:
         import uvloop
 
@@ -77,9 +74,12 @@ def _run(config: Path | None, override: list[str]) -> None:
 async def _serve(config: BrokerConfig) -> None:
     from moldau.metrics.endpoint import start_metrics
     from moldau.server.node import Node
+    from moldau.storage.resources import raise_open_files_limit
 
-    metrics = start_metrics(config)  # binds first: a taken port fails before the node starts
     node = Node(config)
+    node.lock_log_dirs()  # before anything else: a second process on these dirs stops here
+    raise_open_files_limit()
+    metrics = start_metrics(config)  # binds next: a taken port fails before the node starts
     for b in await node.start():
         print(f"listening on {b.host}:{b.port}", flush=True)
     if metrics is not None:

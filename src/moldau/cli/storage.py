@@ -9,6 +9,7 @@ import typer
 
 from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.protocol.errors import KafkaError
+from moldau.storage.log_dir_lock import LogDirLocks
 from moldau.storage.meta_properties import format_dirs, new_uuid
 
 app = typer.Typer(help="Format a node's log directories (kafka-storage).", no_args_is_help=True)
@@ -35,12 +36,16 @@ def format_(
     """Write meta.properties (cluster id, node id) into every log directory."""
     try:
         broker_config = BrokerConfig.load(config, override or [])
-        format_dirs(
-            broker_config.log_dirs,
-            broker_config.node_id,
-            cluster_id,
-            ignore_formatted=ignore_formatted,
-        )
+        locks = LogDirLocks.acquire(broker_config.log_dirs)  # never under a running node
+        try:
+            format_dirs(
+                broker_config.log_dirs,
+                broker_config.node_id,
+                cluster_id,
+                ignore_formatted=ignore_formatted,
+            )
+        finally:
+            locks.release()
     except ConfigError as e:
         typer.echo(f"moldau storage format: invalid configuration: {e}", err=True)
         raise typer.Exit(2) from None

@@ -25,6 +25,7 @@ from moldau.cli.common import (
     REQUEST_TIMEOUT_S,
     BootstrapOption,
     JsonOption,
+    check_reachable,
     fail,
     out,
     print_json,
@@ -250,6 +251,8 @@ class TransactionsAdmin:
 
 
 def _run(bootstrap: str, op: Callable[[TransactionsAdmin], Awaitable[T]]) -> T:
+    check_reachable(bootstrap, {})
+
     async def main() -> T:
         admin = TransactionsAdmin(bootstrap)
         try:

@@ -119,10 +119,6 @@ class _SameOriginPosts(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await run_in_threadpool(fn, *args, **kwargs)
-
-
 def _redirect(url: str, *, notice: str | None = None, error: str | None = None) -> Response:
     query = urlencode({k: v for k, v in (("notice", notice), ("error", error)) if v})
     return RedirectResponse(f"{url}?{query}" if query else url, status_code=303)
@@ -185,6 +181,12 @@ class _Pages:
             status = 404 if str(exc).startswith(_NOT_FOUND) else 502
         return self._page(request, "error.html", status, error=str(exc), section=None)
 
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A cluster call in a worker thread, after a quick check that the cluster can be
+        reached: a page of an unreachable cluster fails in moments, in one line."""
+        await run_in_threadpool(self.cluster.check_reachable)
+        return await run_in_threadpool(fn, *args, **kwargs)
+
     def _sizes(self, topic: TopicInfo) -> TopicInfo:
         scrape = self.sampler.scrape
         return with_sizes(topic, scrape.log_sizes()) if scrape else topic
@@ -193,13 +195,13 @@ class _Pages:
 
     async def overview(self, request: Request) -> Response:
         version = self.sampler.scrape.version() if self.sampler.scrape else None
-        overview = await _call(self.cluster.overview, version)
+        overview = await self._call(self.cluster.overview, version)
         return self._page(request, "overview.html", section="overview", overview=overview)
 
     async def topics(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
         internal = request.query_params.get("internal") == "on"
-        topics = [self._sizes(t) for t in await _call(self.cluster.topics)]
+        topics = [self._sizes(t) for t in await self._call(self.cluster.topics)]
         shown = [
             t for t in topics if (internal or not t.internal) and query.lower() in t.name.lower()
         ]
@@ -220,7 +222,7 @@ class _Pages:
         try:
             if not name:
                 raise InputError("a topic name is required")
-            await _call(
+            await self._call(
                 self.cluster.create_topic,
                 name,
                 _optional_int(form.get("partitions"), "partitions", minimum=1),
@@ -233,8 +235,8 @@ class _Pages:
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
-        topic = self._sizes(await _call(self.cluster.topic, name))
-        groups = [g for g in await _call(self.cluster.groups) if name in g.topics]
+        topic = self._sizes(await self._call(self.cluster.topic, name))
+        groups = [g for g in await self._call(self.cluster.groups) if name in g.topics]
         return self._page(
             request, "topic.html", section="topics", tab="partitions", topic=topic, groups=groups
         )
@@ -242,7 +244,7 @@ class _Pages:
     async def delete_topic(self, request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            await _call(self.cluster.delete_topic, name)
+            await self._call(self.cluster.delete_topic, name)
         except ConsoleError as exc:
             return _redirect(str(request.url_for("topic", name=name)), error=str(exc))
         return _redirect(str(request.url_for("topics")), notice=f"Deleted topic {name}.")
@@ -253,15 +255,15 @@ class _Pages:
         here = str(request.url_for("topic", name=name))
         try:
             total = _int(form.get("partitions", ""), "partitions", minimum=1)
-            await _call(self.cluster.add_partitions, name, total)
+            await self._call(self.cluster.add_partitions, name, total)
         except ConsoleError as exc:
             return _redirect(here, error=str(exc))
         return _redirect(here, notice=f"Topic {name} now has {total} partitions.")
 
     async def configs(self, request: Request) -> Response:
         name = request.path_params["name"]
-        topic = await _call(self.cluster.topic, name)
-        configs = await _call(self.cluster.topic_configs, name)
+        topic = await self._call(self.cluster.topic, name)
+        configs = await self._call(self.cluster.topic_configs, name)
         return self._page(
             request, "configs.html", section="topics", tab="configs", topic=topic, configs=configs
         )
@@ -275,7 +277,7 @@ class _Pages:
             updates = _pairs(str(form.get("set", "")), "configs")
             if not updates and not reset:
                 raise InputError("nothing to change: give key=value lines")
-            await _call(self.cluster.alter_topic_configs, name, updates, reset)
+            await self._call(self.cluster.alter_topic_configs, name, updates, reset)
         except ConsoleError as exc:
             return _redirect(here, error=str(exc))
         changed = ", ".join([*updates, *reset])
@@ -286,7 +288,7 @@ class _Pages:
     async def messages(self, request: Request) -> Response:
         name = request.path_params["name"]
         params = request.query_params
-        topic = await _call(self.cluster.topic, name)
+        topic = await self._call(self.cluster.topic, name)
         fmt = params.get("format", "auto")
         fmt = fmt if fmt in render.FORMATS else "auto"
         limit = _int(params.get("limit", "50"), "limit", minimum=1)
@@ -294,7 +296,7 @@ class _Pages:
         partition = params.get("partition", "all")
         partitions = None if partition == "all" else [_int(partition, "partition", minimum=0)]
         start = self._start(params.get("start", "newest"), params.get("from", ""))
-        records = await _call(self.cluster.read, name, partitions, start, limit)
+        records = await self._call(self.cluster.read, name, partitions, start, limit)
         return self._page(
             request,
             "messages.html",
@@ -334,7 +336,7 @@ class _Pages:
         except ValueError:
             raise InputError("pos: expected partition:offset,...") from None
         fmt = params.get("format", "auto")
-        records, positions = await _call(self.cluster.tail, name, positions)
+        records, positions = await self._call(self.cluster.tail, name, positions)
         return self._page(
             request,
             "tail_rows.html",
@@ -354,7 +356,7 @@ class _Pages:
             ]
             key = _field_bytes(form, "key")
             value = _field_bytes(form, "value")
-            where = await _call(self.cluster.produce, name, value, key, headers, partition)
+            where = await self._call(self.cluster.produce, name, value, key, headers, partition)
         except ConsoleError as exc:
             return _redirect(here, error=str(exc))
         return _redirect(
@@ -364,13 +366,13 @@ class _Pages:
     # --- groups ---------------------------------------------------------------------------
 
     async def groups(self, request: Request) -> Response:
-        groups = await _call(self.cluster.groups)
+        groups = await self._call(self.cluster.groups)
         return self._page(request, "groups.html", section="groups", groups=groups)
 
     async def group(self, request: Request) -> Response:
         group_id = request.path_params["group_id"]
-        group = await _call(self.cluster.group, group_id)
-        topics = sorted(t.name for t in await _call(self.cluster.topics) if not t.internal)
+        group = await self._call(self.cluster.group, group_id)
+        topics = sorted(t.name for t in await self._call(self.cluster.topics) if not t.internal)
         return self._page(
             request,
             "group.html",
@@ -395,7 +397,7 @@ class _Pages:
                     raise InputError(f"timestamp: not ISO-8601 or epoch ms: {raw!r}") from None
             else:
                 value = _optional_int(raw, "value")
-            plan = await _call(self.cluster.reset_offsets, group_id, topic, strategy, value)
+            plan = await self._call(self.cluster.reset_offsets, group_id, topic, strategy, value)
         except ConsoleError as exc:
             return _redirect(here, error=str(exc))
         moved = ", ".join(
@@ -407,7 +409,7 @@ class _Pages:
         form = await request.form()
         group_id = str(form.get("group", ""))
         try:
-            await _call(self.cluster.delete_group, group_id)
+            await self._call(self.cluster.delete_group, group_id)
         except ConsoleError as exc:
             return _redirect(str(request.url_for("group", group_id=group_id)), error=str(exc))
         return _redirect(

@@ -43,6 +43,7 @@ from confluent_kafka.admin import (
 from moldau.admin.cluster import describe_cluster
 from moldau.admin.errors import describe_error
 from moldau.admin.offsets import reset_target
+from moldau.admin.preflight import Unreachable, client_security, ensure_reachable
 from moldau.console.model import (
     BrokerInfo,
     ConfigItem,
@@ -69,7 +70,8 @@ _TOPIC_OP_TIMEOUTS = {
 _READ_DEADLINE_S = 5.0
 _TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 
-_log = logging.getLogger("moldau.console.kafka")
+# Under the CLI's librdkafka logger: silent unless `moldau -v console`.
+_log = logging.getLogger("moldau.cli.librdkafka.console")
 
 
 class ConsoleError(Exception):
@@ -123,6 +125,16 @@ class Cluster:
         self._read_lock = threading.Lock()
         self._producer: Producer | None = None
         self._produce_lock = threading.Lock()
+
+    def check_reachable(self) -> None:
+        """Raise ConsoleError (one line: the address and the cause) at once while no
+        bootstrap server answers, rather than wait out the client's request timeout. Asked
+        afresh every time (a connection and two small requests): an answer kept for later
+        would let a page of a cluster that has just gone wait for the timeout again."""
+        try:
+            ensure_reachable(self.bootstrap, client_security(self._user))
+        except Unreachable as exc:
+            raise ConsoleError(str(exc)) from None
 
     def _config(self, **extra: Any) -> dict[str, Any]:
         return {**self._base, **extra, **self._user}

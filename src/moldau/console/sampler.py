@@ -81,10 +81,12 @@ class Sampler:
             if scrape.reports_lag():
                 lag = scrape.group_lag()
         else:
+            self.cluster.check_reachable()
             for topic in self.cluster.topics():
                 if not topic.internal:
                     counters[("messages", topic.name)] = sum(p.end_offset for p in topic.partitions)
         if lag is None:
+            self.cluster.check_reachable()
             lag = {g.group_id: dict(g.lag_by_topic()) for g in self.cluster.groups()}
         values: dict[Key, float] = dict(self._rates.update(now, counters))
         for group, topics in lag.items():

@@ -14,7 +14,14 @@ As Kafka's ClusterControlManager and BrokerHeartbeatManager:
   its next incarnation registers without waiting for the old session to time out).
 
 Liveness (when each broker last heartbeated) is the active controller's memory, not
-metadata: a newly elected controller gives every broker a full session to check in. Time
+metadata: a newly elected controller gives every broker a full session to check in before
+it is fenced. That grace is not evidence that anyone is alive, though: until a broker
+registers or heartbeats with this controller, a new incarnation of it is not refused as a
+duplicate. This is what lets a single node restarted after kill -9 (its own controller,
+its previous incarnation necessarily dead) register at once rather than wait out the old
+session (Kafka's activation counts the grace as a live session, so a restarted combined
+node there waits for it to time out); a broker that does talk to this controller is
+protected as before. Time
 in which the controller itself did not look (half a session or more between checks: its
 event loop or queue stalled, which in a combined node also holds back the local broker's
 heartbeats) does not count against brokers' sessions, so none is fenced for a silence the
@@ -74,15 +81,22 @@ class ClusterControl:
         self.session_timeout_ms = session_timeout_ms
         self._last_contact: dict[int, int] = {}
         self._last_check_ms: int | None = None
+        # Sessions granted at activation that no request has confirmed yet.
+        self._unconfirmed: set[int] = set()
 
     def activate(self, image: MetadataImage, now_ms: int) -> None:
         """A new active controller: every registered broker gets a fresh session."""
         self._last_contact = dict.fromkeys(image.brokers, now_ms)
+        self._unconfirmed = set(image.brokers)
         self._last_check_ms = now_ms
 
     def has_session(self, broker_id: int, now_ms: int) -> bool:
         last = self._last_contact.get(broker_id)
         return last is not None and now_ms - last <= self.session_timeout_ms
+
+    def _touch(self, broker_id: int, now_ms: int) -> None:
+        self._last_contact[broker_id] = now_ms
+        self._unconfirmed.discard(broker_id)
 
     # -- registration --------------------------------------------------------------------
     def register(
@@ -101,6 +115,7 @@ class ClusterControl:
             existing is not None
             and existing.incarnation_id != reg.incarnation_id
             and not existing.fenced
+            and reg.broker_id not in self._unconfirmed
             and self.has_session(reg.broker_id, now_ms)
         ):
             return (
@@ -108,7 +123,7 @@ class ClusterControl:
                 f"Another broker is registered with broker id {reg.broker_id}",
                 [],
             )
-        self._last_contact[reg.broker_id] = now_ms
+        self._touch(reg.broker_id, now_ms)
         record = RegisterBrokerRecord(
             broker_id=reg.broker_id,
             incarnation_id=reg.incarnation_id,
@@ -133,6 +148,7 @@ class ClusterControl:
         if broker is None:
             return ErrorCode.BROKER_ID_NOT_REGISTERED, []
         self._last_contact.pop(broker_id, None)
+        self._unconfirmed.discard(broker_id)
         records = self.replication.broker_lost(image, broker_id)
         records.append(UnregisterBrokerRecord(broker_id=broker_id, broker_epoch=broker.epoch))
         return ErrorCode.NONE, records
@@ -153,7 +169,7 @@ class ClusterControl:
             return HeartbeatResult(ErrorCode.BROKER_ID_NOT_REGISTERED)
         if broker.epoch != broker_epoch:
             return HeartbeatResult(ErrorCode.STALE_BROKER_EPOCH)
-        self._last_contact[broker_id] = now_ms
+        self._touch(broker_id, now_ms)
         caught_up = metadata_offset >= broker.epoch
         result = HeartbeatResult(is_caught_up=caught_up, is_fenced=broker.fenced)
         if want_shut_down:

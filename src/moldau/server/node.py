@@ -38,7 +38,11 @@ from moldau.server.broker import Broker
 from moldau.server.controller_server import ControllerServer
 from moldau.server.dispatch import Dispatcher
 from moldau.server.network import Acceptor, NetworkLimits, start_listener
-from moldau.server.node_to_controller import LocalControllerChannel, RemoteControllerChannel
+from moldau.server.node_to_controller import (
+    InProcessControllerChannel,
+    NodeToControllerChannelManager,
+)
+from moldau.storage.log_dir_lock import LogDirLocks
 from moldau.storage.meta_properties import ensure_formatted
 
 if TYPE_CHECKING:
@@ -105,14 +109,20 @@ class Node:
         self.raft: RaftManager | None = None
         self.metadata_log: MetadataLog | None = None
         self._servers: list[Acceptor] = []
+        self._locks: LogDirLocks | None = None
 
     # -- start ---------------------------------------------------------------------------
+    def lock_log_dirs(self) -> None:
+        """Lock every log dir (the metadata log's included) before anything reads or
+        writes them, or raise LogDirLockedError: the first thing a node does."""
+        if self._locks is None:
+            self._locks = LogDirLocks.acquire(self.config.log_dirs)
+
     async def start(self) -> list[Listener]:
         """Start every part and bind the listeners; returns the bound addresses once the
         broker (if any) is registered, unfenced and serving."""
         c = self.config
-        for d in c.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        self.lock_log_dirs()
         wanted = c.get("cluster.id") or (cluster_id_for(self.voters) if self.kraft else None)
         cluster_id = ensure_formatted(c.log_dirs, self.node_id, wanted)
         limits = NetworkLimits.from_config(c)
@@ -127,7 +137,7 @@ class Node:
             )
             self.metadata_log.set_commit_callback(self._handle_commit)
             self.broker = Broker(
-                c, self.scheduler, LocalControllerChannel(self.controller.apis), cluster_id
+                c, self.scheduler, InProcessControllerChannel(self.controller.apis), cluster_id
             )
             self.broker.start(image)
         bound = await self._bind(limits)
@@ -174,7 +184,9 @@ class Node:
             )
         if self.is_broker:
             raft = self.raft
-            channel = RemoteControllerChannel(self.network, self.voters, lambda: raft.leader()[0])
+            channel = NodeToControllerChannelManager(
+                self.network, self.voters, lambda: raft.leader()[0]
+            )
             self.broker = Broker(c, self.scheduler, channel, cluster_id)
             self.broker.start(image)
 
@@ -204,11 +216,11 @@ class Node:
             )
             handlers += [(li, services) for li in self.broker_listeners]
         if self.controller_listeners:
-            from moldau.server.controller_listener import controller_dispatcher
+            from moldau.server.controller_listener import controller_listener_dispatcher
 
             assert self.raft is not None
             access = Access.from_config(self.config)
-            dispatcher = controller_dispatcher(
+            dispatcher = controller_listener_dispatcher(
                 self.raft, self.controller, access, self._image, **security
             )
             handlers += [(li, dispatcher) for li in self.controller_listeners]
@@ -290,3 +302,6 @@ class Node:
         self.network.close()
         if self.raft_network is not None:
             self.raft_network.close()
+        if self._locks is not None:
+            self._locks.release()
+            self._locks = None

@@ -20,7 +20,7 @@ from moldau.protocol.client import Address, NetworkClient
 from moldau.replication.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.client import ClientSecurity
-from moldau.server.node_to_controller import ControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.remote_log_metadata import RemoteLogMetadataTopic
 from moldau.storage.remote.storage_manager import load_remote_storage_manager
 
@@ -37,7 +37,7 @@ class TieredStorage:
         config: BrokerConfig,
         replica_manager: ReplicaManager,
         publisher: MetadataPublisher,
-        channel: ControllerChannel,
+        channel: NodeToControllerChannel,
         endpoint: Callable[[MetadataImage, int], Address | None],
     ) -> None:
         node_id = config.node_id

@@ -88,6 +88,22 @@ def test_duplicate_registration_is_refused_while_the_other_lives() -> None:
     assert c.register(1, incarnation=b"x" * 16) == ErrorCode.NONE
 
 
+def test_a_new_controller_refuses_duplicates_only_of_brokers_it_has_heard_from() -> None:
+    """The sessions a controller grants at activation protect brokers from fencing, not
+    from their next incarnation: a node that restarted after kill -9 and is its own new
+    controller registers at once. Once a broker heartbeats, a duplicate is refused again."""
+    c = Cluster(brokers=(1, 2))
+    c.control = ClusterControl("c", c.replication, SESSION)  # a new incarnation's controller
+    c.control.activate(c.image, c.now)
+    assert c.register(1, incarnation=b"n" * 16) == ErrorCode.NONE
+    assert c.image.brokers[1].fenced  # until it catches up, as any registration
+    c.heartbeat(2)
+    assert c.register(2, incarnation=b"x" * 16) == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    assert c.register(1, incarnation=b"y" * 16) == ErrorCode.NONE  # 1 is fenced: no session
+    c.now += SESSION // 2
+    assert not c.control.expire_sessions(c.image, c.now)  # the grace still keeps 2 unfenced
+
+
 def test_stale_epoch_and_unknown_broker() -> None:
     c = Cluster(brokers=(1,))
     wrong = c.control.heartbeat(c.image, 1, c.epochs[1] - 1, 0, False, False, c.now)
