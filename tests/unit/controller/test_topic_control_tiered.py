@@ -7,7 +7,7 @@ import pytest
 
 from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.config.topic import LogConfig
-from moldau.controller.topic_control import Controller
+from moldau.controller.topic_control import TopicControl
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import RegisterBrokerRecord
 from moldau.protocol.errors import ErrorCode
@@ -15,8 +15,8 @@ from moldau.protocol.errors import ErrorCode
 TIERED = {"remote.storage.enable": "true"}
 
 
-def make(*, system_enabled: bool = True) -> tuple[Controller, MetadataImage]:
-    controller = Controller(
+def make(*, system_enabled: bool = True) -> tuple[TopicControl, MetadataImage]:
+    controller = TopicControl(
         node_id=1,
         broker_props={},
         default_partitions=1,
