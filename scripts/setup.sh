@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Install what Moldau needs into the checkout's virtualenv `.venv`. Usage: scripts/setup.sh [run|test]
-#   run  - the broker, the CLI, the web console and the s3 tiered-storage client:
-#          moldau[console,tiered]
+#   run  - the broker, the CLI, the web console and the s3 tiered-storage client: moldau[console,tiered]
 #   test - everything the test suite needs: moldau[test] (test and lint tools, PySpark), kcat,
 #          a JDK and the Kafka Java client's jars, Chromium, and `.venv-spark-oldest` with the
 #          oldest PySpark that moldau[spark] admits, for a second run of Spark tests

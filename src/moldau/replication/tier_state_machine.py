@@ -40,6 +40,7 @@ class RemoteAuxState:
     next_offset: int
     leader_epochs: list[tuple[int, int]]  # (epoch, start offset), epochs increasing
     producer_snapshot: bytes | None
+    log_start_offset: int  # the remote tier's: where the log starts over both tiers
 
 
 def parse_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
@@ -61,7 +62,7 @@ def parse_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
 
 
 def fetch_remote_aux_state(
-    rsm: RemoteStorageManager, segment: RemoteLogSegmentMetadata
+    rsm: RemoteStorageManager, segment: RemoteLogSegmentMetadata, log_start_offset: int
 ) -> RemoteAuxState:
     """Read, from the remote tier, the state at the end of ``segment`` (blocking: call it
     on a worker thread). A segment without a producer snapshot had no producers."""
@@ -71,14 +72,18 @@ def fetch_remote_aux_state(
     except RemoteResourceNotFoundError:
         snapshot = None
     next_offset = segment.end_offset + 1
-    return RemoteAuxState(next_offset, [(e, o) for e, o in epochs if o < next_offset], snapshot)
+    return RemoteAuxState(
+        next_offset, [(e, o) for e, o in epochs if o < next_offset], snapshot, log_start_offset
+    )
 
 
 def restore(replica_log: UnifiedLog, state: RemoteAuxState) -> None:
     """Restart ``replica_log`` empty at ``state.next_offset`` with the remote tier's leader
     epochs and producer state there (the snapshot is kept as the log's own, so a restart
-    recovers from it)."""
-    replica_log.truncate_fully_and_start_at(state.next_offset)
+    recovers from it); its log start is the remote tier's."""
+    replica_log.truncate_fully_and_start_at(
+        state.next_offset, log_start_offset=state.log_start_offset
+    )
     for epoch, start in state.leader_epochs:
         replica_log.epoch_cache.assign(epoch, start)
     replica_log.epoch_cache.write()
@@ -106,6 +111,7 @@ async def build_remote_log_aux_state(
     if not remote_segments:
         raise RemoteStorageError("the remote tier holds no segment of this partition yet")
     last = max(remote_segments, key=lambda md: md.end_offset)
-    state: RemoteAuxState = await to_thread(fetch_remote_aux_state, rsm, last)
+    start = min(md.start_offset for md in remote_segments)
+    state: RemoteAuxState = await to_thread(fetch_remote_aux_state, rsm, last, start)
     restore(replica_log, state)
     return state.next_offset

@@ -590,12 +590,19 @@ class UnifiedLog:
             self._truncate_epoch_cache()
         self.producer_state, self._snapshot_offset = rebuild_producer_state(self.local_log, {})
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(
+        self, offset: int, *, log_start_offset: int | None = None
+    ) -> None:
         """Delete every segment and restart empty at ``offset``, which becomes the log
-        start offset (a follower too far behind the leader's log start)."""
+        start offset (a follower too far behind the leader's log start), or only the local
+        one when ``log_start_offset`` is lower (a tiered follower restarting after the
+        remote tier, which holds the rest)."""
         with self.local_log.lock:
             self.local_log.truncate_fully_and_start_at(offset, self._now())
-            self._log_start_offset = self._local_log_start_offset = offset
+            self._local_log_start_offset = offset
+            self._log_start_offset = min(
+                offset, log_start_offset if log_start_offset is not None else offset
+            )
             self.epoch_cache.clear()
             self._truncate_epoch_cache()
             for _, path in list_snapshots(self.dir):

@@ -88,7 +88,8 @@ def test_a_follower_restarts_after_the_remote_tier_with_its_epochs_and_producers
     produce(follower, 0, epoch=0)  # stale data of its own, to be replaced
     next_offset = asyncio.run(build_remote_log_aux_state(follower, copied, rsm, asyncio.to_thread))
     assert next_offset == 20
-    assert follower.log_start_offset == follower.log_end_offset == 20
+    assert follower.local_log_start_offset == follower.log_end_offset == 20
+    assert follower.log_start_offset == 0  # over both tiers
     assert follower.epoch_cache.entries == [(0, 0), (3, 10), (5, 15)]
     # The producer's state is the leader's at offset 20: a retry of the last copied batch
     # is recognised as a duplicate, so exactly-once holds across the tier boundary.
@@ -105,7 +106,7 @@ def test_a_follower_restarts_after_the_remote_tier_with_its_epochs_and_producers
     # A restart recovers the producer state from the snapshot the restore kept.
     again = UnifiedLog.open(tmp_path / "follower" / "orders-0", CONFIG)
     assert again.producer_state.producers[PRODUCER].last_seq == 29
-    assert again.log_start_offset == 20
+    assert again.local_log_start_offset == 20
     again.close()
     leader.close()
 
