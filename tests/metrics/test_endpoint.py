@@ -268,6 +268,7 @@ def test_replicas_logs_and_controller(scraped: Samples):
     assert scraped.value(r + "leadercount") == partitions
     assert scraped.value(r + "underreplicatedpartitions") == 0
     assert scraped.value(r + "offlinereplicacount") == 0
+    assert scraped.value("kafka_log_logmanager_offlinelogdirectorycount") == 0
     ends = scraped.series("kafka_log_log_logendoffset", "topic", "partition")
     assert {p: ends[(ORDERS, str(p))] for p in range(ORDER_PARTITIONS)} == dict.fromkeys(
         range(ORDER_PARTITIONS), PER_PARTITION

@@ -40,6 +40,11 @@ from moldau.protocol.messages.alter_partition_reassignments_request import (
     ReassignablePartition,
     ReassignableTopic,
 )
+from moldau.protocol.messages.alter_replica_log_dirs_request import (
+    AlterReplicaLogDir,
+    AlterReplicaLogDirsRequest,
+    AlterReplicaLogDirTopic,
+)
 from moldau.protocol.messages.alter_user_scram_credentials_request import (
     AlterUserScramCredentialsRequest,
     ScramCredentialUpsertion,
@@ -66,6 +71,7 @@ from moldau.protocol.messages.describe_configs_request import (
     DescribeConfigsResource,
 )
 from moldau.protocol.messages.describe_groups_request import DescribeGroupsRequest
+from moldau.protocol.messages.describe_log_dirs_request import DescribeLogDirsRequest
 from moldau.protocol.messages.describe_producers_request import DescribeProducersRequest
 from moldau.protocol.messages.describe_producers_request import TopicRequest as ProducersTopic
 from moldau.protocol.messages.describe_quorum_request import DescribeQuorumRequest
@@ -120,6 +126,11 @@ from moldau.protocol.messages.offset_fetch_request import (
     OffsetFetchRequest,
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopics,
+)
+from moldau.protocol.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
 )
 from moldau.protocol.messages.sync_group_request import SyncGroupRequest
 from moldau.protocol.messages.txn_offset_commit_request import (
@@ -489,7 +500,26 @@ CASES = [
     Case("DescribeProducers/TOPIC:READ",
          lambda n: (DescribeProducersRequest(topics=[ProducersTopic(name=n.topic, partition_indexes=[0])]), 0),
          lambda r: r.topics[0].partitions[0].error_code, E.TOPIC_AUTHORIZATION_FAILED, topic_grant(Op.READ)),
+    Case("OffsetForLeaderEpoch/TOPIC:DESCRIBE", lambda n: offset_for_leader_epoch(n, -1),
+         lambda r: r.topics[0].partitions[0].error_code, E.TOPIC_AUTHORIZATION_FAILED,
+         topic_grant(Op.DESCRIBE)),
+    Case("OffsetForLeaderEpoch(broker)/CLUSTER:CLUSTER_ACTION", lambda n: offset_for_leader_epoch(n, 2),
+         lambda r: r.topics[0].partitions[0].error_code, E.TOPIC_AUTHORIZATION_FAILED,
+         cluster_grant(Op.CLUSTER_ACTION)),
+    Case("DescribeLogDirs/CLUSTER:DESCRIBE", lambda n: (DescribeLogDirsRequest(topics=None), 4),
+         lambda r: r.error_code, E.CLUSTER_AUTHORIZATION_FAILED, cluster_grant(Op.DESCRIBE)),
+    Case("AlterReplicaLogDirs/CLUSTER:ALTER",
+         lambda n: (AlterReplicaLogDirsRequest(dirs=[AlterReplicaLogDir(
+             path="/no/such/log/dir", topics=[AlterReplicaLogDirTopic(name=n.topic, partitions=[0])])]), 2),
+         lambda r: r.results[0].partitions[0].error_code, E.CLUSTER_AUTHORIZATION_FAILED,
+         cluster_grant(Op.ALTER), allowed=E.LOG_DIR_NOT_FOUND),
 ]  # fmt: skip
+
+
+def offset_for_leader_epoch(n: Names, replica_id: int) -> tuple[Any, int]:
+    partition = OffsetForLeaderPartition(partition=0, leader_epoch=0)
+    topics = [OffsetForLeaderTopic(topic=n.topic, partitions=[partition])]
+    return OffsetForLeaderEpochRequest(replica_id=replica_id, topics=topics), 4
 
 
 @pytest.fixture(scope="module")

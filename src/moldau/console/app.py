@@ -187,9 +187,13 @@ class _Pages:
         await run_in_threadpool(self.cluster.check_reachable)
         return await run_in_threadpool(fn, *args, **kwargs)
 
-    def _sizes(self, topic: TopicInfo) -> TopicInfo:
-        scrape = self.sampler.scrape
-        return with_sizes(topic, scrape.log_sizes()) if scrape else topic
+    async def _sizes(self, topics: list[TopicInfo]) -> list[TopicInfo]:
+        """Partition sizes from DescribeLogDirs (what Kafka UIs show), else from the
+        brokers' metrics."""
+        sizes = await self._call(self.cluster.partition_sizes)
+        if not sizes and self.sampler.scrape:
+            sizes = self.sampler.scrape.log_sizes()
+        return [with_sizes(t, sizes) for t in topics]
 
     # --- overview and topics ------------------------------------------------------------
 
@@ -201,7 +205,7 @@ class _Pages:
     async def topics(self, request: Request) -> Response:
         query = request.query_params.get("q", "").strip()
         internal = request.query_params.get("internal") == "on"
-        topics = [self._sizes(t) for t in await self._call(self.cluster.topics)]
+        topics = await self._sizes(await self._call(self.cluster.topics))
         shown = [
             t for t in topics if (internal or not t.internal) and query.lower() in t.name.lower()
         ]
@@ -235,7 +239,7 @@ class _Pages:
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["name"]
-        topic = self._sizes(await self._call(self.cluster.topic, name))
+        (topic,) = await self._sizes([await self._call(self.cluster.topic, name)])
         groups = [g for g in await self._call(self.cluster.groups) if name in g.topics]
         return self._page(
             request, "topic.html", section="topics", tab="partitions", topic=topic, groups=groups

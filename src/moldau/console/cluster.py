@@ -42,6 +42,7 @@ from confluent_kafka.admin import (
 
 from moldau.admin.cluster import describe_cluster
 from moldau.admin.errors import describe_error
+from moldau.admin.log_dirs import partition_sizes
 from moldau.admin.offsets import reset_target
 from moldau.admin.preflight import Unreachable, client_security, ensure_reachable
 from moldau.console.model import (
@@ -196,6 +197,17 @@ class Cluster:
             _log.info("no quorum description from %s: %s", self.bootstrap, exc)
             return None
         return QuorumInfo.from_described(described.get("quorum", {}))
+
+    def partition_sizes(self) -> dict[tuple[str, int], int]:
+        """Partition sizes from DescribeLogDirs on every broker (Moldau's own client, on
+        plaintext connections only, as ``quorum``); empty where the cluster does not say."""
+        if self._user.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT":
+            return {}
+        try:
+            return asyncio.run(partition_sizes(self.bootstrap, int(REQUEST_TIMEOUT_S * 1000)))
+        except Exception as exc:  # an old or foreign broker may refuse the request
+            _log.info("no log dir sizes from %s: %s", self.bootstrap, exc)
+            return {}
 
     def topics(self) -> list[TopicInfo]:
         return self._topics(self._metadata())

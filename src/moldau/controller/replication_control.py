@@ -5,6 +5,8 @@ where replicas move. Pure: each method reads an image and returns records (and a
   partition it hosts gets a new ISR and leader (``elections``).
 - AlterPartition from a leader: an ISR change, checked against the leader epoch and the
   partition epoch (a stale proposal is refused, never applied), with only live replicas.
+  A replica whose log dir failed leaves the ISR by itself: from the leader that is its
+  resignation (the next ISR replica leads), a follower may send only that change.
 - ElectLeaders: preferred (the first replica) or unclean elections; the automatic leader
   balancer is preferred elections for brokers leading too few of their partitions.
 - Reassignment (KIP-455): the new replicas are added and catch up; once all of them are
@@ -105,7 +107,8 @@ class ReplicationControl:
         part = topic.partitions.get(partition) if topic is not None else None
         if topic is None or part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, []
-        if part.leader != broker_id:
+        leaving = tuple(new_isr) == tuple(r for r in part.isr if r != broker_id)
+        if part.leader != broker_id and not (broker_id in part.isr and leaving):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, part, []
         if leader_epoch != part.leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, part, []
@@ -113,7 +116,10 @@ class ReplicationControl:
             return ErrorCode.INVALID_UPDATE_VERSION, part, []
         alive = self.alive(image)
         isr = tuple(new_isr)
-        if broker_id not in isr or any(r not in part.replicas or r not in alive for r in isr):
+        # A leader leaving the ISR resigns: its replica went offline (a failed log dir).
+        if broker_id not in isr:
+            alive.discard(broker_id)
+        if not isr or any(r not in part.replicas or r not in alive for r in isr):
             return ErrorCode.INELIGIBLE_REPLICA, part, []
         records: list[MetadataRecord] = []
         record = change_record(topic.topic_id, part, isr=isr, alive=alive.__contains__)

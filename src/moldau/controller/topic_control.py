@@ -38,12 +38,13 @@ class Outcome:
     records: list[MetadataRecord] = field(default_factory=list)
 
 
-BrokerConfigCheck = Callable[[str, str | None], str | None]
-"""Why a dynamic broker config cannot be set to a value (None: it can)."""
+BrokerConfigCheck = Callable[[str, str | None, bool], str | None]
+"""Why a dynamic broker config cannot be set to a value for one broker (True) or the
+cluster default (False); None: it can."""
 
 
-def _no_dynamic_broker_configs(key: str, value: str | None) -> str | None:
-    return f"Cannot update these configs dynamically: {key}"
+def _no_dynamic_broker_configs(key: str, value: str | None, per_broker: bool) -> str | None:
+    return f"Cannot update these configs dynamically: Set({key})"
 
 
 class TopicControl:
@@ -212,7 +213,7 @@ class TopicControl:
         refused = [
             msg
             for key in sorted(changes)
-            if (msg := self.check_broker_config(key, changes[key])) is not None
+            if (msg := self.check_broker_config(key, changes[key], bool(name))) is not None
         ]
         if refused:
             return Outcome(ErrorCode.INVALID_REQUEST, "; ".join(refused))

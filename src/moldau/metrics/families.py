@@ -244,6 +244,11 @@ def _logs(s: NodeSnapshot, now_ms: int) -> Iterator[Metric]:
         max(now_ms - s.cleaner_last_run_end_ms, 0),
     )
     yield _gauge(
+        "kafka_log_logmanager_offlinelogdirectorycount",
+        "Log dirs of this broker taken offline after an I/O error (until a restart).",
+        s.offline_log_dirs,
+    )
+    yield _gauge(
         "kafka_log_logcleanermanager_uncleanable_partitions_count",
         "Partitions the cleaner gave up on (a failure cleaning them) until a restart.",
         s.uncleanable_partitions,

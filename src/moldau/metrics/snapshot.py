@@ -110,6 +110,7 @@ class NodeSnapshot:
     connections: Mapping[str, int]
     loop_lag: HistogramSnapshot
     remote: RemoteStorageSnapshot = field(default_factory=RemoteStorageSnapshot)
+    offline_log_dirs: int = 0
 
 
 @dataclass
@@ -173,6 +174,7 @@ class SnapshotTaker:
             connections=dict(p.connections()),
             loop_lag=p.loop_lag.snapshot(),
             remote=_remote(b.replica_manager.remote_log_manager if b is not None else None),
+            offline_log_dirs=len(b.log_manager.offline_dirs) if b is not None else 0,
         )
 
     @staticmethod

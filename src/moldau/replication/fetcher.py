@@ -5,7 +5,9 @@ leader and spread over ``num.replica.fetchers`` fetchers per leader; each fetche
 connection that loops on Fetch requests (replica id set, ``replica.fetch.max.bytes`` per
 partition, ``replica.fetch.response.max.bytes`` in all, ``replica.fetch.wait.max.ms`` of
 long poll) and writes what comes back verbatim with ``append_as_follower``, taking the
-leader's high watermark. A follower whose log diverged (it led an older epoch) gets the
+leader's high watermark. Replicas throttled by the follower replication quota (KIP-73,
+:mod:`moldau.replication.quota`) are left out of requests while it is exceeded and they
+have not caught up. A follower whose log diverged (it led an older epoch) gets the
 diverging epoch in the response (KIP-320) and truncates exactly there; one that fell
 below the leader's log start restarts its log at it. A partition whose leader is gone or
 fenced waits for the next metadata update (``replica.fetch.backoff.ms``).
@@ -28,6 +30,7 @@ from moldau.protocol.client import Address, ConnectionSecurity, NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.protocol.messages.fetch_response import PartitionData
+from moldau.replication.quota import FOLLOWER, ReplicationQuota
 from moldau.replication.remote_log_manager import RemoteLogManager
 from moldau.replication.replica_manager import ReplicaManager, TopicPartition
 from moldau.security.client import ClientSecurity
@@ -54,6 +57,8 @@ class FetcherConfig:
     wait_max_ms: int = 500  # replica.fetch.wait.max.ms
     min_bytes: int = 1  # replica.fetch.min.bytes
     backoff_ms: int = 1_000  # replica.fetch.backoff.ms
+    quota_window_num: int = 11  # replication.quota.window.num
+    quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
     request_timeout_ms: int = 30_000
     security: ConnectionSecurity | None = None  # TLS and SASL of the inter-broker listener
 
@@ -66,6 +71,8 @@ class FetcherConfig:
             wait_max_ms=config.int("replica.fetch.wait.max.ms"),
             min_bytes=config.int("replica.fetch.min.bytes"),
             backoff_ms=config.int("replica.fetch.backoff.ms"),
+            quota_window_num=config.int("replication.quota.window.num"),
+            quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
             # Only a cluster has other brokers to fetch from (Kafka checks it always).
             security=ClientSecurity.inter_broker(config)
             if config.get("controller.quorum.voters")
@@ -89,6 +96,7 @@ class Fetcher:
         self._delayed: dict[TopicPartition, float] = {}  # until this loop time
         # Partitions whose log is being rebuilt from the remote tier (KIP-405).
         self._rebuilding: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._in_sync: set[TopicPartition] = set()  # caught up to the leader's HW
         self._wakeup = asyncio.Event()
         self._client = NetworkClient(
             f"replica-fetcher-{manager.node_id}-{leader}-{fetcher_id}",
@@ -108,6 +116,7 @@ class Fetcher:
         rebuild = self._rebuilding.pop(tp, None)
         if rebuild is not None:
             rebuild.cancel()  # before it touches the log (a new leader keeps its own)
+        self._in_sync.discard(tp)
 
     def close(self) -> None:
         self._task.cancel()
@@ -145,11 +154,14 @@ class Fetcher:
                         self._handle(tp, data, loop.time())
 
     def _request(self, ready: list[TopicPartition]) -> FetchRequest | None:
-        rm, config = self.manager.replica_manager, self.manager.config
+        rm, config, quota = self.manager.replica_manager, self.manager.config, self.manager.quota
+        now_ms = rm.clock.now_ms()
         by_topic: dict[str, list[FetchPartition]] = {}
         for tp in ready:
             position = rm.follower_position(tp)
             if position is None or position.leader != self.leader:
+                continue
+            if quota.should_throttle(tp, tp in self._in_sync, now_ms):
                 continue
             by_topic.setdefault(tp[0], []).append(
                 FetchPartition(
@@ -185,7 +197,14 @@ class Fetcher:
             elif data.diverging_epoch is not None and data.diverging_epoch.end_offset >= 0:
                 self._truncate(tp, data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
             else:
-                rm.append_as_follower(tp, data.records or b"", data.high_watermark)
+                records = data.records or b""
+                leo = rm.append_as_follower(tp, records, data.high_watermark)
+                if self.manager.quota.is_throttled(tp):
+                    self.manager.quota.record(len(records), rm.clock.now_ms())
+                if leo >= data.high_watermark:
+                    self._in_sync.add(tp)
+                else:
+                    self._in_sync.discard(tp)
         except KafkaError as e:
             if e.code not in RETRIABLE:
                 log.warning("%s-%d: replication failed: %s", *tp, e)
@@ -263,6 +282,10 @@ class ReplicaFetcherManager:
         self._image = MetadataImage()
         self._fetchers: dict[tuple[int, int], Fetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+        # KIP-73: bytes fetched for throttled replicas (a metadata listener)
+        self.quota = ReplicationQuota(
+            FOLLOWER, node_id, self.config.quota_window_num, self.config.quota_window_ms
+        )
 
     def address_of(self, broker_id: int) -> Address | None:
         broker = self._image.brokers.get(broker_id)

@@ -37,6 +37,7 @@ from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
+from moldau.replication.quota import LEADER, ReplicationQuota
 from moldau.replication.remote_log_manager import RemoteLogManager
 from moldau.replication.txn_verification import Guard, TransactionVerifier
 from moldau.stats.counters import IsrStats, TopicStats
@@ -78,10 +79,16 @@ class AppendOrigin(Enum):
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
+    quota_window_num: int = 11  # replication.quota.window.num
+    quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ReplicationConfig:
-        return cls(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"))
+        return cls(
+            replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"),
+            quota_window_num=config.int("replication.quota.window.num"),
+            quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
+        )
 
 
 @dataclass(slots=True)
@@ -185,6 +192,10 @@ class ReplicaManager:
         self.config = config or ReplicationConfig()
         self._config_for = config_for
         self.purgatory = Purgatory(scheduler)
+        # KIP-73: bytes sent to followers of throttled replicas (a metadata listener)
+        self.leader_quota = ReplicationQuota(
+            LEADER, node_id, self.config.quota_window_num, self.config.quota_window_ms
+        )
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
         # New replicas of a large change, opened a slice at a time or at their first
@@ -453,6 +464,7 @@ class ReplicaManager:
             return AppendResult(e.code, str(e))
         except OSError as e:
             log.error("append to %s-%d failed: %s", *tp, e)
+            self.log_manager.report_error(tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
         self.topic_stats.appended(tp[0], len(records), appended.base_offset, appended.last_offset)
         if verifier is not None and (verification is not None or origin is AppendOrigin.TXN_MARKER):
@@ -570,7 +582,22 @@ class ReplicaManager:
         """Read every partition; long-poll (woken by HW moves, or appends for followers)
         until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error.
         No partitions (e.g. a fetch that closes its session) is answered at once, as Kafka
-        does: nothing could ever arrive."""
+        does: nothing could ever arrive. A follower's bytes of throttled replicas count
+        against the leader's replication quota."""
+        results = await self._fetch(params, requested)
+        if params.from_follower:
+            quota = self.leader_quota
+            size = sum(
+                r.size
+                for p, r in zip(requested, results, strict=True)
+                if quota.is_throttled((p.topic, p.partition))
+            )
+            quota.record(size, self.clock.now_ms())
+        return results
+
+    async def _fetch(
+        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+    ) -> list[FetchResult]:
         results, total = self._read_all(params, requested)
         if any(r.remote is not None for r in results):
             # As Kafka's DelayedRemoteFetch: answered once the remote reads are done.
@@ -648,6 +675,10 @@ class ReplicaManager:
         )
         if p.fetch_offset == limit and p.fetch_offset >= out.log_start_offset:
             return out  # caught up: nothing to read (the common case of idle partitions)
+        if params.from_follower and self.leader_quota.should_throttle(
+            tp, params.replica_id in partition.isr, self.clock.now_ms()
+        ):
+            return out  # over the replication quota: this replica gets nothing this time
         try:
             out.records = replica_log.read(
                 p.fetch_offset,
@@ -719,6 +750,30 @@ class ReplicaManager:
             if proposal is not None:
                 self.propose_isr_change(tp, proposal)
 
+    def handle_log_dir_failures(self) -> int:
+        """Take the log dirs reported failed offline (Kafka's LogDirFailureChannel): their
+        partitions go offline here, and those this broker leads are handed to the rest of
+        their ISR by an AlterPartition without this broker (followers leave the ISR the
+        same way, at once rather than after replica.lag.time.max.ms). Returns the dirs
+        failed."""
+        failed = self.log_manager.failures.take()
+        for log_dir, reason in failed:
+            lost = self.log_manager.fail_dir(log_dir, reason)
+            for tp in lost:
+                self._pending.pop(tp, None)
+                self._offline.add(tp)
+                partition = self._partitions.pop(tp, None)
+                if partition is not None and self.node_id in partition.isr:
+                    others = tuple(r for r in partition.isr if r != self.node_id)
+                    if others:
+                        proposal = IsrProposal(
+                            partition.leader_epoch, partition.partition_epoch, others
+                        )
+                        self.propose_isr_change(tp, proposal)
+                self._wake(tp)
+            log.error("log dir %s failed: %d partition(s) offline here", log_dir, len(lost))
+        return len(failed)
+
     def isr_change_failed(self, tp: TopicPartition) -> None:
         partition = self._partitions.get(tp)
         if partition is not None:
@@ -757,6 +812,7 @@ class ReplicaManager:
             try:
                 replica_log.append_as_follower(view, scan_batches(view, strict=False))
             except OSError as e:
+                self.log_manager.report_error(tp, e)
                 raise KafkaError(
                     f"follower append failed: {e.strerror}", ErrorCode.KAFKA_STORAGE_ERROR
                 ) from e
@@ -864,6 +920,22 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         epoch = partition.leader_epoch if partition is not None else -1
         return OffsetLookup(offset=remote[0], timestamp=remote[1], leader_epoch=epoch)
+
+    def end_offset_for_epoch(
+        self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, epoch, end offset) where the epoch
+        is the largest one <= ``leader_epoch`` this log holds and the end offset where it
+        ends (the log end offset for the latest), -1s if unknown. A stale or future
+        ``current_leader_epoch`` is fenced as in Fetch."""
+        try:
+            _, replica_log = self._leader(tp, current_leader_epoch)
+        except KafkaError as e:
+            return e.code, -1, -1
+        epoch, end = replica_log.epoch_cache.end_offset_for(
+            leader_epoch, replica_log.log_end_offset
+        )
+        return ErrorCode.NONE, epoch, end
 
     def active_producers(self, tp: TopicPartition) -> list[ProducerEntry]:
         """DescribeProducers on the leader; raises KafkaError."""

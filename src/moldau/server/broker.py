@@ -38,6 +38,7 @@ from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.server.tiered_storage import TieredStorage
+from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget
 
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 
 UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
+ALTER_LOG_DIRS_INTERVAL_MS = 200  # how often future logs copy from their current ones
+LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
 
 
 class Broker:
@@ -76,6 +79,11 @@ class Broker:
             budget=self.budget,
             recovery_threads=config.int("num.recovery.threads.per.data.dir"),
             remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
+            cleaner_map_entries=offset_map_capacity(
+                config.int("log.cleaner.dedupe.buffer.size"),
+                config.int("log.cleaner.threads"),
+                CLEANER_MAP_LOAD_FACTOR,
+            ),
         )
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(
@@ -115,6 +123,8 @@ class Broker:
             self.dynamic_config,
             self.replica_manager,
             self.fetchers,
+            self.replica_manager.leader_quota,
+            self.fetchers.quota,
             self.groups.runtime,
             self.transactions.runtime,
             self.authorizer,
@@ -126,7 +136,11 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(slots)
         self.loader = MetadataLoader(self.publisher)
         self.lifecycle = lifecycle = BrokerLifecycle.from_config(
-            config, cluster_id, channel, lambda: self.publisher.image.offset
+            config,
+            cluster_id,
+            channel,
+            lambda: self.publisher.image.offset,
+            lambda: self.log_manager.offline_dirs,
         )
         self.producer_ids = ProducerIdManager(self.node_id, channel, lambda: lifecycle.epoch)
         self.isr_changes = AlterPartitionManager(
@@ -187,6 +201,8 @@ class Broker:
             every(c.int("log.cleaner.backoff.ms"), self._clean)
         if self.tiered_storage is not None:
             self.tiered_storage.start(self.scheduler)
+        every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
+        every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
         self.transactions.start()
 
     async def _retention(self) -> None:
@@ -199,6 +215,22 @@ class Broker:
         # Up to the last stable offset: undecided transactions are never compacted.
         bounds = self.replica_manager.last_stable_offsets()
         await asyncio.to_thread(self.log_manager.run_cleaner, bounds, self.clock.now_ms())
+
+    async def _move_replicas(self) -> None:
+        """AlterReplicaLogDirs: copy to the future logs in a worker thread, swap the ones
+        that caught up here on the event loop, between appends."""
+        if not self.log_manager.moving:
+            return
+        caught_up = await asyncio.to_thread(self.log_manager.copy_future_logs)
+        for tp in caught_up:
+            try:
+                self.log_manager.replace_current_with_future(tp)
+            except (OSError, KafkaError):
+                log.exception("%s-%d: swapping in the moved log failed", *tp)
+
+    def _handle_log_dir_failures(self) -> None:
+        if self.replica_manager.handle_log_dir_failures():
+            self.lifecycle.heartbeat_now()  # report the offline dirs at once
 
     def _flush(self) -> None:
         self.log_manager.flush_due(self.clock.now_ms())
@@ -289,7 +321,7 @@ class Broker:
         if TRANSACTION_STATE_TOPIC in self.publisher.image.topics:
             return
         c = self.config
-        replication = c.int("transaction.state.log.replication.factor")
+        replication = self._internal_topic_replication("transaction.state.log.replication.factor")
         await self.channel.create_internal_topic(
             TRANSACTION_STATE_TOPIC,
             c.int("transaction.state.log.num.partitions"),
@@ -304,13 +336,21 @@ class Broker:
             },
         )
 
+    def _internal_topic_replication(self, key: str) -> int:
+        """Kafka's factor (3 by default) in a cluster, where Kafka caps nothing; 1 on a node
+        that is its own quorum (no ``controller.quorum.voters``), which no other broker
+        can ever join, so a node started without a config file has working groups."""
+        if self.config.get("controller.quorum.voters"):
+            return self.config.int(key)
+        return min(self.config.int(key), 1)
+
     async def _ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.publisher.image.topics:
             return
         await self.channel.create_internal_topic(
             OFFSETS_TOPIC,
             self.config.int("offsets.topic.num.partitions"),
-            self.config.int("offsets.topic.replication.factor"),
+            self._internal_topic_replication("offsets.topic.replication.factor"),
             {
                 "cleanup.policy": "compact",
                 "segment.bytes": self.config.get("offsets.topic.segment.bytes"),

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
 
 from moldau.config.broker import BrokerConfig
 from moldau.ids import SYSTEM_IDS, IdSource
@@ -27,6 +28,7 @@ from moldau.protocol.messages.broker_registration_request import (
     Listener,
 )
 from moldau.server.node_to_controller import NodeToControllerChannel
+from moldau.storage.meta_properties import directory_uuid
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +50,17 @@ class BrokerLifecycle:
         heartbeat_interval_ms: int = 2_000,
         session_timeout_ms: int = 9_000,
         ids: IdSource = SYSTEM_IDS,
+        log_dir_ids: Sequence[bytes] = (),
+        offline_log_dir_ids: Callable[[], list[bytes]] = list,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.channel = channel
         self.metadata_offset = metadata_offset
         self.rack = rack
+        # KIP-858: the directory ids of every log dir, and of those offline now.
+        self.log_dir_ids = list(log_dir_ids)
+        self.offline_log_dir_ids = offline_log_dir_ids
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.session_timeout_s = session_timeout_ms / 1000
         self.incarnation_id = ids.uuid4().bytes
@@ -74,7 +81,9 @@ class BrokerLifecycle:
         cluster_id: str,
         channel: NodeToControllerChannel,
         metadata_offset: Callable[[], int],
+        offline_log_dirs: Callable[[], Collection[Path]] = tuple,
     ) -> BrokerLifecycle:
+        dir_ids = {d: directory_uuid(d) for d in config.log_dirs}
         return cls(
             config.node_id,
             cluster_id,
@@ -83,7 +92,15 @@ class BrokerLifecycle:
             rack=config.get("broker.rack") or None,
             heartbeat_interval_ms=config.int("broker.heartbeat.interval.ms"),
             session_timeout_ms=config.int("broker.session.timeout.ms"),
+            log_dir_ids=[i for i in dir_ids.values() if i is not None],
+            offline_log_dir_ids=lambda: [
+                i for d, i in dir_ids.items() if i is not None and d in offline_log_dirs()
+            ],
         )
+
+    def heartbeat_now(self) -> None:
+        """Send the next heartbeat at once (e.g. a log dir went offline)."""
+        self._wake.set()
 
     def start(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
         """Register with the listeners clients reach (name, host, port), then heartbeat."""
@@ -162,6 +179,7 @@ class BrokerLifecycle:
             incarnation_id=self.incarnation_id,
             listeners=self.listeners,
             rack=self.rack,
+            log_dirs=self.log_dir_ids,
             previous_broker_epoch=self.epoch,
         )
         response = await self.channel.call(
@@ -185,6 +203,7 @@ class BrokerLifecycle:
             current_metadata_offset=self.metadata_offset(),
             want_fence=False,
             want_shut_down=self._shutting_down,
+            offline_log_dirs=self.offline_log_dir_ids(),
         )
         response: BrokerHeartbeatResponse = await self.channel.call(
             ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, request

@@ -5,10 +5,11 @@ where their log diverges from the leader's; the answer comes from this cache, wh
 persisted in the partition directory as ``leader-epoch-checkpoint`` in Kafka's format
 (version line ``0``, entry count, then ``epoch start_offset`` lines), written atomically.
 
-Pure apart from ``write``: the log decides when the file is written. Appends only mark
-it dirty and the log writes it before its recovery point passes the new entries (what a
-crash could lose past the recovery point is rebuilt from the batches' leader epochs), so
-the produce path never waits for an fsync.
+Pure apart from ``write``: the log decides when the file is written. As Kafka, it does
+so whenever an append starts a new epoch and on truncation, so a clean restart reads it
+instead of every batch header; the append path writes without fsync (the log fsyncs it
+before its recovery point passes the new entries, and what a crash could lose past the
+recovery point is rebuilt from the batches' leader epochs), so it never waits for a disk.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class LeaderEpochFileCache:
         self._offsets: list[int] = []
         self.dirty = False  # changed since the file was last written
         self.on_disk = False  # the checkpoint file exists
+        self.durable = True  # the file, if any, was fsynced
         for epoch, offset in entries or []:
             self._assign(epoch, offset)
 
@@ -160,6 +162,7 @@ class LeaderEpochFileCache:
         atomic_write(self.path, "\n".join(lines) + "\n", sync=sync)
         self.dirty = False
         self.on_disk = True
+        self.durable = sync
 
 
 def _parse_entry(line: str) -> tuple[int, int]:

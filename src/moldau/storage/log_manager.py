@@ -9,6 +9,13 @@ a clean-shutdown marker, so a clean restart reads only each log's active segment
 a crash recovers only what was not flushed (``num.recovery.threads.per.data.dir``
 threads per dir) and compaction does not redo work.
 
+JBOD: a new partition goes to the online dir holding the fewest partitions (or the one
+an AlterReplicaLogDirs asked for); a replica moves between dirs through a *future* log
+(``alter_log_dirs``) that is swapped in once it has caught up. An I/O error in a dir is
+reported to ``failures`` (Kafka's LogDirFailureChannel) and ``fail_dir`` takes the dir
+offline: its logs are dropped (their partitions are offline here), nothing is written
+there any more, the other dirs go on.
+
 Capacity: descriptors are a budget (``resources.DescriptorBudget``), not a per-partition
 cost. ``create_logs`` checks the partition limit, descriptors, memory maps and disk before
 making anything and removes what it made if any partition fails, so the broker can
@@ -25,11 +32,13 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, KafkaError, StorageError
 from moldau.stats.counters import CleanerStats
+from moldau.storage.alter_log_dirs import catch_up, future_dir_name, parse_future_dir_name
 from moldau.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -44,6 +53,7 @@ from moldau.storage.checkpoint import (
 from moldau.storage.cleaner import clean_log
 from moldau.storage.files import StorageCaches
 from moldau.storage.local_log import CleaningAbortedError
+from moldau.storage.log_dir_failure import LogDirFailureChannel, is_dir_failure
 from moldau.storage.resources import (
     DESCRIPTOR_RESERVE,
     MAP_RESERVE,
@@ -71,6 +81,8 @@ DISK_RESERVE_BYTES = 8 << 20  # free space a disk keeps before it takes new part
 # Descriptors, maps and disk are looked at again after this long (a creation that still
 # runs short meanwhile fails on its own OSError, cleanly).
 RESOURCE_CHECK_INTERVAL_S = 1.0
+# Copy steps a swap may take on the event loop to copy what arrived since the last step.
+SWAP_CATCH_UP_STEPS = 4
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -85,6 +97,25 @@ def log_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaInDir:
+    """One replica's log in a log dir, for DescribeLogDirs."""
+
+    topic_partition: TopicPartition
+    size_bytes: int
+    log_end_offset: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    path: Path
+    error: str | None  # why the dir is offline; None when online
+    total_bytes: int
+    usable_bytes: int
+    replicas: list[ReplicaInDir]
+
+
 class LogManager:
     def __init__(
         self,
@@ -96,9 +127,12 @@ class LogManager:
         recovery_threads: int = DEFAULT_RECOVERY_THREADS,
         caches: StorageCaches | None = None,
         remote_storage_system_enable: bool = False,
+        cleaner_map_entries: int | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self.remote_storage_system_enable = remote_storage_system_enable
+        # Keys one cleaning pass may map (log.cleaner.dedupe.buffer.size); None: unbounded
+        self.cleaner_map_entries = cleaner_map_entries
         self.default_props = dict(default_config_props)
         self.default_config = LogConfig.from_props({}, self.default_props)
         self.clock = clock
@@ -111,17 +145,28 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._hosted = {d: 0 for d in self.log_dirs}  # partitions per log dir
         self._offline: dict[TopicPartition, str] = {}  # failed to load: why
+        # Replicas moving to another dir: the future log and its dir.
+        self._future: dict[TopicPartition, UnifiedLog] = {}
+        self._future_dir_of: dict[TopicPartition, Path] = {}
+        # Where AlterReplicaLogDirs wants a replica not hosted yet (Kafka's preferredLogDirs).
+        self._preferred_dir: dict[TopicPartition, Path] = {}
+        self.failures = LogDirFailureChannel()
+        self._offline_dirs: dict[Path, str] = {}  # failed log dirs: why
         self._pending_deletes: list[tuple[int, UnifiedLog]] = []
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
         self._cleaner_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._checkpoint_lock = threading.Lock()
+        self._copy_lock = threading.Lock()  # future logs' copy steps vs shutdown
         self._stopping = threading.Event()
         self._resources_checked = -RESOURCE_CHECK_INTERVAL_S  # monotonic time of a pass
         self.cleaner_stats = CleanerStats()
         for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                self._offline_dirs[log_dir] = e.strerror or str(e)
 
     def config_for(self, topic_overrides: Mapping[str, str]) -> LogConfig:
         """A topic's LogConfig from its overrides over this broker's defaults."""
@@ -145,27 +190,70 @@ class LogManager:
         never committed) and are deleted. A log that cannot be opened is logged and left
         offline instead of stopping the broker.
         """
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir, topic_configs, keep)
+        futures: list[tuple[TopicPartition, Path, Path]] = []
+        for log_dir in self.online_dirs:
+            try:
+                futures += self._load_dir(log_dir, topic_configs, keep)
+            except OSError as e:
+                logger.error("log dir %s cannot be read and is offline: %s", log_dir, e)
+                self.fail_dir(log_dir, e.strerror or str(e))
+        for tp, path, log_dir in futures:
+            self._load_future(tp, path, log_dir, topic_configs(tp[0]))
+
+    def _load_future(
+        self, tp: TopicPartition, path: Path, log_dir: Path, topic_config: Mapping[str, str]
+    ) -> None:
+        """Resume a move cut short by a restart; a future log without its current log was
+        being swapped in (the current goes only once the future has caught up and is
+        durable), so it becomes the current log."""
+        config = self.config_for(topic_config)
+        try:
+            if tp in self._logs or tp in self._offline:
+                log = UnifiedLog.open(path, config, clock=self.clock, caches=self.caches)
+                self._future[tp], self._future_dir_of[tp] = log, log_dir
+                self._hosted[log_dir] += 1
+                return
+            if self._offline_dirs:  # the current log may be in the offline dir: keep both
+                logger.error("%s: a dir is offline; the future log is left as it is", path)
+                return
+            current = log_dir / log_dir_name(*tp)
+            path.rename(current)
+            fsync_dir(log_dir)
+            self._add(
+                tp, UnifiedLog.open(current, config, clock=self.clock, caches=self.caches), log_dir
+            )
+        except (OSError, KafkaError) as e:
+            logger.error("%s: cannot open the future log, dropping it: %s", path, e)
+            shutil.rmtree(path, ignore_errors=True)
 
     def _load_dir(
         self,
         log_dir: Path,
         topic_configs: Callable[[str], Mapping[str, str]],
         keep: Callable[[TopicPartition], bool] | None,
-    ) -> None:
+    ) -> list[tuple[TopicPartition, Path, Path]]:
+        """Open the dir's logs; returns its future logs (opened once every current log is)."""
         marker = log_dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         recovery_points = _read_checkpoint_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
         start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
         found: dict[TopicPartition, Path] = {}
+        future_logs: list[tuple[TopicPartition, Path, Path]] = []
         for name in sorted(os.listdir(log_dir)):
             path = log_dir / name
             if not path.is_dir():
                 continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)  # deletion cut short by a restart
+                continue
+            future_of = parse_future_dir_name(name)
+            if future_of is not None:
+                future_tp = parse_log_dir_name(future_of)
+                if future_tp is not None and (keep is None or keep(future_tp)):
+                    future_logs.append((future_tp, path, log_dir))
+                else:
+                    _remove_dir(path)
                 continue
             tp = parse_log_dir_name(name)
             if tp is None or name in RESERVED_DIRS:
@@ -213,6 +301,7 @@ class LogManager:
         )
         # From now on a crash must trigger recovery.
         marker.unlink(missing_ok=True)
+        return future_logs
 
     # -- access --------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> UnifiedLog | None:
@@ -251,7 +340,11 @@ class LogManager:
                 tp = (topic, partition)
                 if tp in self._offline:
                     raise StorageError(f"{topic}-{partition} is offline: {self._offline[tp]}")
-                log_dir = min(self.log_dirs, key=self._hosted.__getitem__)
+                log_dir = self._preferred_dir.pop(tp, None) or min(
+                    self.online_dirs, key=self._hosted.__getitem__, default=None
+                )
+                if log_dir is None:
+                    raise StorageError("every log dir of this broker is offline")
                 path = log_dir / log_dir_name(topic, partition)
                 if path.exists():
                     logger.warning("%s: leftover directory of a new partition; removing it", path)
@@ -333,26 +426,220 @@ class LogManager:
         self._hosted[self._dir_of.pop(tp)] -= 1
 
     def update_config(self, topic: str, config: LogConfig) -> None:
-        for (log_topic, _), log in list(self._logs.items()):
+        for (log_topic, _), log in [*self._logs.items(), *self._future.items()]:
             if log_topic == topic:
                 log.update_config(config)
                 log.remote_log_enabled = self.remote_log_enabled(config)
+
+    # -- log dirs (DescribeLogDirs, AlterReplicaLogDirs, failures) ----------------
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self._offline_dirs]
+
+    @property
+    def offline_dirs(self) -> dict[Path, str]:
+        return dict(self._offline_dirs)
+
+    def report_error(self, tp: TopicPartition, error: OSError) -> None:
+        """An I/O error on the partition's log: its dir fails (not for a full disk)."""
+        log_dir = self._dir_of.get(tp)
+        if log_dir is not None:
+            self._report(log_dir, error)
+
+    def _report(self, log_dir: Path, error: OSError) -> None:
+        if is_dir_failure(error):
+            self.failures.report(log_dir, error.strerror or str(error))
+
+    def fail_dir(self, log_dir: Path, reason: str) -> list[TopicPartition]:
+        """Take the dir offline (on the event loop): its logs are dropped without
+        touching the disk again and their partitions are offline here until a restart
+        finds the dir healthy. Returns those partitions."""
+        if log_dir in self._offline_dirs:
+            return []
+        self._offline_dirs[log_dir] = reason
+        logger.error("log dir %s is offline: %s", log_dir, reason)
+        lost = [tp for tp, d in self._dir_of.items() if d == log_dir]
+        for tp in lost:
+            self._remove(tp)
+            self._offline[tp] = f"log dir {log_dir} is offline: {reason}"
+        for tp in [tp for tp, d in self._future_dir_of.items() if d == log_dir]:
+            del self._future[tp], self._future_dir_of[tp]
+        for tp, d in list(self._preferred_dir.items()):
+            if d == log_dir:
+                del self._preferred_dir[tp]
+        return lost
+
+    def log_dir(self, path: str) -> Path:
+        """The configured log dir at ``path`` (as DescribeLogDirs names it); raises
+        LOG_DIR_NOT_FOUND for any other path."""
+        wanted = Path(path).resolve()
+        for log_dir in self.log_dirs:
+            if log_dir.resolve() == wanted:
+                return log_dir
+        raise KafkaError(f"{path} is not a log dir of this broker", ErrorCode.LOG_DIR_NOT_FOUND)
+
+    def describe_dirs(self) -> list[LogDirDescription]:
+        """Every log dir with its disk space and the replicas (current and future) in it;
+        safe in a worker thread (it statvfs-es each dir)."""
+        replicas: dict[Path, list[ReplicaInDir]] = {d: [] for d in self.log_dirs}
+        for logs, dir_of, is_future in (
+            (self._logs, self._dir_of, False),
+            (self._future, self._future_dir_of, True),
+        ):
+            for tp, log in list(logs.items()):
+                log_dir = dir_of.get(tp)
+                if log_dir is not None:
+                    replicas[log_dir].append(
+                        ReplicaInDir(tp, log.size_bytes, log.log_end_offset, is_future)
+                    )
+        described = []
+        for log_dir, in_dir in replicas.items():
+            offline = self._offline_dirs.get(log_dir)
+            if offline is not None:
+                described.append(LogDirDescription(log_dir, offline, -1, -1, []))
+                continue
+            try:
+                space = DiskSpace.of(log_dir)
+            except OSError as e:
+                self.failures.report(log_dir, e.strerror or str(e))
+                described.append(LogDirDescription(log_dir, e.strerror or str(e), -1, -1, []))
+                continue
+            described.append(
+                LogDirDescription(log_dir, None, space.total_bytes, space.free_bytes, in_dir)
+            )
+        return described
+
+    def alter_log_dir(self, topic: str, partition: int, destination: Path) -> None:
+        """Move the replica to ``destination`` (a configured log dir) through a future
+        log there, as Kafka: a replica not hosted yet will be created there and the
+        request answers REPLICA_NOT_AVAILABLE; asking for the dir it is in cancels a move
+        under way. Raises KafkaError."""
+        tp = (topic, partition)
+        if destination in self._offline_dirs:
+            raise StorageError(f"log dir {destination} is offline")
+        if len(future_dir_name(log_dir_name(*tp), uuid.uuid4().hex)) > 255:
+            raise KafkaError("The topic name is too long.", ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if tp in self._offline:
+            raise StorageError(f"{topic}-{partition} is offline: {self._offline[tp]}")
+        current = self._logs.get(tp)
+        if current is None:
+            self._preferred_dir[tp] = destination
+            raise KafkaError(
+                f"{topic}-{partition} has no replica on this broker yet",
+                ErrorCode.REPLICA_NOT_AVAILABLE,
+            )
+        if self._future_dir_of.get(tp) not in (None, destination):
+            self._drop_future(tp)
+        if self._dir_of[tp] == destination or tp in self._future:
+            return
+        path = destination / future_dir_name(log_dir_name(*tp), uuid.uuid4().hex)
+        try:
+            future = UnifiedLog.open(path, current.config, clock=self.clock, caches=self.caches)
+        except OSError as e:
+            shutil.rmtree(path, ignore_errors=True)
+            raise storage_error(e, "cannot create the future log") from e
+        self._future[tp], self._future_dir_of[tp] = future, destination
+        self._hosted[destination] += 1
+        logger.info("%s-%d: moving from %s to %s", *tp, self._dir_of[tp], destination)
+
+    @property
+    def moving(self) -> set[TopicPartition]:
+        """Replicas with a future log (being moved to another log dir)."""
+        return set(self._future)
+
+    def copy_future_logs(self) -> list[TopicPartition]:
+        """One copy step for every future log; returns those that have caught up with
+        their current log (the caller swaps them in on the event loop). Safe in a worker
+        thread: it only appends to future logs and reads current ones."""
+        caught_up = []
+        with self._copy_lock:
+            for tp, future in list(self._future.items()):
+                current = self._logs.get(tp)
+                if current is None or self._stopping.is_set():
+                    continue
+                try:
+                    if catch_up(current, future):
+                        caught_up.append(tp)
+                except (OSError, KafkaError) as e:
+                    logger.warning("%s-%d: copying to the future log failed: %s", *tp, e)
+        return caught_up
+
+    def replace_current_with_future(self, tp: TopicPartition) -> bool:
+        """Swap a caught-up future log in for the current one; on the event loop, so no
+        append lands in between (what arrived since the last copy step is copied first).
+        The future is made durable before the current dir is renamed away (and a restart
+        in between promotes the future); the old files go after file.delete.delay.ms."""
+        current, future = self._logs.get(tp), self._future.get(tp)
+        if current is None or future is None or self._stopping.is_set():
+            return False
+        if not any(catch_up(current, future) for _ in range(SWAP_CATCH_UP_STEPS)):
+            return False  # still behind: another copy step first
+        if future.log_start_offset < current.log_start_offset:
+            future.delete_records_before(current.log_start_offset, future.log_end_offset)
+        destination = self._future_dir_of[tp]
+        try:
+            future.close(sync=True)
+        except OSError as e:
+            self._drop_future(tp)  # the current log stays; the move can be asked again
+            self._report(destination, e)
+            raise
+        self._future_dir_of.pop(tp)
+        del self._future[tp]
+        self._hosted[destination] -= 1
+        self._retire(tp, current)
+        path = destination / log_dir_name(*tp)
+        try:
+            future.dir.rename(path)
+            fsync_dir(destination)
+            moved = UnifiedLog.open(
+                path,
+                current.config,
+                recovery_point=current.log_end_offset,
+                log_start_offset=current.log_start_offset,
+                clean_shutdown=True,
+                clock=self.clock,
+                caches=self.caches,
+            )
+        except OSError as e:
+            # Offline until a restart, which finds the durable future log and promotes it.
+            self._offline[tp] = f"moving to {destination} failed: {e.strerror or e}"
+            self._report(destination, e)
+            raise
+        self._add(tp, moved, destination)
+        self.checkpoint()
+        logger.info("%s-%d: moved to %s", *tp, destination)
+        return True
+
+    def _drop_future(self, tp: TopicPartition) -> None:
+        future = self._future.pop(tp, None)
+        if future is not None:
+            self._hosted[self._future_dir_of.pop(tp)] -= 1
+            future.delete()
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Rename the dir to ``<name>.<id>-delete`` now (it disappears from the next load)
         and remove it after file.delete.delay.ms, so in-flight sendfiles finish."""
         tp = (topic, partition)
         self._offline.pop(tp, None)
+        self._preferred_dir.pop(tp, None)
+        self._drop_future(tp)
         log = self._logs.get(tp)
         if log is None:
             return
-        self._remove(tp)
         self._cleaner_offsets.pop(tp, None)
+        self._retire(tp, log)
+
+    def _retire(self, tp: TopicPartition, log: UnifiedLog) -> None:
+        """Forget the log and rename its dir to ``<name>.<id>-delete`` at once (it is
+        gone from the next load); its files go after file.delete.delay.ms."""
+        topic, partition = tp
+        self._remove(tp)
         suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         # As Kafka: the topic part is cut so that a 249-character topic still names a file.
         target = log.dir.with_name(topic[: 255 - len(suffix)] + suffix)
         log.dir.rename(target)
         log.dir = target
+        fsync_dir(target.parent)
         self._pending_deletes.append((self._now_ms() + log.config.file_delete_delay_ms, log))
         self._purge_deleted_logs(self._now_ms())
 
@@ -395,7 +682,12 @@ class LogManager:
                 hw = high_watermarks.get(tp)
                 if self._stopping.is_set():
                     break
-                if hw is None or not log.config.compact_enabled or tp in self._uncleanable:
+                if (
+                    hw is None
+                    or not log.config.compact_enabled
+                    or tp in self._uncleanable
+                    or tp in self._future  # as Kafka: no cleaning while a replica moves
+                ):
                     continue
                 try:
                     checkpoint = clean_log(
@@ -404,6 +696,7 @@ class LogManager:
                         now,
                         high_watermark=hw,
                         aborted=self._stopping.is_set,
+                        max_map_entries=self.cleaner_map_entries,
                     )
                 except CleaningAbortedError:
                     continue  # truncated, deleted or stopping: cleaned again next time
@@ -441,7 +734,7 @@ class LogManager:
     def read_replication_checkpoint(self) -> dict[TopicPartition, int]:
         """High watermarks from every log dir's ``replication-offset-checkpoint``."""
         hws: dict[TopicPartition, int] = {}
-        for log_dir in self.log_dirs:
+        for log_dir in self.online_dirs:
             hws.update(_read_checkpoint_or_empty(log_dir / REPLICATION_OFFSET_CHECKPOINT))
         return hws
 
@@ -454,31 +747,40 @@ class LogManager:
             # Read under the lock: offsets gathered before a log was deleted must not put
             # it back into a checkpoint written after its deletion.
             dir_of = dict(self._dir_of)
-            for log_dir in self.log_dirs:
-                write_checkpoint(
-                    log_dir / name,
-                    {tp: o for tp, o in offsets.items() if dir_of.get(tp) == log_dir},
-                )
+            for log_dir in self.online_dirs:
+                try:
+                    write_checkpoint(
+                        log_dir / name,
+                        {tp: o for tp, o in offsets.items() if dir_of.get(tp) == log_dir},
+                    )
+                except OSError as e:
+                    # As Kafka: a checkpoint that cannot be written fails its dir only.
+                    if not is_dir_failure(e):
+                        logger.warning("%s: cannot write %s: %s", log_dir, name, e)
+                        continue
+                    self.failures.report(log_dir, f"cannot write {name}: {e.strerror or e}")
 
     def shutdown(self) -> None:
         """Stop background passes, close every log, make it all durable with one sync,
         checkpoint, then mark each dir clean (no recovery next time)."""
         self._stopping.set()
-        with self._cleaner_lock, self._flush_lock:
-            for log in list(self._logs.values()):
+        with self._cleaner_lock, self._flush_lock, self._copy_lock:
+            for log in [*self._logs.values(), *self._future.values()]:
                 log.close(sync=False)
             for _, log in self._pending_deletes:
                 log.delete()
             self._pending_deletes = []
             started = time.monotonic()
-            sync_filesystems(self.log_dirs)
+            sync_filesystems(self.online_dirs)
             logger.info("log dirs synced in %.2f s", time.monotonic() - started)
             self.checkpoint()
-            for log_dir in self.log_dirs:
+            for log_dir in self.online_dirs:
                 (log_dir / CLEAN_SHUTDOWN_FILE).touch()
                 fsync_dir(log_dir)
             self._logs.clear()
             self._dir_of.clear()
+            self._future.clear()
+            self._future_dir_of.clear()
             self._hosted = {d: 0 for d in self.log_dirs}
 
     def _purge_deleted_logs(self, now_ms: int) -> None:
@@ -496,7 +798,7 @@ def _read_checkpoint_or_empty(path: Path) -> dict[TopicPartition, int]:
     checkpoint it only does more work (recovers from the start, keeps every record)."""
     try:
         return read_checkpoint(path)
-    except StorageError as e:
+    except (StorageError, OSError) as e:
         logger.warning("%s; ignoring it", e)
         return {}
 

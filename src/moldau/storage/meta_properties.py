@@ -70,6 +70,20 @@ class MetaProperties:
         )
 
 
+def directory_uuid(log_dir: Path) -> bytes | None:
+    """The dir's ``directory.id`` as the 16 bytes of a Kafka Uuid (None if unknown)."""
+    try:
+        meta = MetaProperties.read(log_dir)
+    except (OSError, FormatError):
+        return None
+    if meta is None or not meta.directory_id:
+        return None
+    try:
+        return base64.urlsafe_b64decode(meta.directory_id + "==")
+    except ValueError:
+        return None
+
+
 def format_dirs(
     log_dirs: Sequence[Path], node_id: int, cluster_id: str, *, ignore_formatted: bool = False
 ) -> None:

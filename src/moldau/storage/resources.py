@@ -127,11 +127,12 @@ def max_memory_maps() -> int | None:
 
 @dataclass(frozen=True)
 class DiskSpace:
-    free_bytes: int
+    free_bytes: int  # usable by this process (f_bavail)
     free_inodes: int
+    total_bytes: int = -1
 
     @classmethod
     def of(cls, path: Path) -> DiskSpace:
         st = os.statvfs(path)
         inodes = st.f_favail if st.f_files else 1 << 62  # file systems without inode limits
-        return cls(st.f_bavail * st.f_frsize, inodes)
+        return cls(st.f_bavail * st.f_frsize, inodes, st.f_blocks * st.f_frsize)

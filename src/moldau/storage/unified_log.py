@@ -40,9 +40,9 @@ from moldau.storage.segment import Segment
 from moldau.storage.txn_index import AbortedTxn
 
 SNAPSHOTS_TO_KEEP = 2
-# A log of one segment below this size gets no new producer snapshot or epoch checkpoint
-# file at close (creating files dominates closing many small logs): the next open reads
-# that segment's tail anyway and rebuilds them from its batch headers for less.
+# A log of one segment below this size gets no new producer snapshot at close (creating
+# files dominates closing many small logs): the next open reads that segment's tail
+# anyway and rebuilds it from its batch headers for less.
 SMALL_LOG_BYTES = 1 << 20
 
 
@@ -247,7 +247,8 @@ class UnifiedLog:
         self._append(records, infos, now, markers)
         if leader_epoch >= 0 and self.epoch_cache.latest_epoch != leader_epoch:
             with self.local_log.lock:
-                self.epoch_cache.assign(leader_epoch, base_offset)
+                if self.epoch_cache.assign(leader_epoch, base_offset):
+                    self.epoch_cache.write(sync=False)  # as Kafka: on every new epoch
         return AppendResult(
             base_offset,
             next_offset - 1,
@@ -281,9 +282,14 @@ class UnifiedLog:
             expected = info.next_offset
         self._append(records, infos, self._now(), _markers(records, infos))
         with self.local_log.lock:
+            changed = False
             for info in infos:
                 if info.partition_leader_epoch >= 0:
-                    self.epoch_cache.assign(info.partition_leader_epoch, info.base_offset)
+                    changed |= self.epoch_cache.assign(
+                        info.partition_leader_epoch, info.base_offset
+                    )
+            if changed:
+                self.epoch_cache.write(sync=False)  # as Kafka: on every new epoch
         return AppendResult(infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset)
 
     def _append(
@@ -534,7 +540,7 @@ class UnifiedLog:
         self.local_log.flush(up_to, checkpoint=self._write_epoch_cache)
 
     def _write_epoch_cache(self) -> None:
-        if self.epoch_cache.dirty:
+        if self.epoch_cache.dirty or not self.epoch_cache.durable:
             self.epoch_cache.write()
 
     def maybe_flush(self, now_ms: int | None = None) -> None:
@@ -564,9 +570,8 @@ class UnifiedLog:
             else:
                 local.recovery_point = self.log_end_offset
             small = len(self.segments) == 1 and self.active.size <= SMALL_LOG_BYTES
-            cache = self.epoch_cache
-            if cache.dirty and (cache.on_disk or not small):
-                cache.write(sync=sync)
+            if self.epoch_cache.dirty:
+                self.epoch_cache.write(sync=sync)
             if self.producer_state.producers or not small:
                 self._write_producer_snapshot(sync=sync)
             local.close()

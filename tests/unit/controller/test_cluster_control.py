@@ -248,3 +248,30 @@ def test_a_controller_that_stalled_does_not_fence_for_the_silence_it_caused() ->
         c.now += 1_000
         c.apply(c.control.expire_sessions(c.image, c.now))
     assert c.image.brokers[1].fenced and not c.image.brokers[2].fenced
+
+
+def test_a_leader_leaving_the_isr_resigns_to_the_next_isr_replica() -> None:
+    """A leader whose log dir failed proposes the ISR without itself (KIP-858's effect)."""
+    c = Cluster()
+    c.topic({0: [0, 1, 2]})
+    rc = c.replication
+    assert rc.alter_partition(c.image, 0, "t", 0, 0, 0, [])[0] == ErrorCode.INELIGIBLE_REPLICA
+    error, after, records = rc.alter_partition(c.image, 0, "t", 0, 0, 0, [1, 2])
+    assert error == ErrorCode.NONE and after is not None
+    assert after.leader in (1, 2) and after.isr == (1, 2)
+    c.apply(records)
+    assert c.part(0).leader in (1, 2) and 0 not in c.part(0).isr
+
+
+def test_a_follower_may_only_take_itself_out_of_the_isr() -> None:
+    c = Cluster()
+    c.topic({0: [0, 1, 2]})
+    rc = c.replication
+    assert (
+        rc.alter_partition(c.image, 1, "t", 0, 0, 0, [0, 1])[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    )
+    assert rc.alter_partition(c.image, 1, "t", 0, 0, 0, [0])[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    error, after, records = rc.alter_partition(c.image, 1, "t", 0, 0, 0, [0, 2])
+    assert error == ErrorCode.NONE and after is not None and after.isr == (0, 2)
+    c.apply(records)
+    assert (c.part(0).leader, c.part(0).isr) == (0, (0, 2))

@@ -179,13 +179,32 @@ def test_log_start_moves_truncate_the_epoch_cache_from_the_start(tmp_path: Path)
     assert log.epoch_cache.entries == [(1, 25)]
 
 
-def test_epoch_checkpoint_is_written_before_the_recovery_point_passes(tmp_path: Path) -> None:
+def test_epoch_checkpoint_is_written_on_new_epochs_and_synced_by_flush(tmp_path: Path) -> None:
     log, _ = leader_log(tmp_path / "t-0", [3, 3, 4])
     path = log.dir / LEADER_EPOCH_CHECKPOINT
-    assert not path.exists()  # appends do not wait for it
-    log.flush()
+    # Written as each new epoch starts (as Kafka), without fsync: appends never wait for it.
     assert path.read_text() == "0\n2\n3 0\n4 4\n"
-    assert log.recovery_point == 6
+    assert not log.epoch_cache.durable
+    log.flush()  # before the recovery point passes the entries, the file is made durable
+    assert log.epoch_cache.durable and log.recovery_point == 6
+    assert path.read_text() == "0\n2\n3 0\n4 4\n"
+
+
+def test_a_clean_restart_reads_no_batch_header_for_the_epoch_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, _ = leader_log(tmp_path / "t-0", [0] * 5 + [2] * 5)
+    log.close(sync=False)
+    path = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert LeaderEpochFileCache.load(path).entries == [(0, 0), (2, 10)]
+
+    def no_rebuild(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the epoch cache was rebuilt from batch headers")
+
+    # Rebuilding assigns an entry per epoch found in the headers; loading the file does not.
+    monkeypatch.setattr(LeaderEpochFileCache, "assign", no_rebuild)
+    reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=20)
+    assert reopened.epoch_cache.entries == [(0, 0), (2, 10)]
 
 
 @pytest.mark.parametrize("damage", ["delete", "garbage"])
@@ -212,7 +231,8 @@ def test_crash_recovery_restores_epochs_past_the_recovery_point(tmp_path: Path) 
         append(log, batch(2, tag=100 + i), leader_epoch=7)  # never flushed
     crashed = tmp_path / "crash" / "t-0"
     shutil.copytree(log.dir, crashed)
-    assert LeaderEpochFileCache.load(crashed / LEADER_EPOCH_CHECKPOINT).entries == [(0, 0)]
+    # The crash lost the checkpoint written (without fsync) when epoch 7 started.
+    (crashed / LEADER_EPOCH_CHECKPOINT).write_text("0\n1\n0 0\n")
     recovered = UnifiedLog.open(crashed, CONFIG, recovery_point=80)
     assert recovered.epoch_cache.entries == [(0, 0), (7, 80)]
     assert recovered.log_end_offset == 120
@@ -226,14 +246,15 @@ def test_stale_epochs_past_the_end_are_dropped_on_open(tmp_path: Path) -> None:
     assert reopened.epoch_cache.entries == [(0, 0)]
 
 
-def test_a_small_log_closes_without_new_files_and_reopens_the_same(tmp_path: Path) -> None:
-    """A broker shutting down (close without fsync, one sync for all) must not create two
-    files per one-segment log: what they would hold comes back from the segment's
-    headers, which the next open reads anyway."""
+def test_a_small_log_closes_without_a_snapshot_and_reopens_the_same(tmp_path: Path) -> None:
+    """A broker shutting down (close without fsync, one sync for all) must not create a
+    producer snapshot per one-segment log: what it would hold comes back from the
+    segment's headers, which the next open reads anyway. The epoch checkpoint was
+    written as the epochs started."""
     log, _ = leader_log(tmp_path / "t-0", [0, 0, 2])
     log.close(sync=False)
     names = {p.name for p in (tmp_path / "t-0").iterdir()}
-    assert LEADER_EPOCH_CHECKPOINT not in names
+    assert LEADER_EPOCH_CHECKPOINT in names
     assert not any(n.endswith(".snapshot") for n in names)
     reopened = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=6)
     assert reopened.epoch_cache.entries == [(0, 0), (2, 4)]

@@ -15,6 +15,7 @@ from moldau.server.handlers import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
     create_acls,
@@ -29,6 +30,7 @@ from moldau.server.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     describe_producers,
     describe_quorum,
     describe_topic_partitions,
@@ -51,11 +53,13 @@ from moldau.server.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sasl_authenticate,
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 
@@ -107,6 +111,10 @@ _MODULES: list[ModuleType] = [
     alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    update_features,
+    offset_for_leader_epoch,
+    describe_log_dirs,
+    alter_replica_log_dirs,
 ]
 
 
