@@ -126,6 +126,25 @@ def test_acls_add_list_remove(cli_broker: Listeners, admin_config: Path) -> None
     assert bad.returncode == 2 and "unknown operation" in bad.stderr
 
 
+def test_every_command_logs_in_with_command_config(cli_broker: Listeners, admin_config: Path):
+    """produce, consume and the commands that speak the protocol themselves (leader-election,
+    reassign, cluster describe) take --command-config as the admin commands do."""
+    moldau(cli_broker, admin_config, "topics create cli-login --partitions 1")
+    env = {**os.environ, "MOLDAU_BOOTSTRAP": cli_broker.bootstrap("SASL_PLAINTEXT")}
+    produce = [sys.executable, "-m", "moldau", "produce", "cli-login"]
+    produce += ["--command-config", str(admin_config)]
+    done = subprocess.run(produce, input="a\nb\n", capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    consumed = moldau(cli_broker, admin_config, "consume cli-login --from-beginning -n 2")
+    assert consumed.stdout.splitlines() == ["a", "b"]
+    elected = moldau(cli_broker, admin_config, "leader-election --topic cli-login")
+    assert "Valid replica already elected for partitions cli-login-0" in elected.stdout
+    listed = moldau(cli_broker, admin_config, "reassign --list")
+    assert "No partition reassignment is in progress" in listed.stdout
+    described = json.loads(moldau(cli_broker, admin_config, "cluster describe --json").stdout)
+    assert "cli-login" in described["topics"]
+
+
 # --- a cluster the client cannot use: one line, the address and the cause, at once -------
 
 WRONG = {
