@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from moldau.spark.compat import ADMISSION_CONTROL
 from tests.spark.clients import Rec, create_topic, produce, transaction, wait_stable
 
 pytestmark = pytest.mark.spark
@@ -145,7 +146,9 @@ def test_stream_restart_from_checkpoint_has_no_loss_and_no_duplicates(spark, bro
         maxOffsetsPerTrigger="70",
     )
     sizes = [p["numInputRows"] for p in query.recentProgress]
-    assert sum(sizes) == 300 and max(sizes) <= 70 and len(sizes) >= 5
+    assert sum(sizes) == 300
+    if ADMISSION_CONTROL:
+        assert max(sizes) <= 70 and len(sizes) >= 5
     second = produce(broker.bootstrap, "stream-restart", _rows(120, 3))
     _stream(
         spark,
@@ -159,7 +162,7 @@ def test_stream_restart_from_checkpoint_has_no_loss_and_no_duplicates(spark, bro
     assert _parquet_keys(spark, tmp_path / "out") == want
 
 
-def test_max_offsets_per_trigger_caps_every_micro_batch(spark, broker):
+def test_max_offsets_per_trigger_caps_every_micro_batch_from_pyspark_4_2(spark, broker):
     create_topic(broker.bootstrap, "stream-cap", 4)
     produce(broker.bootstrap, "stream-cap", _rows(1000, 4))
     sizes: list[int] = []
@@ -176,8 +179,11 @@ def test_max_offsets_per_trigger_caps_every_micro_batch(spark, broker):
     )
     query.awaitTermination()
     assert sum(sizes) == 1000
-    assert max(sizes) <= 150
-    assert sizes.count(150) >= 6
+    if ADMISSION_CONTROL:
+        assert max(sizes) <= 150
+        assert sizes.count(150) >= 6
+    else:  # PySpark 4.0, 4.1: no cap; AvailableNow reads up to where the log ended at start
+        assert sizes == [1000]
 
 
 def test_pattern_picks_up_new_topics_from_earliest(spark, broker, tmp_path):
@@ -250,7 +256,8 @@ def test_running_stream_to_memory_sink_sees_new_records_once(spark, broker):
         query.processAllAvailable()
         got = sorted((r["partition"], r["offset"]) for r in spark.table("live").collect())
         assert got == sorted((r.partition, r.offset) for r in first + second)
-        assert max(p["numInputRows"] for p in query.recentProgress) <= 40
+        if ADMISSION_CONTROL:
+            assert max(p["numInputRows"] for p in query.recentProgress) <= 40
     finally:
         query.stop()
 

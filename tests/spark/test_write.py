@@ -12,6 +12,7 @@ from confluent_kafka import KafkaException
 from pyspark.sql import functions as F
 
 from moldau.spark.client import DeliveryError, TransactionalProducer
+from moldau.spark.compat import ADMISSION_CONTROL
 from moldau.spark.ledger import EVERYTHING, TaskLedger, ensure_topic, task_name
 from moldau.spark.options import parse_write_options
 from moldau.spark.writer import BATCH_HEADER, Written, write_task
@@ -149,7 +150,7 @@ def test_stream_write_replayed_batch_is_written_once(spark, broker, tmp_path, gu
     checkpoint = tmp_path / "ck"
     query = _copy(spark, broker, checkpoint, source, sink, guarantee)
     last = max(p["batchId"] for p in query.recentProgress)
-    assert last >= 2
+    assert last >= (2 if ADMISSION_CONTROL else 0)  # before PySpark 4.2: one uncapped batch
     # A crash after the sink committed but before Spark logged the batch: Spark replays it.
     for name in (str(last), f".{last}.crc"):
         (checkpoint / "commits" / name).unlink()

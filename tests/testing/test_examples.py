@@ -47,3 +47,28 @@ def test_a_fresh_virtualenv_needs_only_pip_install(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert sum(line.startswith("PASSED") for line in result.stdout.splitlines()) == 4
+
+
+README = Path(__file__).parents[2] / "README.md"
+
+
+def _readme_snippets() -> list[str]:
+    """The README's Python blocks that run Moldau through `moldau.testing`."""
+    blocks = README.read_text().split("```python\n")[1:]
+    return [b.split("```", 1)[0] for b in blocks if "from moldau.testing import" in b]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("snippet", _readme_snippets(), ids=lambda s: s.split("\n")[0])
+def test_readme_snippets_run_as_written(snippet: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0, snippet + result.stderr[-4000:]
+
+
+def test_the_readme_has_the_broker_and_the_cluster_snippets() -> None:
+    assert [s.split("\n")[0] for s in _readme_snippets()] == [
+        "from moldau.testing import broker",
+        "from moldau.testing import cluster",
+    ]

@@ -213,8 +213,6 @@ class Record:
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-
-
 def with_sizes(topic: TopicInfo, sizes: dict[tuple[str, int], int]) -> TopicInfo:
     """The topic with partition sizes in bytes filled in from `sizes`, where known."""
     if not sizes:

@@ -17,11 +17,11 @@ from moldau.protocol.messages.unregister_broker_request import UnregisterBrokerR
 from moldau.protocol.messages.unregister_broker_response import UnregisterBrokerResponse
 
 if TYPE_CHECKING:
-    from moldau.controller.apis import ControllerApis
+    from moldau.controller.context import ControllerContext
 
 
 async def broker_registration(
-    apis: ControllerApis, version: int, request: BrokerRegistrationRequest
+    controller: ControllerContext, version: int, request: BrokerRegistrationRequest
 ) -> BrokerRegistrationResponse:
     reg = Registration(
         request.broker_id,
@@ -33,27 +33,29 @@ async def broker_registration(
 
     def op(image: MetadataImage) -> ControllerResult[BrokerRegistrationResponse]:
         epoch = image.offset + 1  # where the registration will land: epochs only grow
-        error, message, records = apis.cluster.register(image, reg, epoch, apis.clock.now_ms())
+        error, message, records = controller.cluster.register(
+            image, reg, epoch, controller.clock.now_ms()
+        )
         response = BrokerRegistrationResponse(
             error_code=error, broker_epoch=epoch if error == ErrorCode.NONE else -1
         )
         return ControllerResult(response, records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
 async def broker_heartbeat(
-    apis: ControllerApis, version: int, request: BrokerHeartbeatRequest
+    controller: ControllerContext, version: int, request: BrokerHeartbeatRequest
 ) -> BrokerHeartbeatResponse:
     def op(image: MetadataImage) -> ControllerResult[BrokerHeartbeatResponse]:
-        result = apis.cluster.heartbeat(
+        result = controller.cluster.heartbeat(
             image,
             request.broker_id,
             request.broker_epoch,
             request.current_metadata_offset,
             request.want_fence,
             request.want_shut_down,
-            apis.clock.now_ms(),
+            controller.clock.now_ms(),
         )
         response = BrokerHeartbeatResponse(
             error_code=result.error,
@@ -63,14 +65,14 @@ async def broker_heartbeat(
         )
         return ControllerResult(response, result.records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
 async def unregister_broker(
-    apis: ControllerApis, version: int, request: UnregisterBrokerRequest
+    controller: ControllerContext, version: int, request: UnregisterBrokerRequest
 ) -> UnregisterBrokerResponse:
     def op(image: MetadataImage) -> ControllerResult[UnregisterBrokerResponse]:
-        error, records = apis.cluster.unregister(image, request.broker_id)
+        error, records = controller.cluster.unregister(image, request.broker_id)
         return ControllerResult(UnregisterBrokerResponse(error_code=error), records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)

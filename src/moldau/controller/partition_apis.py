@@ -45,13 +45,13 @@ from moldau.protocol.messages.list_partition_reassignments_response import (
 )
 
 if TYPE_CHECKING:
-    from moldau.controller.apis import ControllerApis
+    from moldau.controller.context import ControllerContext
 
 TOPIC_IDS_VERSION = 2  # AlterPartition v2+ names topics by id
 
 
 async def alter_partition(
-    apis: ControllerApis, version: int, request: AlterPartitionRequest
+    controller: ControllerContext, version: int, request: AlterPartitionRequest
 ) -> AlterPartitionResponse:
     def op(image: MetadataImage) -> ControllerResult[AlterPartitionResponse]:
         broker = image.brokers.get(request.broker_id)
@@ -66,7 +66,7 @@ async def alter_partition(
             results = []
             for p in t.partitions:
                 isr = p.new_isr or [b.broker_id for b in p.new_isr_with_epochs]
-                error, after, changes = apis.replication.alter_partition(
+                error, after, changes = controller.replication.alter_partition(
                     image.apply(records),
                     request.broker_id,
                     name,
@@ -90,11 +90,11 @@ async def alter_partition(
             )
         return ControllerResult(AlterPartitionResponse(topics=topics), records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
 async def elect_leaders(
-    apis: ControllerApis, version: int, request: ElectLeadersRequest
+    controller: ControllerContext, version: int, request: ElectLeadersRequest
 ) -> ElectLeadersResponse:
     def op(image: MetadataImage) -> ControllerResult[ElectLeadersResponse]:
         if request.topic_partitions is None:  # every partition
@@ -108,7 +108,7 @@ async def elect_leaders(
         for topic, partitions in wanted.items():
             outcomes = []
             for p in partitions:
-                error, message, record = apis.replication.elect(
+                error, message, record = controller.replication.elect(
                     image.apply(records), topic, p, request.election_type
                 )
                 if record is not None:
@@ -122,11 +122,11 @@ async def elect_leaders(
                 results.append(ReplicaElectionResult(topic=topic, partition_result=outcomes))
         return ControllerResult(ElectLeadersResponse(replica_election_results=results), records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
 async def alter_partition_reassignments(
-    apis: ControllerApis, version: int, request: AlterPartitionReassignmentsRequest
+    controller: ControllerContext, version: int, request: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     def op(image: MetadataImage) -> ControllerResult[AlterPartitionReassignmentsResponse]:
         records: list[MetadataRecord] = []
@@ -134,7 +134,7 @@ async def alter_partition_reassignments(
         for t in request.topics:
             partitions = []
             for p in t.partitions:
-                error, message, changes = apis.replication.reassign(
+                error, message, changes = controller.replication.reassign(
                     image.apply(records), t.name, p.partition_index, p.replicas
                 )
                 records += changes
@@ -146,11 +146,11 @@ async def alter_partition_reassignments(
             responses.append(ReassignableTopicResponse(name=t.name, partitions=partitions))
         return ControllerResult(AlterPartitionReassignmentsResponse(responses=responses), records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
 async def list_partition_reassignments(
-    apis: ControllerApis, version: int, request: ListPartitionReassignmentsRequest
+    controller: ControllerContext, version: int, request: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
     wanted = (
         None
@@ -158,7 +158,7 @@ async def list_partition_reassignments(
         else {t.name: list(t.partition_indexes) for t in request.topics}
     )
     by_topic: dict[str, list[OngoingPartitionReassignment]] = defaultdict(list)
-    for topic, part in apis.replication.reassignments(apis.quorum.committed, wanted):
+    for topic, part in controller.replication.reassignments(controller.quorum.committed, wanted):
         by_topic[topic].append(
             OngoingPartitionReassignment(
                 partition_index=part.partition_id,

@@ -9,10 +9,10 @@ from their image.
 from __future__ import annotations
 
 import math
-import uuid
 from typing import TYPE_CHECKING
 
 from moldau.controller.quorum_controller import ControllerResult
+from moldau.ids import IdSource
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.security import StandardAcl, quota_entity
@@ -61,12 +61,12 @@ from moldau.security.quotas import CLIENT_ID, IP, IP_KEYS, USER, USER_CLIENT_KEY
 from moldau.security.scram import BY_TYPE, MAX_ITERATIONS
 
 if TYPE_CHECKING:
-    from moldau.controller.apis import ControllerApis
+    from moldau.controller.context import ControllerContext
 
 
 # -- ACLs ------------------------------------------------------------------------------
 async def create_acls(
-    apis: ControllerApis, version: int, request: CreateAclsRequest
+    controller: ControllerContext, version: int, request: CreateAclsRequest
 ) -> CreateAclsResponse:
     def op(image: MetadataImage) -> ControllerResult[CreateAclsResponse]:
         existing = set(image.security.acls.values())
@@ -89,21 +89,21 @@ async def create_acls(
                 continue
             if acl not in existing:  # an identical ACL is a success that adds nothing
                 existing.add(acl)
-                records.append(acl.to_record(_new_id(image)))
+                records.append(acl.to_record(_new_id(controller.ids, image)))
             results.append(AclCreationResult(error_code=ErrorCode.NONE))
         return ControllerResult(CreateAclsResponse(results=results), records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
-def _new_id(image: MetadataImage) -> bytes:
-    while (acl_id := uuid.uuid4().bytes) in image.security.acls:
+def _new_id(ids: IdSource, image: MetadataImage) -> bytes:
+    while (acl_id := ids.uuid4().bytes) in image.security.acls:
         pass
     return acl_id
 
 
 async def delete_acls(
-    apis: ControllerApis, version: int, request: DeleteAclsRequest
+    controller: ControllerContext, version: int, request: DeleteAclsRequest
 ) -> DeleteAclsResponse:
     def op(image: MetadataImage) -> ControllerResult[DeleteAclsResponse]:
         results = []
@@ -136,7 +136,7 @@ async def delete_acls(
         records: list[MetadataRecord] = [RemoveAccessControlEntryRecord(id=i) for i in removed]
         return ControllerResult(DeleteAclsResponse(filter_results=results), records)
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
 def _matching(a: StandardAcl) -> DeleteAclsMatchingAcl:
@@ -154,7 +154,7 @@ def _matching(a: StandardAcl) -> DeleteAclsMatchingAcl:
 
 # -- client quotas ------------------------------------------------------------------------
 async def alter_client_quotas(
-    apis: ControllerApis, version: int, request: AlterClientQuotasRequest
+    controller: ControllerContext, version: int, request: AlterClientQuotasRequest
 ) -> AlterClientQuotasResponse:
     def op(image: MetadataImage) -> ControllerResult[AlterClientQuotasResponse]:
         results, records = [], []
@@ -176,7 +176,7 @@ async def alter_client_quotas(
             [] if request.validate_only else records,
         )
 
-    return await apis.quorum.write(op)
+    return await controller.quorum.write(op)
 
 
 def _quota_changes(
@@ -236,9 +236,9 @@ def _quota_changes(
 
 # -- SCRAM credentials ---------------------------------------------------------------------
 async def alter_user_scram_credentials(
-    apis: ControllerApis, version: int, request: AlterUserScramCredentialsRequest
+    controller: ControllerContext, version: int, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
-    return await apis.quorum.write(lambda image: _alter_credentials(image, request))
+    return await controller.quorum.write(lambda image: _alter_credentials(image, request))
 
 
 def _alter_credentials(

@@ -7,13 +7,13 @@ and applies them; a Raft quorum can later replicate the same records unchanged.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from moldau.config.topic import LogConfig
 from moldau.controller.configs import Changes, apply_changes
 from moldau.controller.placement import place
+from moldau.ids import SYSTEM_IDS, IdSource
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import (
     ConfigRecord,
@@ -46,8 +46,9 @@ def _no_dynamic_broker_configs(key: str, value: str | None) -> str | None:
     return f"Cannot update these configs dynamically: {key}"
 
 
-class Controller:
-    """Single-node controller logic; ``broker_props`` supplies topic config defaults."""
+class TopicControl:
+    """Decides topics and their partitions, topic and broker configs, and producer-id
+    blocks; ``broker_props`` supplies topic config defaults."""
 
     def __init__(
         self,
@@ -57,6 +58,7 @@ class Controller:
         check_broker_config: BrokerConfigCheck = _no_dynamic_broker_configs,
         default_replication_factor: int = 1,
         max_broker_partitions: int = 200_000,
+        ids: IdSource = SYSTEM_IDS,
     ):
         self.node_id = node_id
         self.broker_props = broker_props
@@ -64,6 +66,7 @@ class Controller:
         self.default_replication_factor = default_replication_factor
         self.max_broker_partitions = max_broker_partitions
         self.check_broker_config = check_broker_config
+        self.ids = ids  # topic ids
 
     def validate_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
         return LogConfig.from_props(configs, self.broker_props)
@@ -118,7 +121,7 @@ class Controller:
             self.validate_topic_configs(configs)
         except KafkaError as e:
             return Outcome(ErrorCode.INVALID_CONFIG, str(e))
-        topic_id = uuid.uuid4().bytes
+        topic_id = self.ids.uuid4().bytes
         records: list[MetadataRecord] = [TopicRecord(name=name, topic_id=topic_id)]
         records += [
             ConfigRecord(resource_type=TOPIC_RESOURCE, resource_name=name, name=k, value=v)

@@ -111,6 +111,11 @@ class BrokerImage:
                 return e
         return None
 
+    def address(self, listener: str | None) -> tuple[str, int] | None:
+        """Where other brokers reach this one: its ``listener`` endpoint, else its first."""
+        e = self.endpoint(listener) or self.endpoint()
+        return (e.host, e.port) if e is not None else None
+
 
 @dataclass(frozen=True, slots=True)
 class MetadataImage:

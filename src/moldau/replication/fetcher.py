@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from moldau.config.broker import BrokerConfig
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.protocol.client import Address, ConnectionSecurity, NetworkClient
@@ -27,6 +28,7 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.protocol.messages.fetch_response import PartitionData
 from moldau.replication.replica_manager import ReplicaManager, TopicPartition
+from moldau.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,21 @@ class FetcherConfig:
     backoff_ms: int = 1_000  # replica.fetch.backoff.ms
     request_timeout_ms: int = 30_000
     security: ConnectionSecurity | None = None  # TLS and SASL of the inter-broker listener
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> FetcherConfig:
+        return cls(
+            num_fetchers=config.int("num.replica.fetchers"),
+            fetch_max_bytes=config.int("replica.fetch.max.bytes"),
+            response_max_bytes=config.int("replica.fetch.response.max.bytes"),
+            wait_max_ms=config.int("replica.fetch.wait.max.ms"),
+            min_bytes=config.int("replica.fetch.min.bytes"),
+            backoff_ms=config.int("replica.fetch.backoff.ms"),
+            # Only a cluster has other brokers to fetch from (Kafka checks it always).
+            security=ClientSecurity.inter_broker(config)
+            if config.get("controller.quorum.voters")
+            else None,
+        )
 
 
 class Fetcher:

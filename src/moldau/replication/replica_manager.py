@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from moldau.clock import Scheduler, TimerHandle
+from moldau.config.broker import BrokerConfig
 from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
@@ -69,6 +70,10 @@ class AppendOrigin(Enum):
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ReplicationConfig:
+        return cls(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"))
 
 
 @dataclass(slots=True)

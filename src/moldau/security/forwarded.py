@@ -14,6 +14,11 @@ AlterConfigs, IncrementalAlterConfigs  ALTER_CONFIGS on the topic, on the cluste
                                        brokers and broker loggers, on the group
 ElectLeaders, AlterPartitionReassign.  ALTER on the cluster
 ListPartitionReassignments             DESCRIBE on the cluster
+DescribeQuorum                         DESCRIBE on the cluster
+CreateAcls, DeleteAcls                 ALTER on the cluster (SECURITY_DISABLED without
+                                       an authorizer)
+AlterUserScramCredentials              ALTER on the cluster
+AlterClientQuotas                      ALTER_CONFIGS on the cluster
 =====================================  ==============================================
 """
 
@@ -24,28 +29,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.error_responses import error_response
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.alter_configs_response import (
     AlterConfigsResourceResponse as AlterConfigsResult,
 )
-from moldau.protocol.messages.alter_partition_reassignments_response import (
-    AlterPartitionReassignmentsResponse,
-    ReassignablePartitionResponse,
-    ReassignableTopicResponse,
-)
 from moldau.protocol.messages.create_partitions_response import CreatePartitionsTopicResult
 from moldau.protocol.messages.delete_topics_response import DeletableTopicResult
-from moldau.protocol.messages.describe_quorum_response import DescribeQuorumResponse
-from moldau.protocol.messages.elect_leaders_response import (
-    ElectLeadersResponse,
-    PartitionResult,
-    ReplicaElectionResult,
-)
 from moldau.protocol.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse as IncrementalAlterConfigsResult,
-)
-from moldau.protocol.messages.list_partition_reassignments_response import (
-    ListPartitionReassignmentsResponse,
 )
 from moldau.security.access import Caller
 from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -78,60 +70,40 @@ _CONFIG_RESOURCES = {
 }
 
 
+#: Requests that need a permission on the cluster: refused whole without it.
+_CLUSTER_PERMISSION: dict[int, AclOperation] = {
+    ApiKey.ELECT_LEADERS: AclOperation.ALTER,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
+    ApiKey.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
+    ApiKey.CREATE_ACLS: AclOperation.ALTER,
+    ApiKey.DELETE_ACLS: AclOperation.ALTER,
+    ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AclOperation.ALTER,
+}
+#: ACL changes need an authorizer to mean anything: Kafka refuses them without one.
+_NEED_AUTHORIZER = (ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS)
+
+
 async def forward(
     access: Access, image: MetadataImage, ctx: Context, request: Any, send: Send
 ) -> Any:
     """``send(request)`` with what the principal may not do taken out and answered."""
     if not access.enabled:
+        if ctx.api_key in _NEED_AUTHORIZER:
+            message = "No Authorizer is configured."
+            return error_response(ctx.api_key, request, ErrorCode.SECURITY_DISABLED, message)
         return await send(request)
+    if ctx.api_key in _CLUSTER_PERMISSION:
+        if access.cluster(ctx, _CLUSTER_PERMISSION[ctx.api_key]):
+            return await send(request)
+        return error_response(ctx.api_key, request, CLUSTER_DENIED, None)
     if ctx.api_key == ApiKey.DELETE_TOPICS:
         return await _delete_topics(access, image, ctx, request, send)
     if ctx.api_key == ApiKey.CREATE_PARTITIONS:
         return await _create_partitions(access, ctx, request, send)
     if ctx.api_key in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
         return await _alter_configs(access, ctx, request, send)
-    if ctx.api_key == ApiKey.ELECT_LEADERS:
-        if access.cluster(ctx, AclOperation.ALTER):
-            return await send(request)
-        return ElectLeadersResponse(
-            error_code=CLUSTER_DENIED,
-            replica_election_results=[
-                ReplicaElectionResult(
-                    topic=t.topic,
-                    partition_result=[
-                        PartitionResult(partition_id=p, error_code=CLUSTER_DENIED)
-                        for p in t.partitions or []
-                    ],
-                )
-                for t in request.topic_partitions or []
-            ],
-        )
-    if ctx.api_key == ApiKey.ALTER_PARTITION_REASSIGNMENTS:
-        if access.cluster(ctx, AclOperation.ALTER):
-            return await send(request)
-        return AlterPartitionReassignmentsResponse(
-            error_code=CLUSTER_DENIED,
-            responses=[
-                ReassignableTopicResponse(
-                    name=t.name,
-                    partitions=[
-                        ReassignablePartitionResponse(
-                            partition_index=p.partition_index, error_code=CLUSTER_DENIED
-                        )
-                        for p in t.partitions or []
-                    ],
-                )
-                for t in request.topics or []
-            ],
-        )
-    if ctx.api_key == ApiKey.LIST_PARTITION_REASSIGNMENTS:
-        if access.cluster(ctx, AclOperation.DESCRIBE):
-            return await send(request)
-        return ListPartitionReassignmentsResponse(error_code=CLUSTER_DENIED)
-    if ctx.api_key == ApiKey.DESCRIBE_QUORUM:
-        if access.cluster(ctx, AclOperation.DESCRIBE):
-            return await send(request)
-        return DescribeQuorumResponse(error_code=CLUSTER_DENIED, error_message=None)
     return await send(request)
 
 

@@ -17,7 +17,6 @@ from moldau.config.broker import BrokerConfig, Listener
 from moldau.config.topic import LogConfig
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
-from moldau.coordinator.txn.coordinator import TxnConfig
 from moldau.coordinator.txn.service import TransactionCoordinatorService, TxnServiceConfig
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import MetadataLoader
@@ -35,11 +34,11 @@ from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
-from moldau.server.node_to_controller import ControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
 from moldau.storage.log_manager import LogManager
-from moldau.storage.resources import DescriptorBudget, open_files_limit
+from moldau.storage.resources import DescriptorBudget
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class Broker:
         self,
         config: BrokerConfig,
         scheduler: AsyncioScheduler,
-        channel: ControllerChannel,
+        channel: NodeToControllerChannel,
         cluster_id: str,
     ) -> None:
         self.config = config
@@ -64,14 +63,11 @@ class Broker:
         self.clock = self.scheduler.clock
         self.channel = channel
         self.cluster_id = cluster_id
+        self.inter_broker_listener = config.get("inter.broker.listener.name")
         self.dynamic_config = DynamicBrokerConfig(config)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self.serving = asyncio.Event()  # registered, unfenced, coordinators loaded
-        self.budget = DescriptorBudget.derive(
-            open_files_limit(),
-            config.int("log.segment.open.files.max"),
-            config.int("max.broker.partitions"),
-        )
+        self.budget = DescriptorBudget.from_config(config)
         self.log_manager = LogManager(
             config.log_dirs,
             self.dynamic_config.log_defaults,
@@ -85,81 +81,44 @@ class Broker:
             self.log_manager,
             self.scheduler,
             self.topic_log_config,
-            ReplicationConfig(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms")),
+            ReplicationConfig.from_config(config),
             # Both answered by parts built below, which need the replica manager themselves.
             propose_isr_change=lambda tp, proposal: self.isr_changes.submit(tp, proposal),
-            transaction_verifier=TransactionVerifier(
-                lambda *question: self.transactions.verify(*question)
-            )
-            if config.bool("transaction.partition.verification.enable")
-            else None,
+            transaction_verifier=self._transaction_verifier(),
         )
         self.groups = GroupCoordinatorService(
-            GroupConfig(
-                group_min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
-                group_max_session_timeout_ms=config.int("group.max.session.timeout.ms"),
-                group_initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
-                offsets_retention_minutes=config.int("offsets.retention.minutes"),
-                offsets_retention_check_interval_ms=config.int(
-                    "offsets.retention.check.interval.ms"
-                ),
-                offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
-            ),
+            GroupConfig.from_config(config),
             config.int("offsets.topic.num.partitions"),
             self.replica_manager,
             self.scheduler,
             self._ensure_offsets_topic,
         )
-        inter_broker = config.get("inter.broker.listener.name")
-
-        def endpoint(image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
-            broker = image.brokers.get(broker_id)
-            e = broker.endpoint(inter_broker) or broker.endpoint() if broker else None
-            return (e.host, e.port) if e is not None else None
-
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
-            endpoint,
-            FetcherConfig(
-                num_fetchers=config.int("num.replica.fetchers"),
-                fetch_max_bytes=config.int("replica.fetch.max.bytes"),
-                response_max_bytes=config.int("replica.fetch.response.max.bytes"),
-                wait_max_ms=config.int("replica.fetch.wait.max.ms"),
-                min_bytes=config.int("replica.fetch.min.bytes"),
-                backoff_ms=config.int("replica.fetch.backoff.ms"),
-                # Only a cluster has other brokers to fetch from (Kafka checks it always).
-                security=ClientSecurity.inter_broker(config)
-                if config.get("controller.quorum.voters")
-                else None,
-            ),
+            self._inter_broker_address,
+            FetcherConfig.from_config(config),
         )
-        self.publisher.add_listener(self.dynamic_config)
-        self.publisher.add_listener(self.replica_manager)
-        self.publisher.add_listener(self.fetchers)
-        self.publisher.add_listener(self.groups.runtime)
-        self.transactions = self._transaction_coordinator(inter_broker)
-        self.publisher.add_listener(self.transactions.runtime)
+        self.transactions = self._transaction_coordinator()
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
-        self.publisher.add_listener(self.authorizer)
-        self.publisher.add_listener(self.quotas)
+        for listener in (
+            self.dynamic_config,
+            self.replica_manager,
+            self.fetchers,
+            self.groups.runtime,
+            self.transactions.runtime,
+            self.authorizer,
+            self.quotas,
+        ):
+            self.publisher.add_listener(listener)
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
-        self.fetch_sessions = FetchSessionCache(
-            config.int("max.incremental.fetch.session.cache.slots")
-        )
+        slots = config.int("max.incremental.fetch.session.cache.slots")
+        self.fetch_sessions = FetchSessionCache(slots)
         self.loader = MetadataLoader(self.publisher)
-        c = config
-        self.lifecycle = BrokerLifecycle(
-            self.node_id,
-            cluster_id,
-            channel,
-            lambda: self.publisher.image.offset,
-            rack=c.get("broker.rack") or None,
-            heartbeat_interval_ms=c.int("broker.heartbeat.interval.ms"),
-            session_timeout_ms=c.int("broker.session.timeout.ms"),
+        self.lifecycle = lifecycle = BrokerLifecycle.from_config(
+            config, cluster_id, channel, lambda: self.publisher.image.offset
         )
-        lifecycle = self.lifecycle
         self.producer_ids = ProducerIdManager(self.node_id, channel, lambda: lifecycle.epoch)
         self.isr_changes = AlterPartitionManager(
             self.node_id,
@@ -280,7 +239,17 @@ class Broker:
         for topic in {tp[0] for tp in self.log_manager.logs}:
             self.log_manager.update_config(topic, self.topic_log_config(topic))
 
-    def _transaction_coordinator(self, inter_broker: str) -> TransactionCoordinatorService:
+    def _transaction_verifier(self) -> TransactionVerifier | None:
+        """KIP-890's check of transactional appends, asked of the transaction coordinator."""
+        if not self.config.bool("transaction.partition.verification.enable"):
+            return None
+        return TransactionVerifier(lambda *question: self.transactions.verify(*question))
+
+    def _inter_broker_address(self, image: MetadataImage, broker_id: int) -> tuple[str, int] | None:
+        broker = image.brokers.get(broker_id)
+        return broker.address(self.inter_broker_listener) if broker is not None else None
+
+    def _transaction_coordinator(self) -> TransactionCoordinatorService:
         """The transaction coordinator (it answers the KIP-890 checks of partition leaders); its
         markers and checks reach other brokers on their inter-broker listener."""
         c = self.config
@@ -290,19 +259,7 @@ class Broker:
             security=ClientSecurity.inter_broker(c) if c.get("controller.quorum.voters") else None,
         )
         service = TransactionCoordinatorService(
-            TxnServiceConfig(
-                TxnConfig(
-                    transaction_max_timeout_ms=c.int("transaction.max.timeout.ms"),
-                    transactional_id_expiration_ms=c.int("transactional.id.expiration.ms"),
-                ),
-                num_partitions=c.int("transaction.state.log.num.partitions"),
-                abort_interval_ms=c.int(
-                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"
-                ),
-                expire_interval_ms=c.int(
-                    "transaction.remove.expired.transaction.cleanup.interval.ms"
-                ),
-            ),
+            TxnServiceConfig.from_config(c),
             self.node_id,
             self.replica_manager,
             self.scheduler,
@@ -311,7 +268,7 @@ class Broker:
             self.groups,
             lambda: self.publisher.image,
             self.txn_network,
-            inter_broker,
+            self.inter_broker_listener,
         )
         return service
 

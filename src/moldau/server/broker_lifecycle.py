@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 
+from moldau.config.broker import BrokerConfig
+from moldau.ids import SYSTEM_IDS, IdSource
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -25,7 +26,7 @@ from moldau.protocol.messages.broker_registration_request import (
     BrokerRegistrationRequest,
     Listener,
 )
-from moldau.server.node_to_controller import ControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannel
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,13 @@ class BrokerLifecycle:
         self,
         broker_id: int,
         cluster_id: str,
-        channel: ControllerChannel,
+        channel: NodeToControllerChannel,
         metadata_offset: Callable[[], int],
         *,
         rack: str | None = None,
         heartbeat_interval_ms: int = 2_000,
         session_timeout_ms: int = 9_000,
+        ids: IdSource = SYSTEM_IDS,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -54,7 +56,7 @@ class BrokerLifecycle:
         self.rack = rack
         self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.session_timeout_s = session_timeout_ms / 1000
-        self.incarnation_id = uuid.uuid4().bytes
+        self.incarnation_id = ids.uuid4().bytes
         self.listeners: list[Listener] = []
         self.epoch = -1
         self.fenced = True
@@ -64,6 +66,24 @@ class BrokerLifecycle:
         self._wake = asyncio.Event()  # the next heartbeat goes out now
         self._last_answer = -float("inf")  # loop time of the controller's last answer
         self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        config: BrokerConfig,
+        cluster_id: str,
+        channel: NodeToControllerChannel,
+        metadata_offset: Callable[[], int],
+    ) -> BrokerLifecycle:
+        return cls(
+            config.node_id,
+            cluster_id,
+            channel,
+            metadata_offset,
+            rack=config.get("broker.rack") or None,
+            heartbeat_interval_ms=config.int("broker.heartbeat.interval.ms"),
+            session_timeout_ms=config.int("broker.session.timeout.ms"),
+        )
 
     def start(self, endpoints: Sequence[tuple[str, str, int]]) -> None:
         """Register with the listeners clients reach (name, host, port), then heartbeat."""

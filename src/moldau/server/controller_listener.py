@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from moldau.controller.apis import ControllerApis
+from moldau.controller import apis as controller_apis
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages import REQUESTS
@@ -43,7 +43,7 @@ RAFT_APIS = (
 
 
 @dataclass(frozen=True)
-class ControllerContext:
+class ControllerListenerContext:
     raft: RaftManager
     controller: ControllerServer | None
     access: Access = field(default_factory=Access)  # allows all without an authorizer
@@ -73,7 +73,9 @@ class _Handler:
     MIN_VERSION: int
     MAX_VERSION: int
 
-    async def handle(self, node: ControllerContext, ctx: RequestContext, request: Any) -> Any:
+    async def handle(
+        self, node: ControllerListenerContext, ctx: RequestContext, request: Any
+    ) -> Any:
         if self.api_key == ApiKey.API_VERSIONS:
             return ApiVersionsResponse(error_code=0, api_keys=_advertised())
         node.authorize(ctx, self.api_key)
@@ -89,22 +91,22 @@ def _handler(api_key: int) -> _Handler:
     return _Handler(api_key, cls.MIN_VERSION, cls.MAX_VERSION)
 
 
-CONTROLLER_HANDLERS: dict[int, Any] = {
-    key: _handler(key) for key in (*RAFT_APIS, ApiKey.API_VERSIONS, *ControllerApis.HANDLERS)
+CONTROLLER_LISTENER_HANDLERS: dict[int, Any] = {
+    key: _handler(key) for key in (*RAFT_APIS, ApiKey.API_VERSIONS, *controller_apis.HANDLERS)
 }
 # Brokers log in to SASL controller listeners as to any (the handlers use only the session).
-CONTROLLER_HANDLERS[ApiKey.SASL_HANDSHAKE] = sasl_handshake
-CONTROLLER_HANDLERS[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate
+CONTROLLER_LISTENER_HANDLERS[ApiKey.SASL_HANDSHAKE] = sasl_handshake
+CONTROLLER_LISTENER_HANDLERS[ApiKey.SASL_AUTHENTICATE] = sasl_authenticate
 
 
 def _advertised() -> list[ApiVersion]:
     return [
         ApiVersion(api_key=k, min_version=h.MIN_VERSION, max_version=h.MAX_VERSION)
-        for k, h in sorted(CONTROLLER_HANDLERS.items())
+        for k, h in sorted(CONTROLLER_LISTENER_HANDLERS.items())
     ]
 
 
-def controller_dispatcher(
+def controller_listener_dispatcher(
     raft: RaftManager,
     controller: ControllerServer | None,
     access: Access | None = None,
@@ -113,5 +115,5 @@ def controller_dispatcher(
 ) -> Dispatcher:
     """``access`` authorizes on the ACLs of ``image()``; ``security``: the listeners'
     TLS/SASL and SCRAM credentials (Dispatcher's keywords)."""
-    context = ControllerContext(raft, controller, access or Access(), image)
-    return Dispatcher(context, CONTROLLER_HANDLERS, _advertised, **security)
+    context = ControllerListenerContext(raft, controller, access or Access(), image)
+    return Dispatcher(context, CONTROLLER_LISTENER_HANDLERS, _advertised, **security)

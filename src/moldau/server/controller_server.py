@@ -15,13 +15,14 @@ from moldau.clock import AsyncioScheduler, TimerHandle
 from moldau.config.broker import BrokerConfig
 from moldau.controller.apis import ControllerApis
 from moldau.controller.cluster_control import ClusterControl
+from moldau.controller.context import ControllerContext
 from moldau.controller.quorum_controller import MetadataLogWriter, QuorumController
 from moldau.controller.replication_control import ReplicationControl
-from moldau.controller.topic_control import Controller
+from moldau.controller.topic_control import TopicControl
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.server.dynamic_config import DynamicBrokerConfig
-from moldau.storage.resources import DescriptorBudget, open_files_limit
+from moldau.storage.resources import DescriptorBudget
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +43,13 @@ class ControllerServer:
         self.config = config
         self.scheduler = scheduler
         self.quorum = QuorumController(log_writer, image, active=False)
-        decisions = Controller(
+        topics = TopicControl(
             config.node_id,
             config.log_defaults,
             config.int("num.partitions"),
             DynamicBrokerConfig.check,
             config.int("default.replication.factor"),
-            DescriptorBudget.derive(
-                open_files_limit(),
-                config.int("log.segment.open.files.max"),
-                config.int("max.broker.partitions"),
-            ).max_partitions,
+            DescriptorBudget.from_config(config).max_partitions,
         )
         cluster = ClusterControl(
             cluster_id,
@@ -60,11 +57,13 @@ class ControllerServer:
             config.int("broker.session.timeout.ms"),
         )
         self.apis = ControllerApis(
-            self.quorum,
-            decisions,
-            cluster=cluster,
-            clock=scheduler.clock,
-            delete_topic_enable=config.bool("delete.topic.enable"),
+            ControllerContext(
+                self.quorum,
+                topics,
+                cluster,
+                scheduler.clock,
+                delete_topic_enable=config.bool("delete.topic.enable"),
+            )
         )
         self._timers: list[TimerHandle] = []
         if active:
@@ -88,7 +87,7 @@ class ControllerServer:
             return
         log.info("node %d is the active controller", self.config.node_id)
         self.quorum.activate()
-        self.apis.cluster.activate(self.quorum.committed, self.scheduler.clock.now_ms())
+        self.apis.context.cluster.activate(self.quorum.committed, self.scheduler.clock.now_ms())
         every, c, apis = self.scheduler.every, self.config, self.apis
         self._timers.append(every(SESSION_CHECK_INTERVAL_MS, apis.expire_broker_sessions))
         if c.bool("auto.leader.rebalance.enable"):

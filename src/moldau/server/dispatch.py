@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.error_responses import error_response
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.framing import is_flexible
 from moldau.protocol.messages import REQUESTS, RESPONSES
@@ -29,7 +30,6 @@ from moldau.protocol.primitives import INT32, ProtocolDecodeError, encoded_size
 from moldau.security.listeners import ListenerSecurity
 from moldau.security.quotas import REQUEST, ClientQuotas
 from moldau.security.session import CredentialLookup, Session, open_session
-from moldau.server.error_responses import error_response
 from moldau.server.handlers import HANDLERS, advertised_versions
 from moldau.server.request_context import RequestContext
 from moldau.stats.requests import RequestStats
@@ -46,7 +46,6 @@ _HEAD = struct.Struct(">hhi")
 # Versions from which clients throttle themselves (KIP-219): to older ones the broker
 # holds the response back for the throttle time instead.
 _CLIENT_THROTTLES_FROM: dict[int, int] = {ApiKey.PRODUCE: 6, ApiKey.FETCH: 8}
-
 
 
 class Dispatcher:

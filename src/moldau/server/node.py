@@ -38,7 +38,10 @@ from moldau.server.broker import Broker
 from moldau.server.controller_server import ControllerServer
 from moldau.server.dispatch import Dispatcher
 from moldau.server.network import Acceptor, NetworkLimits, start_listener
-from moldau.server.node_to_controller import LocalControllerChannel, RemoteControllerChannel
+from moldau.server.node_to_controller import (
+    InProcessControllerChannel,
+    NodeToControllerChannelManager,
+)
 from moldau.storage.log_dir_lock import LogDirLocks
 from moldau.storage.meta_properties import ensure_formatted
 
@@ -134,7 +137,7 @@ class Node:
             )
             self.metadata_log.set_commit_callback(self._handle_commit)
             self.broker = Broker(
-                c, self.scheduler, LocalControllerChannel(self.controller.apis), cluster_id
+                c, self.scheduler, InProcessControllerChannel(self.controller.apis), cluster_id
             )
             self.broker.start(image)
         bound = await self._bind(limits)
@@ -181,7 +184,9 @@ class Node:
             )
         if self.is_broker:
             raft = self.raft
-            channel = RemoteControllerChannel(self.network, self.voters, lambda: raft.leader()[0])
+            channel = NodeToControllerChannelManager(
+                self.network, self.voters, lambda: raft.leader()[0]
+            )
             self.broker = Broker(c, self.scheduler, channel, cluster_id)
             self.broker.start(image)
 
@@ -211,11 +216,11 @@ class Node:
             )
             handlers += [(li, services) for li in self.broker_listeners]
         if self.controller_listeners:
-            from moldau.server.controller_listener import controller_dispatcher
+            from moldau.server.controller_listener import controller_listener_dispatcher
 
             assert self.raft is not None
             access = Access.from_config(self.config)
-            dispatcher = controller_dispatcher(
+            dispatcher = controller_listener_dispatcher(
                 self.raft, self.controller, access, self._image, **security
             )
             handlers += [(li, dispatcher) for li in self.controller_listeners]

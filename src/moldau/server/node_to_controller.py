@@ -34,8 +34,9 @@ RETRY_BACKOFF_S = 0.05
 CONTROLLER_CHECK_S = 0.1  # how often a waiting request checks who leads the quorum
 
 
-class ControllerChannel:
-    """What every channel offers on top of ``call``."""
+class NodeToControllerChannel:
+    """How a broker reaches the active controller (Kafka's NodeToControllerChannel): what
+    every channel offers on top of ``call``."""
 
     async def call(self, api_key: int, version: int, request: Any) -> Any:
         """Send ``request`` to the active controller; its response."""
@@ -73,7 +74,7 @@ class ControllerChannel:
             )
 
 
-class LocalControllerChannel(ControllerChannel):
+class InProcessControllerChannel(NodeToControllerChannel):
     """The controller of a quorum of one, called in-process."""
 
     def __init__(self, apis: ControllerApis) -> None:
@@ -83,8 +84,9 @@ class LocalControllerChannel(ControllerChannel):
         return await self.apis.handle(api_key, version, request)
 
 
-class RemoteControllerChannel(ControllerChannel):
-    """RPCs to the active controller of a KRaft quorum."""
+class NodeToControllerChannelManager(NodeToControllerChannel):
+    """RPCs to the active controller of a KRaft quorum, found from the Raft leader and
+    retried until it answers (Kafka's NodeToControllerChannelManager)."""
 
     def __init__(
         self,

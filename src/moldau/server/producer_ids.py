@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from moldau.server.node_to_controller import ControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannel
 
 
 class ProducerIdManager:
     def __init__(
-        self, broker_id: int, channel: ControllerChannel, broker_epoch: Callable[[], int]
+        self, broker_id: int, channel: NodeToControllerChannel, broker_epoch: Callable[[], int]
     ) -> None:
         self.broker_id = broker_id
         self.channel = channel

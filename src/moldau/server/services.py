@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.dynamic_config import DynamicBrokerConfig
     from moldau.server.fetch_session import FetchSessionCache
-    from moldau.server.node_to_controller import ControllerChannel
+    from moldau.server.node_to_controller import NodeToControllerChannel
     from moldau.server.producer_ids import ProducerIdManager
 
 
@@ -30,7 +30,7 @@ class Services:
     metadata: MetadataPublisher
     dynamic_config: DynamicBrokerConfig
     replica_manager: ReplicaManager
-    controller: ControllerChannel
+    controller: NodeToControllerChannel
     groups: GroupCoordinatorService
     producer_ids: ProducerIdManager
     fetch_sessions: FetchSessionCache

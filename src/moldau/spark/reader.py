@@ -18,9 +18,14 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from moldau.spark.client import Cluster, fetch_range
+from moldau.spark.compat import (
+    ADMISSION_CONTROL,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from moldau.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -113,12 +118,17 @@ class MoldauBatchReader(_Planner, DataSourceReader):
 
 
 class MoldauStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """`spark.readStream` with admission control and `Trigger.AvailableNow`."""
+    """`spark.readStream` with admission control and `Trigger.AvailableNow` (PySpark 4.2+)."""
 
     def __init__(self, options: ReadOptions) -> None:
         super().__init__(options)
         self._target: OffsetMap | None = None
         self._initial: dict | None = None
+        if options.max_offsets_per_trigger and not ADMISSION_CONTROL:
+            log.warning(
+                "maxOffsetsPerTrigger needs PySpark 4.2 or newer (admission control for Python "
+                "data sources); every micro-batch reads all that is available"
+            )
 
     def initialOffset(self) -> dict:
         """Resolved once per run: until a first batch is journaled Spark may ask again, and
@@ -136,22 +146,26 @@ class MoldauStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvaila
         """Freeze the ends of the log now: an AvailableNow run never reads past them."""
         self._target = self.snapshot()[2]
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """The end of the next micro-batch: the end of every partition, capped by `limit`.
+
+        PySpark 4.0 and 4.1 call it without arguments: no cap.
+        """
         partitions, low, high = self.snapshot()
-        begin = from_json_dict(start)
-        self._check_vanished(begin, set(partitions))
         if self._target is not None:
             partitions = [tp for tp in partitions if tp in self._target]
             high = {tp: min(high[tp], self._target[tp]) for tp in partitions}
-        # New partitions (more partitions, new topics matching the pattern) start at earliest.
-        begin = {tp: begin.get(tp, low[tp]) for tp in partitions}
         latest = {tp: high[tp] for tp in partitions}
-        if isinstance(limit, ReadMaxRows):
+        if start is not None and isinstance(limit, ReadMaxRows):
+            # New partitions (more partitions, new topics matching the pattern) start at earliest.
+            begin = from_json_dict(start)
+            begin = {tp: begin.get(tp, low[tp]) for tp in partitions}
             latest = rate_limit(begin, latest, limit.max_rows)
         return to_json_dict(latest)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, until = from_json_dict(start), from_json_dict(end)
+        self._check_vanished(begin, set(until))
         new = [tp for tp in until if tp not in begin]
         if new:
             begin.update(self.cluster.watermarks(new)[0])

@@ -55,13 +55,10 @@ from itertools import chain
 import pyarrow as pa
 from confluent_kafka import TopicPartition
 from pyspark import TaskContext
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from moldau.spark.client import Header, TransactionalProducer, produce_batches
+from moldau.spark.compat import DataSourceStreamArrowWriter
 from moldau.spark.ledger import TaskLedger, task_name
 from moldau.spark.options import WriteOptions
 

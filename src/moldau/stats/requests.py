@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages import REQUESTS
 from moldau.stats.counters import HistogramSnapshot
-from moldau.stats.timing import current_timer
+from moldau.stats.timing import RequestRecorder, current_timer
 
 #: Kafka's request names (ApiKeys' names: "Produce", "ListOffsets", ...).
 REQUEST_NAMES = {key: cls.__name__.removesuffix("Request") for key, cls in REQUESTS.items()}
@@ -116,7 +116,7 @@ class RequestStats:
 
     def __init__(self) -> None:
         self.types: dict[str, RequestTypeStats] = {}
-        self._targets: dict[int, tuple[RequestTypeStats, ...]] = {}  # by api key and role
+        self._targets: dict[int, tuple[RequestRecorder, ...]] = {}  # by api key and role
 
     def identify(self, api_key: int, version: int, request: object, size: int) -> None:
         """Name the request being handled, so its timer records it once it is sent."""
@@ -128,8 +128,10 @@ class RequestStats:
         key = api_key << 1 | follower
         targets = self._targets.get(key)
         if targets is None:
-            targets = self._targets[key] = tuple(map(self._type, _names(api_key, follower)))
-        timer.types, timer.version, timer.size = targets, version, size
+            targets = self._targets[key] = tuple(
+                self._type(name).observe for name in _names(api_key, follower)
+            )
+        timer.recorders, timer.version, timer.size = targets, version, size
 
     def _type(self, name: str) -> RequestTypeStats:
         stats = self.types.get(name)

@@ -15,27 +15,18 @@ the timer travels in a context variable, so the code in between needs no paramet
 from __future__ import annotations
 
 from asyncio import Task, current_task
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from time import monotonic
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-class RequestRecorder(Protocol):
-    """Where a timed request is recorded (:class:`moldau.stats.requests.RequestTypeStats`)."""
+#: Where a timed request is recorded (``RequestTypeStats.observe``): version, size, then the
+#: queue, local, remote, send and total times in milliseconds.
+RequestRecorder = Callable[[int, int, float, float, float, float, float], None]
 
-    def observe(
-        self,
-        version: int,
-        size: int,
-        queue: float,
-        local: float,
-        remote: float,
-        send: float,
-        total: float,
-    ) -> None: ...
 
 _current: ContextVar[RequestTimer | None] = ContextVar("moldau_request_timer", default=None)
 
@@ -44,13 +35,22 @@ class RequestTimer:
     """The timestamps (``time.monotonic`` seconds) of the request a connection's task is
     handling; one per connection, created on its task, reused for each request."""
 
-    __slots__ = ("received", "dequeued", "handled", "remote", "task", "types", "version", "size")
+    __slots__ = (
+        "received",
+        "dequeued",
+        "handled",
+        "remote",
+        "task",
+        "recorders",
+        "version",
+        "size",
+    )
 
     def __init__(self) -> None:
         self.task: Task[Any] | None = current_task()
         self.received = self.dequeued = self.handled = self.remote = 0.0
         # Where to record, set when the dispatcher names the request: unnamed ones are not.
-        self.types: tuple[RequestRecorder, ...] = ()
+        self.recorders: tuple[RequestRecorder, ...] = ()
         self.version = self.size = 0
         _current.set(self)
 
@@ -59,7 +59,7 @@ class RequestTimer:
         self.received = received
         self.dequeued = monotonic()
         self.remote = 0.0
-        self.types = ()
+        self.recorders = ()
 
     def handler_done(self) -> None:
         self.handled = monotonic()
@@ -67,11 +67,11 @@ class RequestTimer:
     def response_sent(self) -> float:
         """The response is written (or there is none): record the request; returns now."""
         sent = monotonic()
-        if self.types:
+        if self.recorders:
             remote, handled = self.remote, self.handled
             local = handled - self.dequeued - remote
-            for stats in self.types:
-                stats.observe(
+            for record in self.recorders:
+                record(
                     self.version,
                     self.size,
                     1000 * (self.dequeued - self.received),

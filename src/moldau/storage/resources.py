@@ -15,8 +15,12 @@ import os
 import resource
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from moldau.protocol.errors import StorageError
+
+if TYPE_CHECKING:
+    from moldau.config.broker import BrokerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +77,16 @@ class DescriptorBudget:
     limit: int  # soft RLIMIT_NOFILE
     open_files_max: int  # segment files kept open by the FileCache
     max_partitions: int  # partitions this broker accepts (max.broker.partitions)
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> DescriptorBudget:
+        """``log.segment.open.files.max`` and ``max.broker.partitions`` against this
+        process's descriptor limit."""
+        return cls.derive(
+            open_files_limit(),
+            config.int("log.segment.open.files.max"),
+            config.int("max.broker.partitions"),
+        )
 
     @classmethod
     def derive(

@@ -202,26 +202,35 @@ class ClientHelpers:
     def _wait_for_records(
         consumer: Any, topic: str, count: int | None, deadline: float, timeout: float
     ) -> dict[int, tuple[int, int]]:
-        """partition -> (log start offset, high watermark), once ``count`` are there."""
-        from confluent_kafka import TopicPartition
+        """partition -> (log start offset, high watermark), once ``count`` are there.
+
+        A partition without a live leader (its node was just killed, the controller has not
+        fenced it yet) times out a lookup: asked again until the deadline.
+        """
+        from confluent_kafka import KafkaException, TopicPartition
 
         while True:
-            meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
             ends: dict[int, tuple[int, int]] = {}
-            if meta is not None and meta.error is None:
-                ends = {
-                    p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-                    for p in meta.partitions
-                }
+            unanswered: KafkaException | None = None
+            try:
+                step = max(0.1, min(deadline - time.monotonic(), 2.0))
+                meta = consumer.list_topics(topic, timeout=step).topics.get(topic)
+                if meta is not None and meta.error is None:
+                    ends = {
+                        p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=step)
+                        for p in meta.partitions
+                    }
+            except KafkaException as exc:
+                unanswered, ends = exc, {}
             found = sum(high - low for low, high in ends.values())
             if ends and (count is None or found >= count):
                 return ends
-            if count is None:
+            if count is None and unanswered is None:
                 raise AssertionError(f"topic {topic!r} does not exist")
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"expected at least {count} records in {topic!r}, "
-                    f"found {found} after {timeout} s"
+                    f"expected at least {count} records in {topic!r}, found {found} after "
+                    f"{timeout} s" + (f" ({unanswered})" if unanswered else "")
                 )
             time.sleep(0.05)
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from moldau.controller.apis import ControllerApis
+from moldau.controller.context import ControllerContext
 from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.quorum_controller import QuorumController
-from moldau.controller.topic_control import Controller
+from moldau.controller.topic_control import TopicControl
 from moldau.metadata.loader import replay
 from moldau.metadata.records import MetadataRecord, RegisterBrokerRecord
 from moldau.protocol.api_keys import ApiKey
@@ -37,7 +38,7 @@ def controller(path: Path) -> tuple[ControllerApis, MetadataLog, list[int]]:
     log.set_commit_callback(quorum.handle_commit)
     committed: list[int] = []
     quorum.add_commit_listener(lambda records, offset: committed.append(offset))
-    return ControllerApis(quorum, Controller(1, {}, 1)), log, committed
+    return ControllerApis(ControllerContext(quorum, TopicControl(1, {}, 1))), log, committed
 
 
 def test_concurrent_creates_of_one_name_let_exactly_one_win(tmp_path: Path) -> None:
@@ -65,8 +66,8 @@ def test_answers_carry_what_was_committed(tmp_path: Path) -> None:
             ("a", 0, 3),
             ("b", 0, 3),
         ]
-        assert apis.quorum.committed.topics.keys() == {"a", "b"}
-        assert committed == [apis.quorum.committed.offset]
+        assert apis.context.quorum.committed.topics.keys() == {"a", "b"}
+        assert committed == [apis.context.quorum.committed.offset]
 
     asyncio.run(test())
 
@@ -85,7 +86,7 @@ def test_a_failed_append_reverts_the_latest_state(tmp_path: Path) -> None:
     async def test() -> None:
         apis, log, _ = controller(tmp_path)
         await apis.handle(ApiKey.CREATE_TOPICS, 7, create("kept"))
-        quorum = apis.quorum
+        quorum = apis.context.quorum
         quorum.log_writer = FailingLog()
         with pytest.raises(KafkaError) as e:
             await apis.handle(ApiKey.CREATE_TOPICS, 7, create("lost"))

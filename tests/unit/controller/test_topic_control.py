@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import base64
 
-from moldau.controller.topic_control import PRODUCER_ID_BLOCK, Controller
+from moldau.controller.topic_control import PRODUCER_ID_BLOCK, TopicControl
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import RegisterBrokerRecord, decode_record, encode_record
 from moldau.metadata.topics import topic_name_error
 from moldau.protocol.errors import ErrorCode
 
 
-def make() -> tuple[Controller, MetadataImage]:
+def make() -> tuple[TopicControl, MetadataImage]:
     """A controller and the image of a one-broker cluster (broker 1, registered and live)."""
     broker = RegisterBrokerRecord(broker_id=1, fenced=False)
-    return Controller(node_id=1, broker_props={}, default_partitions=3), MetadataImage().apply(
+    return TopicControl(node_id=1, broker_props={}, default_partitions=3), MetadataImage().apply(
         [broker]
     )
 

@@ -146,7 +146,7 @@ class Harness:
         instance: str | None = None,
         retention: int = -1,
     ) -> dict[tuple[str, int], ErrorCode]:
-        results, effects = self.coordinator.commit_offsets(
+        results, effects = self.coordinator.offsets.commit_offsets(
             self.now,
             group_id=group,
             member_id=member_id,

@@ -33,17 +33,19 @@ def test_member_commit_and_fetch(h):
     (a,), generation = h.stable_group(1)
     results = h.commit(a, generation, OffsetCommit("t1", 0, 42, 3, "m"), OffsetCommit("t1", 1, 7))
     assert results == {T0: ErrorCode.NONE, T1: ErrorCode.NONE}
-    assert h.coordinator.fetch_offsets("g", [T0, T1, ("t2", 0)]) == [
+    assert h.coordinator.offsets.fetch_offsets("g", [T0, T1, ("t2", 0)]) == [
         PartitionOffset("t1", 0, 42, 3, "m"),
         PartitionOffset("t1", 1, 7, -1, ""),
         PartitionOffset("t2", 0, -1, -1, ""),
     ]
-    assert sorted(h.coordinator.fetch_offsets("g")) == [
+    assert sorted(h.coordinator.offsets.fetch_offsets("g")) == [
         PartitionOffset("t1", 0, 42, 3, "m"),
         PartitionOffset("t1", 1, 7, -1, ""),
     ]
-    assert h.coordinator.fetch_offsets("none", [T0]) == [PartitionOffset("t1", 0, -1, -1, "")]
-    assert h.coordinator.fetch_offsets("none") == []
+    assert h.coordinator.offsets.fetch_offsets("none", [T0]) == [
+        PartitionOffset("t1", 0, -1, -1, "")
+    ]
+    assert h.coordinator.offsets.fetch_offsets("none") == []
     assert [k for k, _ in keys(h.records[-2:])] == [OffsetKey("g", *T0), OffsetKey("g", *T1)]
 
 
@@ -70,7 +72,7 @@ def test_commit_validation(h):
 
 def test_simple_commit_creates_group_without_members(h):
     assert h.commit("", -1, OffsetCommit("t1", 0, 9)) == {T0: ErrorCode.NONE}
-    assert h.coordinator.fetch_offsets("g", [T0])[0].offset == 9
+    assert h.coordinator.offsets.fetch_offsets("g", [T0])[0].offset == 9
     assert h.coordinator.describe_group("g").state == "Empty"
     assert h.coordinator.list_groups() == [("g", "", "Empty")]
 
@@ -98,7 +100,7 @@ def test_offsets_expire_a_retention_after_the_group_became_empty():
     assert h.state() == "Empty"
     h.records.clear()
     h.advance(59_999)
-    assert h.coordinator.fetch_offsets("g", [T0])[0].offset == 1
+    assert h.coordinator.offsets.fetch_offsets("g", [T0])[0].offset == 1
     h.advance(1_000)  # the next retention check after 60s of emptiness
     assert keys(h.records) == [(OffsetKey("g", *T0), True), (GroupMetadataKey("g"), True)]
     assert "g" not in h.coordinator.groups
@@ -112,7 +114,7 @@ def test_stable_consumer_group_expires_only_unsubscribed_topics():
     for _ in range(13):
         h.advance(5_000)
         h.heartbeat(a, generation)
-    assert h.coordinator.fetch_offsets("g", [T0, ("old", 0)]) == [
+    assert h.coordinator.offsets.fetch_offsets("g", [T0, ("old", 0)]) == [
         PartitionOffset("t1", 0, 1, -1, ""),
         PartitionOffset("old", 0, -1, -1, ""),
     ]
@@ -137,9 +139,9 @@ def test_explicit_retention_time_of_old_commit_versions():
     h.commit(a, generation, OffsetCommit("t1", 0, 1), retention=5_000)
     h.leave(MemberIdentity(a))
     h.advance(4_000)
-    assert h.coordinator.fetch_offsets("g", [T0])[0].offset == 1
+    assert h.coordinator.offsets.fetch_offsets("g", [T0])[0].offset == 1
     h.advance(2_000)
-    assert h.coordinator.fetch_offsets("g", [T0])[0].offset == -1
+    assert h.coordinator.offsets.fetch_offsets("g", [T0])[0].offset == -1
 
 
 def test_delete_groups(h):
@@ -157,13 +159,15 @@ def test_delete_groups(h):
         (OffsetKey("simple", *T0), True),
     ]
     assert h.coordinator.list_groups() == []
-    assert h.coordinator.fetch_offsets("g", [T0])[0].offset == -1
+    assert h.coordinator.offsets.fetch_offsets("g", [T0])[0].offset == -1
 
 
 def test_offset_delete(h):
     (a,), generation = h.stable_group(1)
     h.commit(a, generation, OffsetCommit("t1", 0, 1), OffsetCommit("t2", 0, 1))
-    error, results, effects = h.coordinator.delete_offsets(h.now, "g", [T0, ("t2", 0), ("t3", 0)])
+    error, results, effects = h.coordinator.offsets.delete_offsets(
+        h.now, "g", [T0, ("t2", 0), ("t3", 0)]
+    )
     assert error is ErrorCode.NONE
     assert results == {
         T0: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
@@ -171,25 +175,25 @@ def test_offset_delete(h):
         ("t3", 0): ErrorCode.NONE,
     }
     assert keys(effects.records) == [(OffsetKey("g", "t2", 0), True)]
-    assert h.coordinator.delete_offsets(h.now, "nope", [T0])[:2] == (
+    assert h.coordinator.offsets.delete_offsets(h.now, "nope", [T0])[:2] == (
         ErrorCode.GROUP_ID_NOT_FOUND,
         {},
     )
-    assert h.coordinator.delete_offsets(h.now, "", [T0])[0] is ErrorCode.INVALID_GROUP_ID
+    assert h.coordinator.offsets.delete_offsets(h.now, "", [T0])[0] is ErrorCode.INVALID_GROUP_ID
 
 
 def test_offset_delete_of_last_offsets_of_empty_group_removes_it(h):
     (a,), generation = h.stable_group(1)
     h.commit(a, generation, OffsetCommit("t1", 0, 1))
     h.leave(MemberIdentity(a))
-    _, results, effects = h.coordinator.delete_offsets(h.now, "g", [T0])
+    _, results, effects = h.coordinator.offsets.delete_offsets(h.now, "g", [T0])
     assert results == {T0: ErrorCode.NONE}
     assert keys(effects.records) == [(OffsetKey("g", *T0), True), (GroupMetadataKey("g"), True)]
 
 
 def test_offset_delete_in_non_consumer_group_with_members(h):
     h.stable_group(1, protocol_type="connect")
-    assert h.coordinator.delete_offsets(h.now, "g", [T0])[0] is ErrorCode.NON_EMPTY_GROUP
+    assert h.coordinator.offsets.delete_offsets(h.now, "g", [T0])[0] is ErrorCode.NON_EMPTY_GROUP
 
 
 def test_list_and_describe_groups(h):
@@ -230,8 +234,10 @@ def test_persistence_round_trip_of_empty_group(h):
     h.leave(MemberIdentity(a), MemberIdentity(b))
     final_generation = h.coordinator.groups["g"].generation_id
     restarted = replay(h, h.now + 1)
-    assert sorted(restarted.fetch_offsets("g")) == sorted(h.coordinator.fetch_offsets("g"))
-    assert restarted.fetch_offsets("simple") == [PartitionOffset("x", 3, 3, -1, "")]
+    assert sorted(restarted.offsets.fetch_offsets("g")) == sorted(
+        h.coordinator.offsets.fetch_offsets("g")
+    )
+    assert restarted.offsets.fetch_offsets("simple") == [PartitionOffset("x", 3, 3, -1, "")]
     group = restarted.groups["g"]
     assert (group.state.value, group.generation_id, group.protocol_type) == (
         "Empty",

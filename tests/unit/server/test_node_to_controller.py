@@ -10,7 +10,7 @@ from typing import Any
 
 from moldau.protocol.client import Address
 from moldau.protocol.errors import ErrorCode, KafkaError
-from moldau.server.node_to_controller import RemoteControllerChannel
+from moldau.server.node_to_controller import NodeToControllerChannelManager
 
 OLD, NEW = ("10.0.0.1", 1), ("10.0.0.2", 2)
 
@@ -34,7 +34,7 @@ def test_a_request_moves_to_the_new_controller() -> None:
     async def test() -> None:
         network = Network()
         leader = {"id": 1}
-        channel = RemoteControllerChannel(
+        channel = NodeToControllerChannelManager(
             network,  # type: ignore[arg-type]
             {1: OLD, 2: NEW},
             lambda: leader["id"],
@@ -52,7 +52,7 @@ def test_a_request_moves_to_the_new_controller() -> None:
 
 def test_no_controller_within_the_timeout_is_an_error() -> None:
     async def test() -> None:
-        channel = RemoteControllerChannel(
+        channel = NodeToControllerChannelManager(
             Network(),  # type: ignore[arg-type]
             {1: OLD},
             lambda: 1,

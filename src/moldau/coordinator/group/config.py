@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from moldau.config.broker import BrokerConfig
 
 
 @dataclass(frozen=True)
@@ -13,6 +17,17 @@ class GroupConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> GroupConfig:
+        return cls(
+            group_min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
+            group_max_session_timeout_ms=config.int("group.max.session.timeout.ms"),
+            group_initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
+            offsets_retention_minutes=config.int("offsets.retention.minutes"),
+            offsets_retention_check_interval_ms=config.int("offsets.retention.check.interval.ms"),
+            offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
+        )
 
     @property
     def offsets_retention_ms(self) -> int:

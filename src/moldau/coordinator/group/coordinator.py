@@ -11,46 +11,29 @@ so Kafka's transient Dead-group races cannot occur and removed groups are simply
 from __future__ import annotations
 
 import copy
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from moldau.coordinator.effects import TxnBatch
+from moldau.ids import SYSTEM_IDS, IdSource
 from moldau.protocol.errors import ErrorCode
 from moldau.stats.counters import GroupStats
 
 from .config import GroupConfig
-from .consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from .group import Group, GroupState
+from .loader import GroupLoader
 from .member import Member
-from .offsets_records import (
-    GroupMetadataKey,
-    GroupMetadataValue,
-    OffsetAndMetadata,
-    OffsetKey,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
-    encode_group_key,
-    encode_group_value,
-    encode_offset_key,
-    encode_offset_value,
-)
+from .offsets import OffsetMetadataManager, OperationEffects
+from .offsets_records import encode_group_key, encode_group_value
 from .results import (
-    Completion,
     Effects,
     GroupDescription,
     GroupOverview,
     JoinGroupResult,
     MemberDescription,
     MemberIdentity,
-    OffsetCommit,
-    OffsetsRecord,
-    PartitionOffset,
     RequestId,
     SyncGroupResult,
-    TopicPartition,
 )
 from .timers import Timers
 from .txn_offsets import PendingTxnOffsets
@@ -62,46 +45,6 @@ _CLEANUP = ("cleanup",)
 _CAN_REBALANCE = (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
 
 
-class GroupLoader:
-    """Replays `__consumer_offsets` records, oldest first, while a shard loads."""
-
-    def __init__(self) -> None:
-        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        self.metadata: dict[str, GroupMetadataValue] = {}
-        self.pending: dict[str, PendingTxnOffsets] = {}
-
-    def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
-        """Apply one record (``producer_id`` >= 0: a transactional offset commit, pending
-        until its marker); raises ValueError if it does not decode."""
-        decoded = decode_key(key)
-        if isinstance(decoded, OffsetKey):
-            tp = (decoded.topic, decoded.partition)
-            pending = self.pending.get(decoded.group)
-            if producer_id >= 0:
-                if value is not None:
-                    pending = self.pending.setdefault(decoded.group, PendingTxnOffsets())
-                    pending.add(producer_id, tp, decode_offset_value(value))
-                return
-            if pending is not None:
-                pending.supersede(tp)
-            committed = self.offsets.setdefault(decoded.group, {})
-            if value is None:
-                committed.pop(tp, None)
-            else:
-                committed[tp] = decode_offset_value(value)
-        elif isinstance(decoded, GroupMetadataKey):
-            if value is None:
-                self.metadata.pop(decoded.group, None)
-            else:
-                self.metadata[decoded.group] = decode_group_value(value)
-
-    def replay_marker(self, producer_id: int, committed: bool) -> None:
-        for group, pending in self.pending.items():
-            if producer_id in pending:
-                done = pending.complete(producer_id, committed)
-                self.offsets.setdefault(group, {}).update(done)
-
-
 @dataclass(frozen=True)
 class GroupsSnapshot:
     groups: dict[str, Group | None]  # None: the group did not exist
@@ -110,15 +53,27 @@ class GroupsSnapshot:
 
 
 class GroupCoordinator:
+    """One ``__consumer_offsets`` shard (Kafka's GroupCoordinatorShard): the classic
+    groups' membership here (Kafka's GroupMetadataManager), their offsets in
+    :attr:`offsets` (its OffsetMetadataManager)."""
+
     def __init__(
-        self, config: GroupConfig | None = None, *, now_ms: int = 0, stats: GroupStats | None = None
+        self,
+        config: GroupConfig | None = None,
+        *,
+        now_ms: int = 0,
+        stats: GroupStats | None = None,
+        ids: IdSource = SYSTEM_IDS,
     ) -> None:
         self.config = config or GroupConfig()
         self.stats = stats or GroupStats()
+        self._ids = ids
         self._groups: dict[str, Group] = {}
         self._timers: Timers[tuple[str, ...]] = Timers()
-        self._now = now_ms
-        self._effects = Effects()
+        self._ops = OperationEffects(now_ms)
+        self.offsets = OffsetMetadataManager(
+            self.config, self._groups, self._ops, self._schedule_heartbeat
+        )
         self._timers.set(_CLEANUP, now_ms + self.config.offsets_retention_check_interval_ms)
 
     @property
@@ -246,7 +201,7 @@ class GroupCoordinator:
         group_instance_id: str | None = None,
     ) -> ErrorCode:
         """Heartbeat; REBALANCE_IN_PROGRESS tells the member to rejoin. Never has effects."""
-        self._now = now_ms
+        self._ops.now_ms = now_ms
         error = self._validate_generation(group_id, member_id, generation_id, group_instance_id)
         if error is not None:
             return error
@@ -285,171 +240,6 @@ class GroupCoordinator:
             errors.append(error or ErrorCode.NONE)
         return ErrorCode.NONE, errors, self._end()
 
-    # Offsets
-
-    def commit_offsets(
-        self,
-        now_ms: int,
-        *,
-        group_id: str,
-        member_id: str,
-        generation_id: int,
-        group_instance_id: str | None,
-        offsets: Sequence[OffsetCommit],
-        retention_time_ms: int = -1,
-    ) -> tuple[dict[TopicPartition, ErrorCode], Effects]:
-        """OffsetCommit v2+ for already-authorized, existing partitions.
-
-        generation -1 with member id "" is a simple (non-group-managed) commit, accepted only
-        while the group has no members. `retention_time_ms` is the v2-v4 field (-1: broker
-        default). Later entries for the same partition win.
-        """
-        self._begin(now_ms)
-        group = self._groups.get(group_id)
-        if group is None and generation_id < 0:
-            group = self._groups[group_id] = Group(group_id, now_ms)
-        error = (
-            ErrorCode.ILLEGAL_GENERATION
-            if group is None
-            else self._validate_offset_commit(group, member_id, generation_id, group_instance_id)
-        )
-        if group is None or error is not None:
-            refused = error or ErrorCode.ILLEGAL_GENERATION
-            return {(o.topic, o.partition): refused for o in offsets}, self._end()
-        if group.state is not GroupState.EMPTY:
-            self._schedule_heartbeat(group, group.members[member_id])
-        expire = None if retention_time_ms == -1 else now_ms + retention_time_ms
-        results: dict[TopicPartition, ErrorCode] = {}
-        for o in offsets:
-            tp = (o.topic, o.partition)
-            metadata = o.metadata or ""
-            if len(metadata.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_ms, expire)
-            group.offsets[tp] = value
-            group.pending_txn.supersede(tp)
-            self._append(encode_offset_key(group_id, *tp), encode_offset_value(value))
-            results[tp] = ErrorCode.NONE
-        return results, self._end()
-
-    def txn_commit_offsets(
-        self,
-        now_ms: int,
-        *,
-        group_id: str,
-        producer_id: int,
-        producer_epoch: int,
-        member_id: str,
-        generation_id: int,
-        group_instance_id: str | None,
-        offsets: Sequence[OffsetCommit],
-    ) -> tuple[dict[TopicPartition, ErrorCode], Effects]:
-        """TxnOffsetCommit: the offsets are written in the producer's transaction and stay
-        pending until its marker (``complete_transaction``). As Kafka, a group that does not
-        exist is created; a member id or generation, when given, must match."""
-        self._begin(now_ms)
-        group = self._groups.get(group_id)
-        static = group.static_members.get(group_instance_id or "") if group else None
-        error = None
-        if static is not None and static != member_id:
-            error = ErrorCode.FENCED_INSTANCE_ID
-        elif member_id and (group is None or member_id not in group.members):
-            error = ErrorCode.UNKNOWN_MEMBER_ID
-        elif generation_id >= 0 and (group is None or generation_id != group.generation_id):
-            error = ErrorCode.ILLEGAL_GENERATION
-        if error is not None:
-            return {(o.topic, o.partition): error for o in offsets}, self._end()
-        if group is None:
-            group = self._groups[group_id] = Group(group_id, now_ms)
-        results: dict[TopicPartition, ErrorCode] = {}
-        for o in offsets:
-            tp = (o.topic, o.partition)
-            metadata = o.metadata or ""
-            if len(metadata.encode("utf-16-le")) // 2 > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                continue
-            value = OffsetAndMetadata(o.offset, o.leader_epoch, metadata, now_ms)
-            group.pending_txn.add(producer_id, tp, value)
-            self._append(encode_offset_key(group_id, *tp), encode_offset_value(value))
-            results[tp] = ErrorCode.NONE
-        if self._effects.records:
-            self._effects.txn = TxnBatch(producer_id, producer_epoch)
-        return results, self._end()
-
-    def groups_with_pending(self, producer_id: int) -> list[str]:
-        """Groups holding offsets of the producer's open transaction."""
-        return [g.group_id for g in self._groups.values() if producer_id in g.pending_txn]
-
-    def complete_transaction(
-        self,
-        now_ms: int,
-        producer_id: int,
-        producer_epoch: int,
-        committed: bool,
-        coordinator_epoch: int,
-    ) -> Effects:
-        """The transaction coordinator's marker for this partition: writes it, and the
-        producer's pending offsets become committed (COMMIT) or go (ABORT)."""
-        self._begin(now_ms)
-        for group in self._groups.values():
-            if producer_id in group.pending_txn:
-                group.offsets.update(group.pending_txn.complete(producer_id, committed))
-        self._effects.txn = TxnBatch(producer_id, producer_epoch, committed, coordinator_epoch)
-        return self._end()
-
-    def fetch_offsets(
-        self,
-        group_id: str,
-        partitions: Iterable[TopicPartition] | None = None,
-        require_stable: bool = False,
-    ) -> list[PartitionOffset]:
-        """OffsetFetch for one group (KIP-709 handlers call it per group); None = all.
-        ``require_stable``: partitions with a transactional commit pending are unstable."""
-        group = self._groups.get(group_id)
-        committed = group.offsets if group is not None else {}
-        wanted = committed.keys() if partitions is None else partitions
-        results = []
-        for topic, partition in wanted:
-            o = committed.get((topic, partition))
-            if require_stable and group is not None and group.pending_txn.has((topic, partition)):
-                results.append(PartitionOffset(topic, partition, -1, -1, "", unstable=True))
-            elif o is None:
-                results.append(PartitionOffset(topic, partition, -1, -1, ""))
-            else:
-                results.append(
-                    PartitionOffset(topic, partition, o.offset, o.leader_epoch, o.metadata)
-                )
-        return results
-
-    def delete_offsets(
-        self, now_ms: int, group_id: str, partitions: Sequence[TopicPartition]
-    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], Effects]:
-        """OffsetDelete (KIP-496): (group error, per-partition errors, effects)."""
-        self._begin(now_ms)
-        group = self._groups.get(group_id)
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID, {}, self._end()
-        if group is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}, self._end()
-        if group.state is GroupState.EMPTY:
-            eligible = list(partitions)
-            results = {}
-        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            eligible = [tp for tp in partitions if not group.is_subscribed_to_topic(tp[0])]
-            results = {
-                tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-                for tp in partitions
-                if group.is_subscribed_to_topic(tp[0])
-            }
-        else:
-            return ErrorCode.NON_EMPTY_GROUP, {}, self._end()
-        if eligible:
-            removed = {tp: group.offsets.pop(tp) for tp in eligible if tp in group.offsets}
-            self._cleanup_group(group, removed)
-            results.update(dict.fromkeys(eligible, ErrorCode.NONE))
-        return ErrorCode.NONE, results, self._end()
-
     # Admin
 
     def delete_groups(
@@ -466,7 +256,7 @@ class GroupCoordinator:
                 results[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 removed, group.offsets = group.offsets, {}
-                self._cleanup_group(group, removed)
+                self.offsets.cleanup_group(group, removed)
                 results[group_id] = ErrorCode.NONE
         return results, self._end()
 
@@ -513,7 +303,7 @@ class GroupCoordinator:
         """Install what ``loader`` replayed. As in Kafka, a group with members comes back
         Stable (members keep heartbeating across a coordinator move); one without comes
         back Empty with its generation."""
-        self._now = now_ms
+        self._ops.now_ms = now_ms
         offsets, metadata, pending = loader.offsets, loader.metadata, loader.pending
         for group_id in (
             metadata.keys()
@@ -544,7 +334,7 @@ class GroupCoordinator:
 
     def restore(self, snapshot: GroupsSnapshot) -> None:
         if snapshot.everything:
-            self._groups = {}
+            self._groups.clear()  # the offsets manager shares this dict
         for group_id, group in snapshot.groups.items():
             if group is None:
                 self._groups.pop(group_id, None)
@@ -562,7 +352,7 @@ class GroupCoordinator:
             return
         instance_id = joining.group_instance_id
         new_member_id = (
-            f"{joining.client_id if instance_id is None else instance_id}-{uuid.uuid4()}"
+            f"{joining.client_id if instance_id is None else instance_id}-{self._ids.uuid4()}"
         )
         if instance_id is not None and instance_id in group.static_members:
             old_member_id = group.static_members[instance_id]
@@ -855,41 +645,11 @@ class GroupCoordinator:
     def _fail_join(self, request_id: RequestId, joining: Member, error: ErrorCode) -> None:
         self._complete(request_id, JoinGroupResult(error, member_id=joining.member_id))
 
-    # Offsets housekeeping
-
-    def _validate_offset_commit(
-        self, group: Group, member_id: str, generation_id: int, group_instance_id: str | None
-    ) -> ErrorCode | None:
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = group.validate_member(member_id, group_instance_id)
-            if error is None and generation_id != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-            if error is None and group.state is GroupState.COMPLETING_REBALANCE:
-                return ErrorCode.REBALANCE_IN_PROGRESS
-            return error
-        if group.state is not GroupState.EMPTY:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
-
-    def _expire_offsets(self) -> None:
-        retention_ms = self.config.offsets_retention_ms
-        for group in list(self._groups.values()):
-            self._cleanup_group(group, group.remove_expired_offsets(self._now, retention_ms))
-
-    def _cleanup_group(self, group: Group, removed: Mapping[TopicPartition, object]) -> None:
-        """Tombstone removed offsets; an Empty group left without offsets is Dead and goes."""
-        for topic, partition in removed:
-            self._append(encode_offset_key(group.group_id, topic, partition), None)
-        if group.state is GroupState.EMPTY and not group.offsets and not group.pending_txn:
-            del self._groups[group.group_id]
-            if group.generation_id > 0:  # generation 0 groups only ever stored offsets
-                self._append(encode_group_key(group.group_id), None)
-
     # Plumbing
 
     def _fire(self, key: tuple[str, ...]) -> None:
         if key == _CLEANUP:
-            self._expire_offsets()
+            self.offsets.expire_offsets()
             self._timers.set(_CLEANUP, self._now + self.config.offsets_retention_check_interval_ms)
             return
         kind, group_id, *member = key
@@ -907,18 +667,19 @@ class GroupCoordinator:
             self._expire_sync(group)
 
     def _store_group(self, group: Group) -> None:
-        self._append(encode_group_key(group.group_id), encode_group_value(group.metadata_value()))
-
-    def _append(self, key: bytes, value: bytes | None) -> None:
-        self._effects.records.append(OffsetsRecord(key, value))
+        self._ops.append(
+            encode_group_key(group.group_id), encode_group_value(group.metadata_value())
+        )
 
     def _complete(self, request_id: RequestId, result: JoinGroupResult | SyncGroupResult) -> None:
-        self._effects.completions.append(Completion(request_id, result))
+        self._ops.complete(request_id, result)
+
+    @property
+    def _now(self) -> int:
+        return self._ops.now_ms
 
     def _begin(self, now_ms: int) -> None:
-        self._now = now_ms
-        self._effects = Effects()
+        self._ops.begin(now_ms)
 
     def _end(self) -> Effects:
-        effects, self._effects = self._effects, Effects()
-        return effects
+        return self._ops.end()

@@ -17,7 +17,9 @@ from typing import Any
 from moldau.clock import Scheduler
 from moldau.coordinator.effects import Effects
 from moldau.coordinator.group.config import GroupConfig
-from moldau.coordinator.group.coordinator import GroupCoordinator, GroupLoader
+from moldau.coordinator.group.coordinator import GroupCoordinator
+from moldau.coordinator.group.loader import GroupLoader
+from moldau.coordinator.group.offsets import OffsetMetadataManager
 from moldau.coordinator.group.partitioning import partition_for_group
 from moldau.coordinator.group.results import (
     GroupDescription,
@@ -146,7 +148,7 @@ class GroupCoordinatorService:
     async def commit_offsets(
         self, group_id: str, offsets: Sequence[OffsetCommit], **kwargs: Any
     ) -> dict[TopicPartition, ErrorCode]:
-        return await self._commit(GroupCoordinator.commit_offsets, group_id, offsets, kwargs)
+        return await self._commit(OffsetMetadataManager.commit_offsets, group_id, offsets, kwargs)
 
     async def _commit(
         self,
@@ -158,7 +160,9 @@ class GroupCoordinatorService:
         """An offset commit (plain or transactional): an error fails every partition."""
 
         def op(c: GroupCoordinator) -> tuple[Any, Effects]:
-            return commit(c, self.clock.now_ms(), group_id=group_id, offsets=offsets, **kwargs)
+            return commit(
+                c.offsets, self.clock.now_ms(), group_id=group_id, offsets=offsets, **kwargs
+            )
 
         try:
             result: dict[TopicPartition, ErrorCode] = await self._write(group_id, op)
@@ -175,7 +179,7 @@ class GroupCoordinatorService:
         """Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
         return self.runtime.read(
             self.partition_for(group_id),
-            lambda c: c.fetch_offsets(group_id, partitions, require_stable),
+            lambda c: c.offsets.fetch_offsets(group_id, partitions, require_stable),
         )
 
     # -- transactions ----------------------------------------------------------------
@@ -183,7 +187,9 @@ class GroupCoordinatorService:
         self, group_id: str, offsets: Sequence[OffsetCommit], **kwargs: Any
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: pending in the producer's transaction until its marker."""
-        return await self._commit(GroupCoordinator.txn_commit_offsets, group_id, offsets, kwargs)
+        return await self._commit(
+            OffsetMetadataManager.txn_commit_offsets, group_id, offsets, kwargs
+        )
 
     async def complete_transaction(
         self,
@@ -195,13 +201,13 @@ class GroupCoordinatorService:
     ) -> None:
         """Write a transaction's marker to this ``__consumer_offsets`` partition (the
         WriteTxnMarkers handler); its offsets become visible or go. Raises KafkaError."""
-        keys = self.runtime.read(partition, lambda c: c.groups_with_pending(producer_id))
+        keys = self.runtime.read(partition, lambda c: c.offsets.groups_with_pending(producer_id))
         now = self.clock.now_ms()
         await self.runtime.write(
             partition,
             lambda c: (
                 None,
-                c.complete_transaction(
+                c.offsets.complete_transaction(
                     now, producer_id, producer_epoch, committed, coordinator_epoch
                 ),
             ),
@@ -212,7 +218,9 @@ class GroupCoordinatorService:
         self, group_id: str, partitions: Sequence[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         def op(c: GroupCoordinator) -> tuple[Any, Effects]:
-            error, results, effects = c.delete_offsets(self.clock.now_ms(), group_id, partitions)
+            error, results, effects = c.offsets.delete_offsets(
+                self.clock.now_ms(), group_id, partitions
+            )
             return (error, results), effects
 
         try:

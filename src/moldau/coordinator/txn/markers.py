@@ -19,17 +19,17 @@ import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 
-from moldau.metadata.image import MetadataImage
-from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.write_txn_markers_request import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
+from moldau.protocol.messages.write_txn_markers_response import WriteTxnMarkersResponse
 
 from .coordinator import MarkerTask
 from .marker_writer import Marker
+from .routing import LeaderRouter
 from .state import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -59,22 +59,17 @@ WriteLocal = Callable[[list[Marker]], Awaitable[list[dict[TopicPartition, ErrorC
 class TxnMarkerChannel:
     def __init__(
         self,
-        node_id: int,
-        image: Callable[[], MetadataImage],
+        router: LeaderRouter,
         write_local: WriteLocal,
-        network: NetworkClient,
-        listener: str | None,
         *,
         is_current: Callable[[MarkerTask], bool],
         complete: Callable[[MarkerTask], Awaitable[None]],
         retry_backoff_ms: int = RETRY_BACKOFF_MS,
         request_timeout_ms: int = 30_000,
     ) -> None:
-        self.node_id = node_id
-        self.image = image
+        self.router = router
+        self.image = router.image
         self.write_local = write_local
-        self.network = network
-        self.listener = listener
         self.is_current = is_current
         self.complete = complete
         self.retry_backoff_ms = retry_backoff_ms
@@ -141,56 +136,60 @@ class TxnMarkerChannel:
     async def _send(
         self, leader: int, task: MarkerTask, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, ErrorCode]:
-        marker = Marker(
-            task.producer_id,
-            task.producer_epoch,
-            task.committed,
-            task.coordinator_epoch,
-            tuple(partitions),
-        )
-        if leader == self.node_id:
+        async def local() -> dict[TopicPartition, ErrorCode]:
+            marker = Marker(
+                task.producer_id,
+                task.producer_epoch,
+                task.committed,
+                task.coordinator_epoch,
+                tuple(partitions),
+            )
             return (await self.write_local([marker]))[0]
-        broker = self.image().brokers.get(leader)
-        endpoint = broker.endpoint(self.listener) or broker.endpoint() if broker else None
-        if endpoint is None:
-            return dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for topic, p in partitions:
-            by_topic[topic].append(p)
-        request = WriteTxnMarkersRequest(
-            markers=[
-                WritableTxnMarker(
-                    producer_id=task.producer_id,
-                    producer_epoch=task.producer_epoch,
-                    transaction_result=task.committed,
-                    topics=[
-                        WritableTxnMarkerTopic(name=t, partition_indexes=ps)
-                        for t, ps in by_topic.items()
-                    ],
-                    coordinator_epoch=task.coordinator_epoch,
-                )
-            ]
-        )
+
+        def answer(response: WriteTxnMarkersResponse) -> dict[TopicPartition, ErrorCode]:
+            results = dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            for m in response.markers or []:
+                for t in m.topics or []:
+                    for p in t.partitions or []:
+                        results[(t.name, p.partition_index)] = error_code(p.error_code)
+            return results
+
         try:
-            response = await self.network.send(
-                (endpoint.host, endpoint.port),
-                request,
-                WRITE_TXN_MARKERS_VERSION,
+            return await self.router.call(
+                leader,
+                local,
+                lambda: (_marker_request(task, partitions), WRITE_TXN_MARKERS_VERSION),
+                answer,
+                lambda: dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER),
                 timeout_ms=self.request_timeout_ms,
             )
         except (ConnectionError, TimeoutError) as e:
             log.debug("WriteTxnMarkers to broker %d failed: %s", leader, e)
             return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
-        results = dict.fromkeys(partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        for m in response.markers or []:
-            for t in m.topics or []:
-                for p in t.partitions or []:
-                    results[(t.name, p.partition_index)] = error_code(p.error_code)
-        return results
 
     def close(self) -> None:
         for delivery in list(self._deliveries.values()):
             delivery.cancel()
+
+
+def _marker_request(task: MarkerTask, partitions: list[TopicPartition]) -> WriteTxnMarkersRequest:
+    by_topic: dict[str, list[int]] = defaultdict(list)
+    for topic, p in partitions:
+        by_topic[topic].append(p)
+    return WriteTxnMarkersRequest(
+        markers=[
+            WritableTxnMarker(
+                producer_id=task.producer_id,
+                producer_epoch=task.producer_epoch,
+                transaction_result=task.committed,
+                topics=[
+                    WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()
+                ],
+                coordinator_epoch=task.coordinator_epoch,
+            )
+        ]
+    )
 
 
 def error_code(value: int) -> ErrorCode:

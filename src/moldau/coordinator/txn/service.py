@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from moldau.clock import Scheduler
+from moldau.config.broker import BrokerConfig
 from moldau.coordinator.effects import Effects
 from moldau.coordinator.group.partitioning import partition_for_group
 from moldau.coordinator.group.service import GroupCoordinatorService
@@ -34,6 +35,7 @@ from moldau.protocol.messages.add_partitions_to_txn_request import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
+from moldau.protocol.messages.add_partitions_to_txn_response import AddPartitionsToTxnResponse
 from moldau.replication.replica_manager import ReplicaManager
 
 from .coordinator import (
@@ -46,6 +48,7 @@ from .coordinator import (
 )
 from .marker_writer import Marker, write_markers
 from .markers import TxnMarkerChannel, error_code
+from .routing import LeaderRouter
 from .state import TopicPartition, TransactionMetadata, TxnState
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,22 @@ class TxnServiceConfig:
     abort_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup...
     expire_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup...
     marker_timeout_ms: int = 30_000  # request.timeout.ms: how long a marker may replicate
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> TxnServiceConfig:
+        return cls(
+            TxnConfig(
+                transaction_max_timeout_ms=config.int("transaction.max.timeout.ms"),
+                transactional_id_expiration_ms=config.int("transactional.id.expiration.ms"),
+            ),
+            num_partitions=config.int("transaction.state.log.num.partitions"),
+            abort_interval_ms=config.int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+            ),
+            expire_interval_ms=config.int(
+                "transaction.remove.expired.transaction.cleanup.interval.ms"
+            ),
+        )
 
 
 class _Loader(TransactionLoader):
@@ -98,8 +117,6 @@ class TransactionCoordinatorService:
         self.groups = groups
         self.node_id = node_id
         self.image = image
-        self.network = network
-        self.listener = listener
         self.runtime: CoordinatorRuntime[TransactionCoordinator] = CoordinatorRuntime(
             TRANSACTION_STATE_TOPIC,
             replica_manager,
@@ -107,12 +124,10 @@ class TransactionCoordinatorService:
             self._new_loader,
             on_loaded=self._loaded,
         )
+        self.router = LeaderRouter(node_id, image, network, listener)
         self.markers = TxnMarkerChannel(
-            node_id,
-            image,
+            self.router,
             self.write_markers,
-            network,
-            listener,
             is_current=self._is_current,
             complete=self._complete,
         )
@@ -196,36 +211,40 @@ class TransactionCoordinatorService:
         part = image.partition(TRANSACTION_STATE_TOPIC, self.partition_for(transactional_id))
         if part is None or part.leader < 0:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if part.leader == self.node_id:
+
+        async def local() -> dict[TopicPartition, ErrorCode]:
             return self.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-        broker = image.brokers.get(part.leader)
-        endpoint = (broker.endpoint(self.listener) or broker.endpoint()) if broker else None
-        if endpoint is None:
-            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for topic, p in partitions:
-            by_topic[topic].append(p)
-        request = AddPartitionsToTxnRequest(
-            transactions=[
-                AddPartitionsToTxnTransaction(
-                    transactional_id=transactional_id,
-                    producer_id=producer_id,
-                    producer_epoch=producer_epoch,
-                    verify_only=True,
-                    topics=[
-                        AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()
-                    ],
-                )
-            ]
+
+        def request() -> tuple[AddPartitionsToTxnRequest, int]:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for topic, p in partitions:
+                by_topic[topic].append(p)
+            topics = [AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+            transaction = AddPartitionsToTxnTransaction(
+                transactional_id=transactional_id,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                verify_only=True,
+                topics=topics,
+            )
+            return AddPartitionsToTxnRequest(transactions=[transaction]), VERIFY_VERSION
+
+        def answer(response: AddPartitionsToTxnResponse) -> dict[TopicPartition, ErrorCode]:
+            missing = error_code(response.error_code) or ErrorCode.INVALID_TXN_STATE
+            answers = dict.fromkeys(partitions, missing)
+            for result in response.results_by_transaction or []:
+                for t in result.topic_results or []:
+                    for r in t.results_by_partition or []:
+                        answers[(t.name, r.partition_index)] = error_code(r.partition_error_code)
+            return answers
+
+        return await self.router.call(
+            part.leader,
+            local,
+            request,
+            answer,
+            lambda: dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE),
         )
-        response = await self.network.send((endpoint.host, endpoint.port), request, VERIFY_VERSION)
-        missing = error_code(response.error_code) or ErrorCode.INVALID_TXN_STATE
-        answers = dict.fromkeys(partitions, missing)
-        for result in response.results_by_transaction or []:
-            for t in result.topic_results or []:
-                for r in t.results_by_partition or []:
-                    answers[(t.name, r.partition_index)] = error_code(r.partition_error_code)
-        return answers
 
     def verify_partitions(
         self,

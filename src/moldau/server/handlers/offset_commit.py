@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from moldau.coordinator.group.results import OffsetCommit
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.error_responses import error_response
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.offset_commit_request import OffsetCommitRequest
 from moldau.protocol.messages.offset_commit_response import (
@@ -24,29 +25,12 @@ MIN_VERSION = 2
 MAX_VERSION = 9
 
 
-def _refuse(request: OffsetCommitRequest, error: ErrorCode) -> OffsetCommitResponse:
-    return OffsetCommitResponse(
-        topics=[
-            OffsetCommitResponseTopic(
-                name=t.name,
-                partitions=[
-                    OffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=error
-                    )
-                    for p in t.partitions or []
-                ],
-            )
-            for t in request.topics or []
-        ]
-    )
-
-
 async def handle(
     services: Services, ctx: RequestContext, request: OffsetCommitRequest
 ) -> OffsetCommitResponse:
     access = services.authorizer
     if not access.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""):
-        return _refuse(request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        return error_response(API_KEY, request, ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     readable = access.allowed_names(
         ctx, AclOperation.READ, ResourceType.TOPIC, (t.name or "" for t in request.topics or [])
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from moldau.coordinator.effects import Effects
 from moldau.coordinator.group import GroupConfig, GroupCoordinator, OffsetCommit
-from moldau.coordinator.group.coordinator import GroupLoader
+from moldau.coordinator.group.loader import GroupLoader
 from moldau.protocol.errors import ErrorCode
 
 T0 = 1_000_000
@@ -44,7 +44,7 @@ class Log:
 
 
 def txn_commit(c: GroupCoordinator, log: Log, offset: int, pid: int = PID) -> None:
-    results, effects = c.txn_commit_offsets(
+    results, effects = c.offsets.txn_commit_offsets(
         T0, group_id=GROUP, producer_id=pid, producer_epoch=EPOCH, member_id="",
         generation_id=-1, group_instance_id=None, offsets=[OffsetCommit("t", 0, offset)],
     )  # fmt: skip
@@ -54,7 +54,7 @@ def txn_commit(c: GroupCoordinator, log: Log, offset: int, pid: int = PID) -> No
 
 
 def fetched(c: GroupCoordinator, stable: bool = True) -> tuple[int, bool]:
-    (o,) = c.fetch_offsets(GROUP, [("t", 0)], require_stable=stable)
+    (o,) = c.offsets.fetch_offsets(GROUP, [("t", 0)], require_stable=stable)
     return o.offset, o.unstable
 
 
@@ -63,12 +63,12 @@ def test_pending_until_commit_dropped_on_abort_and_reloaded_alike() -> None:
     txn_commit(c, log, 10)
     assert fetched(c) == (-1, True)
     assert fetched(c, stable=False) == (-1, False)
-    assert log.reload().fetch_offsets(GROUP, [("t", 0)], require_stable=True)[0].unstable
-    log.add(c.complete_transaction(T0, PID, EPOCH, True, 5))
+    assert log.reload().offsets.fetch_offsets(GROUP, [("t", 0)], require_stable=True)[0].unstable
+    log.add(c.offsets.complete_transaction(T0, PID, EPOCH, True, 5))
     assert fetched(c) == (10, False)
     assert fetched(log.reload()) == (10, False)
     txn_commit(c, log, 20)
-    log.add(c.complete_transaction(T0, PID, EPOCH, False, 5))
+    log.add(c.offsets.complete_transaction(T0, PID, EPOCH, False, 5))
     assert fetched(c) == (10, False)
     assert fetched(log.reload()) == (10, False)
 
@@ -76,13 +76,13 @@ def test_pending_until_commit_dropped_on_abort_and_reloaded_alike() -> None:
 def test_a_later_plain_commit_wins_over_a_pending_one() -> None:
     c, log = GroupCoordinator(GroupConfig(), now_ms=T0), Log()
     txn_commit(c, log, 10)
-    results, effects = c.commit_offsets(
+    results, effects = c.offsets.commit_offsets(
         T0, group_id=GROUP, member_id="", generation_id=-1, group_instance_id=None,
         offsets=[OffsetCommit("t", 0, 15)],
     )  # fmt: skip
     assert results == {("t", 0): ErrorCode.NONE}
     log.add(effects)
-    log.add(c.complete_transaction(T0, PID, EPOCH, True, 5))
+    log.add(c.offsets.complete_transaction(T0, PID, EPOCH, True, 5))
     assert fetched(c) == (15, False)
     assert fetched(log.reload()) == (15, False)
 
@@ -91,9 +91,9 @@ def test_markers_of_other_producers_leave_pending_offsets_alone() -> None:
     c, log = GroupCoordinator(GroupConfig(), now_ms=T0), Log()
     txn_commit(c, log, 10)
     txn_commit(c, log, 30, pid=PID + 1)
-    log.add(c.complete_transaction(T0, PID + 1, EPOCH, False, 5))
+    log.add(c.offsets.complete_transaction(T0, PID + 1, EPOCH, False, 5))
     assert fetched(c) == (-1, True)
-    log.add(c.complete_transaction(T0, PID, EPOCH, True, 5))
+    log.add(c.offsets.complete_transaction(T0, PID, EPOCH, True, 5))
     assert fetched(c) == (10, False)
     assert fetched(log.reload()) == (10, False)
-    assert c.groups_with_pending(PID) == []
+    assert c.offsets.groups_with_pending(PID) == []

@@ -1,0 +1,55 @@
+"""Rebuilding a shard's groups from ``__consumer_offsets`` while it loads."""
+
+from __future__ import annotations
+
+from .offsets_records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetAndMetadata,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+)
+from .results import TopicPartition
+from .txn_offsets import PendingTxnOffsets
+
+
+class GroupLoader:
+    """Replays `__consumer_offsets` records, oldest first, while a shard loads."""
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
+        self.metadata: dict[str, GroupMetadataValue] = {}
+        self.pending: dict[str, PendingTxnOffsets] = {}
+
+    def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
+        """Apply one record (``producer_id`` >= 0: a transactional offset commit, pending
+        until its marker); raises ValueError if it does not decode."""
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetKey):
+            tp = (decoded.topic, decoded.partition)
+            pending = self.pending.get(decoded.group)
+            if producer_id >= 0:
+                if value is not None:
+                    pending = self.pending.setdefault(decoded.group, PendingTxnOffsets())
+                    pending.add(producer_id, tp, decode_offset_value(value))
+                return
+            if pending is not None:
+                pending.supersede(tp)
+            committed = self.offsets.setdefault(decoded.group, {})
+            if value is None:
+                committed.pop(tp, None)
+            else:
+                committed[tp] = decode_offset_value(value)
+        elif isinstance(decoded, GroupMetadataKey):
+            if value is None:
+                self.metadata.pop(decoded.group, None)
+            else:
+                self.metadata[decoded.group] = decode_group_value(value)
+
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        for group, pending in self.pending.items():
+            if producer_id in pending:
+                done = pending.complete(producer_id, committed)
+                self.offsets.setdefault(group, {}).update(done)

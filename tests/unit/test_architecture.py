@@ -1,0 +1,77 @@
+"""Dependencies point one way: no upward import between top-level packages, no import
+cycle between files (imports under ``if TYPE_CHECKING:`` and inside functions count).
+
+Two independent checks: the AST graph of scripts/import_graph.py (file level, the layers
+it lists), and import-linter's contracts in pyproject.toml (layers, acyclic siblings).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_import_graph() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts/import_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("import_graph", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+graph = _load_import_graph()
+
+
+@pytest.fixture(scope="module")
+def edges() -> dict[str, set[str]]:
+    return graph.graph()
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {graph.top_package(m) for m in graph.modules()} - {"moldau"}
+    assert sorted(p for p in packages if graph.layer_of(p) is None) == []
+
+
+def test_no_upward_or_sideways_import_between_packages(edges: dict[str, set[str]]) -> None:
+    assert graph.upward_imports(edges) == []
+
+
+def test_no_import_cycle_between_files(edges: dict[str, set[str]]) -> None:
+    assert graph.cycles(edges) == []
+
+
+def test_the_checker_sees_cycles_and_upward_imports(tmp_path: Path) -> None:
+    """The checks above can fail: a package with a TYPE_CHECKING cycle, a cycle through a
+    function-level import, and storage importing server."""
+    files = {
+        "moldau/__init__.py": "",
+        "moldau/storage/__init__.py": "",
+        "moldau/storage/a.py": "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from moldau.storage.b import B\n",
+        "moldau/storage/b.py": "from moldau.storage import a\nfrom moldau.server import x\n",
+        "moldau/server/__init__.py": "",
+        "moldau/server/x.py": "def f():\n    from . import y\n",
+        "moldau/server/y.py": "from .x import f\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    fake = graph.graph(tmp_path)
+    assert graph.cycles(fake) == [
+        ["moldau.server.x", "moldau.server.y"],
+        ["moldau.storage.a", "moldau.storage.b"],
+    ]
+    assert graph.upward_imports(fake) == [("moldau.storage.b", "moldau.server.x")]
+
+
+def test_import_linter_contracts_are_kept() -> None:
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True) == 0
