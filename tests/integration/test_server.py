@@ -128,7 +128,7 @@ def test_a_single_node_restarted_after_kill_9_serves_at_once_without_errors(
 ) -> None:
     """It is its own controller: its previous incarnation cannot be alive, so its
     registration is not refused as a duplicate while the old session runs out."""
-    b = fresh_broker({"broker.session.timeout.ms": "9000"})
+    b = fresh_broker({"broker.session.timeout.ms": "15000"})
     b.create_topic(topic, 1)
     acked = b.produce(topic, "one")
     b.kill()
@@ -140,7 +140,7 @@ def test_a_single_node_restarted_after_kill_9_serves_at_once_without_errors(
     b.settle_output()
     problems = [line for line in b.output_since(mark) if " ERROR " in line or "DUPLICATE" in line]
     assert not problems
-    assert took < 6, f"serving {took:.1f} s after the restart"  # the old session: 9 s
+    assert took < 10, f"serving {took:.1f} s after the restart"  # the old session: 15 s
     assert [r.value for r in b.consume(topic, 2)] == [r.value for r in acked] == [b"one", b"two"]
 
 
