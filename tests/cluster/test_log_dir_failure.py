@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -129,12 +130,22 @@ def test_a_failed_log_dir_goes_offline_and_the_rest_keeps_serving(tmp_path: Path
 
             # The failed replicas take themselves out of the ISRs (no lag timeout involved).
             wait_until(moved_away, "node 1 out of the failed dir's partitions", timeout=15)
-            acked_then = len(acked)
-            # Well within replica.lag.time.max.ms: a leader still counting node 1 as a
-            # replica about to join the ISR would hold its high watermark until then.
+
+            def acked_per_failed_partition() -> Counter[int]:
+                return Counter(p for p, _ in list(acked.values()) if p in in_second)
+
+            acked_then = acked_per_failed_partition()
+
+            def each_moved_on() -> bool:
+                now = acked_per_failed_partition()
+                return all(now[p] > acked_then[p] + 50 for p in in_second)
+
+            # Each of them, well within replica.lag.time.max.ms: a leader still counting
+            # node 1 as a replica about to join the ISR would hold its high watermark
+            # until then.
             wait_until(
-                lambda: len(acked) > acked_then + 1000,
-                "records acknowledged afterwards",
+                each_moved_on,
+                "records acknowledged afterwards in each of the failed dir's partitions",
                 timeout=15,
             )
         finally:
