@@ -189,9 +189,10 @@ def test_static_broker_configs_are_read_only(client: AdminClient) -> None:
         True,
     )
     assert ConfigSource(configs["delete.topic.enable"].source) == ConfigSource.DEFAULT_CONFIG
-    # Kafka's dynamic broker configs (topic defaults, cleaner) are the only writable ones.
+    # Kafka's update modes: log.dirs is read-only, listeners per-broker, the topic
+    # defaults cluster-wide.
     assert not configs["log.retention.ms"].is_read_only
-    assert configs["log.dirs"].is_read_only and configs["listeners"].is_read_only
+    assert configs["log.dirs"].is_read_only and not configs["listeners"].is_read_only
 
     change = ConfigResource(
         ResourceType.BROKER,

@@ -306,6 +306,9 @@ def test_consumer_group(broker: BrokerProcess, java: JavaClient, topic: str) -> 
     assert described["state"] == "Empty" and described["members"] == []
 
 
+WEEK_MS = "604800000"
+
+
 # --- admin -------------------------------------------------------------------------------------
 
 
@@ -345,7 +348,10 @@ def test_admin(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
     configs = result.one("describe-configs")["configs"]
     assert configs["retention.ms"] == {
         "value": "7200000", "source": "DYNAMIC_TOPIC_CONFIG", "read_only": False,
-        "sensitive": False,
+        "sensitive": False, "synonyms": [
+            {"name": "retention.ms", "value": "7200000", "source": "DYNAMIC_TOPIC_CONFIG"},
+            {"name": "log.retention.ms", "value": WEEK_MS, "source": "DEFAULT_CONFIG"},
+        ],
     }  # fmt: skip
     assert configs["max.message.bytes"]["value"] == "65536"
     assert (configs["cleanup.policy"]["value"], configs["cleanup.policy"]["source"]) == (

@@ -31,6 +31,10 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.FeatureUpdate;
+import org.apache.kafka.clients.admin.UpdateFeaturesOptions;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
@@ -613,7 +617,7 @@ public final class MoldauClient {
             case "describe-groups" -> describeGroups(admin, args.all("group"));
             case "list-group-offsets" -> listGroupOffsets(admin, args.required("group"));
             case "alter-configs" -> alterConfigs(admin, args);
-            case "describe-configs" -> describeConfigs(admin, args.required("topic"));
+            case "describe-configs" -> describeConfigs(admin, args);
             case "list-offsets" -> listOffsets(admin, args.required("topic"), args.get("spec", "latest"));
             case "create-acl" -> createAcl(admin, args);
             case "describe-acls" -> describeAcls(admin, args);
@@ -622,6 +626,8 @@ public final class MoldauClient {
             case "describe-quotas" -> describeQuotas(admin);
             case "upsert-scram" -> upsertScram(admin, args);
             case "describe-scram" -> describeScram(admin);
+            case "describe-features" -> describeFeatures(admin);
+            case "update-features" -> updateFeatures(admin, args);
             case "describe-log-dirs" -> describeLogDirs(admin, args.getInt("broker", 1));
             case "alter-replica-log-dir" -> alterReplicaLogDir(admin, args);
             default -> throw new UsageError("unknown admin operation '" + op + "'");
@@ -744,9 +750,19 @@ public final class MoldauClient {
                 offsetsJson(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()));
     }
 
-    /** {@code --set key=value} and {@code --delete key} on topic {@code --topic}, incrementally. */
+    /** {@code --topic T}, or {@code --broker ID} ({@code --broker default}: the cluster default). */
+    private static ConfigResource configResource(Args args) {
+        if (args.has("broker")) {
+            String broker = args.required("broker");
+            return new ConfigResource(ConfigResource.Type.BROKER, broker.equals("default") ? "" : broker);
+        }
+        return new ConfigResource(ConfigResource.Type.TOPIC, args.required("topic"));
+    }
+
+    /** {@code --set key=value}, {@code --delete key}, {@code --append key=v},
+     * {@code --subtract key=v} on a topic or broker, incrementally. */
     private static Map<String, Object> alterConfigs(Admin admin, Args args) throws Exception {
-        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, args.required("topic"));
+        ConfigResource resource = configResource(args);
         List<AlterConfigOp> ops = new ArrayList<>();
         for (String kv : args.all("set")) {
             String[] pair = splitPair(kv, "--set");
@@ -755,19 +771,56 @@ public final class MoldauClient {
         for (String key : args.all("delete")) {
             ops.add(new AlterConfigOp(new ConfigEntry(key, null), AlterConfigOp.OpType.DELETE));
         }
+        for (String kv : args.all("subtract")) {
+            String[] pair = splitPair(kv, "--subtract");
+            ops.add(new AlterConfigOp(new ConfigEntry(pair[0], pair[1]), AlterConfigOp.OpType.SUBTRACT));
+        }
         admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
-        return Json.obj("topic", resource.name(), "altered", ops.size());
+        return Json.obj("resource", resource.name(), "altered", ops.size());
     }
 
-    private static Map<String, Object> describeConfigs(Admin admin, String topic) throws Exception {
-        ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
-        Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+    /** Configs of {@code --topic T} or {@code --broker ID}, with sources and synonyms. */
+    private static Map<String, Object> describeConfigs(Admin admin, Args args) throws Exception {
+        ConfigResource resource = configResource(args);
+        DescribeConfigsOptions options = new DescribeConfigsOptions().includeSynonyms(true);
+        Config config = admin.describeConfigs(List.of(resource), options).all().get().get(resource);
         Map<String, Object> entries = new TreeMap<>();
         for (ConfigEntry e : config.entries()) {
+            List<Object> synonyms = new ArrayList<>();
+            for (ConfigEntry.ConfigSynonym s : e.synonyms()) {
+                synonyms.add(Json.obj("name", s.name(), "value", s.value(), "source", s.source().name()));
+            }
             entries.put(e.name(), Json.obj("value", e.value(), "source", e.source().name(),
-                    "read_only", e.isReadOnly(), "sensitive", e.isSensitive()));
+                    "read_only", e.isReadOnly(), "sensitive", e.isSensitive(), "synonyms", synonyms));
         }
-        return Json.obj("topic", topic, "configs", entries);
+        return Json.obj("resource", resource.name(), "topic", resource.name(), "configs", entries);
+    }
+
+    // --- features ----------------------------------------------------------------------------
+
+    private static Map<String, Object> describeFeatures(Admin admin) throws Exception {
+        FeatureMetadata meta = admin.describeFeatures().featureMetadata().get();
+        Map<String, Object> supported = new TreeMap<>();
+        meta.supportedFeatures().forEach((name, range) ->
+                supported.put(name, List.of((int) range.minVersion(), (int) range.maxVersion())));
+        Map<String, Object> finalized = new TreeMap<>();
+        meta.finalizedFeatures().forEach((name, range) ->
+                finalized.put(name, List.of((int) range.minVersionLevel(), (int) range.maxVersionLevel())));
+        return Json.obj("supported", supported, "finalized", finalized,
+                "epoch", meta.finalizedFeaturesEpoch().orElse(-1L));
+    }
+
+    /** {@code --feature NAME --level N [--type upgrade|safe_downgrade|unsafe_downgrade]
+     * [--validate-only true]}. */
+    private static Map<String, Object> updateFeatures(Admin admin, Args args) throws Exception {
+        String name = args.required("feature");
+        FeatureUpdate.UpgradeType type = FeatureUpdate.UpgradeType.valueOf(
+                args.get("type", "upgrade").toUpperCase(java.util.Locale.ROOT));
+        FeatureUpdate update = new FeatureUpdate((short) args.getInt("level", 0), type);
+        UpdateFeaturesOptions options = new UpdateFeaturesOptions()
+                .validateOnly(Boolean.parseBoolean(args.get("validate-only", "false")));
+        admin.updateFeatures(Map.of(name, update), options).all().get();
+        return Json.obj("feature", name, "level", args.getInt("level", 0));
     }
 
     // --- security: ACLs, client quotas, SCRAM users --------------------------------------

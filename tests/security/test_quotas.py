@@ -24,7 +24,8 @@ from moldau.protocol.messages.describe_client_quotas_request import (
     DescribeClientQuotasRequest,
 )
 from moldau.protocol.messages.metadata_request import MetadataRequest
-from moldau.security.quotas import FETCH, PRODUCE, ClientQuotaConfig, ClientQuotas, Rate
+from moldau.security.quotas import FETCH, PRODUCE, ClientQuotaConfig, ClientQuotas
+from moldau.stats.rate import Rate
 from tests.integration.helpers import RawClient
 from tests.security.secure import Listeners
 

@@ -2,7 +2,9 @@
 
 A properties file (``--config``) is read first, then ``-o key=value`` overrides. Broker
 keys for topic-level settings (``log.segment.bytes`` ...) are defined once, in
-``moldau.config.topic``; this module holds the broker-only keys.
+``moldau.config.topic``; this module holds the broker-only keys Moldau acts upon. Every
+other broker key Kafka defines (``moldau.config.kafka``) is accepted and validated with
+Kafka's type and range, and listed as not acted upon (``moldau.config.catalog``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from moldau.config.topic import BROKER_SYNONYMS, LogConfig
+from moldau.config.kafka import KAFKA_BROKER_CONFIGS
+from moldau.config.topic import BROKER_SYNONYMS, LogConfig, check_local_retention
 from moldau.protocol.errors import KafkaError
 
 
@@ -23,10 +26,14 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class BrokerKey:
+    """A broker key Moldau acts upon. ``why_default`` says why ``default`` differs from
+    Kafka's (the tests hold every other default to Kafka's)."""
+
     name: str
     type: type
     default: str
     doc: str
+    why_default: str = ""
 
 
 # Security (moldau.security): listeners' protocols, TLS, SASL, authorizer, quotas. Each
@@ -49,8 +56,20 @@ SECURITY_KEYS = [
     BrokerKey("ssl.truststore.password", str, "", "PKCS12 truststore password."),
     BrokerKey("ssl.truststore.certificates", str, "", "Inline PEM CA certificates."),
     BrokerKey("ssl.client.auth", str, "none", "Client certificates: none, requested, required."),
-    BrokerKey("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3", "TLS versions allowed."),
-    BrokerKey("ssl.protocol", str, "TLSv1.3", "TLS protocol (the versions are enabled.protocols)."),
+    BrokerKey(
+        "ssl.enabled.protocols",
+        str,
+        "TLSv1.2,TLSv1.3",
+        "TLS versions allowed.",
+        "Kafka enables TLSv1.3 too where its JDK has it (the rendered default shows TLSv1.2).",
+    ),
+    BrokerKey(
+        "ssl.protocol",
+        str,
+        "TLSv1.3",
+        "TLS protocol (the versions are enabled.protocols).",
+        "As ssl.enabled.protocols: the newest version the TLS library has.",
+    ),
     BrokerKey("ssl.cipher.suites", str, "", "TLS 1.2 cipher suites (IANA or OpenSSL names)."),
     BrokerKey("ssl.endpoint.identification.algorithm", str, "https", "https: check host names."),
     BrokerKey("ssl.principal.mapping.rules", str, "DEFAULT", "Certificate subject -> user name."),
@@ -69,19 +88,125 @@ SECURITY_KEYS = [
     BrokerKey("quota.window.num", int, "11", "Samples a client quota rate is measured over."),
     BrokerKey("quota.window.size.seconds", int, "1", "Length of one quota sample."),
 ]
-_LISTENER_SCOPED = re.compile(
+LISTENER_SCOPED = re.compile(
     r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$"
 )
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
+# Tiered storage (KIP-405): Kafka's RemoteLogManagerConfig keys and defaults. Keys under
+# remote.log.storage.manager.impl.prefix (rsm.config.) go to the remote storage manager,
+# those under remote.log.metadata.manager.impl.prefix (rlmm.config.) to the metadata manager.
+REMOTE_STORAGE_MANAGER_PREFIX = "rsm.config."
+REMOTE_LOG_METADATA_MANAGER_PREFIX = "rlmm.config."
+REMOTE_LOG_KEYS = [
+    BrokerKey(
+        "remote.log.storage.system.enable",
+        bool,
+        "false",
+        "Enable tiered storage on this broker; topics opt in with remote.storage.enable.",
+    ),
+    BrokerKey(
+        "remote.log.storage.manager.class.name",
+        str,
+        "",
+        "Remote storage manager: file, s3, or a Python 'package.module:Class'.",
+    ),
+    BrokerKey(
+        "remote.log.storage.manager.impl.prefix",
+        str,
+        REMOTE_STORAGE_MANAGER_PREFIX,
+        "Prefix of the keys passed (without it) to the remote storage manager.",
+    ),
+    BrokerKey(
+        "remote.log.metadata.manager.class.name",
+        str,
+        "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
+        "Remote log metadata manager (Moldau has the topic-based one).",
+    ),
+    BrokerKey(
+        "remote.log.metadata.manager.impl.prefix",
+        str,
+        REMOTE_LOG_METADATA_MANAGER_PREFIX,
+        "Prefix of the keys passed (without it) to the remote log metadata manager.",
+    ),
+    BrokerKey(
+        "remote.log.metadata.topic.replication.factor",
+        int,
+        "3",
+        "Replication of __remote_log_metadata (capped by the live brokers).",
+    ),
+    BrokerKey(
+        "remote.log.metadata.topic.num.partitions",
+        int,
+        "50",
+        "Partitions of __remote_log_metadata.",
+    ),
+    BrokerKey(
+        "remote.log.metadata.topic.retention.ms",
+        int,
+        "-1",
+        "retention.ms of __remote_log_metadata (-1: forever).",
+    ),
+    BrokerKey(
+        "remote.log.manager.task.interval.ms",
+        int,
+        "30000",
+        "How often each leader partition looks for segments to copy or expire.",
+    ),
+    BrokerKey(
+        "remote.log.manager.task.retry.backoff.ms",
+        int,
+        "500",
+        "First backoff after a failed copy; doubles up to the max.",
+    ),
+    BrokerKey(
+        "remote.log.manager.task.retry.backoff.max.ms",
+        int,
+        "30000",
+        "Largest backoff after failed copies.",
+    ),
+    BrokerKey(
+        "remote.log.manager.thread.pool.size",
+        int,
+        "10",
+        "Worker threads copying and expiring segments.",
+    ),
+    BrokerKey("remote.log.reader.threads", int, "10", "Worker threads reading remote data."),
+    BrokerKey(
+        "remote.log.index.file.cache.total.size.bytes",
+        int,
+        str(1 << 30),
+        "Bytes of remote offset/time/transaction indexes cached on this broker.",
+    ),
+]
+
+
 BROKER_KEYS: dict[str, BrokerKey] = {
     k.name: k
     for k in [
-        BrokerKey("node.id", int, "1", "This broker's id."),
-        BrokerKey("listeners", str, "PLAINTEXT://127.0.0.1:9092", "Where to listen."),
+        BrokerKey("node.id", int, "1", "This broker's id.", "A node started bare is node 1."),
+        BrokerKey(
+            "listeners",
+            str,
+            "PLAINTEXT://127.0.0.1:9092",
+            "Where to listen.",
+            "A node started bare listens on loopback only.",
+        ),
         BrokerKey("advertised.listeners", str, "", "What to tell clients (default: listeners)."),
-        BrokerKey("log.dirs", str, "./moldau-data", "Comma-separated data directories."),
-        BrokerKey("log.dir", str, "./moldau-data", "Data directory, if log.dirs is unset."),
+        BrokerKey(
+            "log.dirs",
+            str,
+            "./moldau-data",
+            "Comma-separated data directories.",
+            "Data under the working directory, not /tmp.",
+        ),
+        BrokerKey(
+            "log.dir",
+            str,
+            "./moldau-data",
+            "Data directory, if log.dirs is unset.",
+            "Data under the working directory, not /tmp.",
+        ),
         BrokerKey("num.partitions", int, "1", "Partitions of auto-created topics."),
         BrokerKey("default.replication.factor", int, "1", "Replication of auto-created topics."),
         BrokerKey("auto.create.topics.enable", bool, "true", "Create topics on first use."),
@@ -94,6 +219,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             int,
             "104857600",
             "Bytes of all requests in flight; reading stops while exhausted (-1: unbounded).",
+            "Bounds request memory by default (Kafka: unbounded).",
         ),
         BrokerKey("connections.max.idle.ms", int, "600000", "Close idle connections (-1: never)."),
         BrokerKey(
@@ -110,11 +236,24 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         ),
         BrokerKey("max.connection.creation.rate", int, "2147483647", "New connections per second."),
         BrokerKey("log.retention.check.interval.ms", int, "300000", "Retention check period."),
-        BrokerKey("log.flush.scheduler.interval.ms", int, "1000", "How often flush.ms is checked."),
+        BrokerKey(
+            "log.flush.scheduler.interval.ms",
+            int,
+            "1000",
+            "How often flush.ms is checked.",
+            "Kafka's default never checks; flush.ms is honoured within a second.",
+        ),
         BrokerKey("log.flush.offset.checkpoint.interval.ms", int, "60000", "Checkpoint period."),
         BrokerKey("log.cleaner.enable", bool, "true", "Run the log cleaner (compaction)."),
         BrokerKey("log.cleaner.backoff.ms", int, "15000", "Sleep between log cleaner runs."),
         BrokerKey("log.cleaner.threads", int, "1", "Log cleaner threads (Moldau runs one)."),
+        BrokerKey(
+            "log.cleaner.dedupe.buffer.size",
+            int,
+            "134217728",
+            "Bounds the cleaner's key map (24 bytes a key, filled to 90%, shared by the "
+            "cleaner threads); a log with more dirty keys is cleaned in several passes.",
+        ),
         BrokerKey(
             "replica.lag.time.max.ms", int, "30000", "A follower this far behind leaves the ISR."
         ),
@@ -127,6 +266,18 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("replica.fetch.wait.max.ms", int, "500", "Follower fetch long poll."),
         BrokerKey("replica.fetch.min.bytes", int, "1", "Bytes a follower fetch waits for."),
         BrokerKey("replica.fetch.backoff.ms", int, "1000", "Follower backoff after errors."),
+        BrokerKey(
+            "replication.quota.window.num",
+            int,
+            "11",
+            "Samples the replication throttles' rate is measured over (KIP-73).",
+        ),
+        BrokerKey(
+            "replication.quota.window.size.seconds",
+            int,
+            "1",
+            "Length of one replication throttle sample.",
+        ),
         BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
@@ -140,13 +291,31 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "log.segment.open.files.max", int, "-1", "Segment files kept open (-1: derived)."
         ),
         BrokerKey("max.broker.partitions", int, "-1", "Partitions accepted (-1: derived)."),
-        BrokerKey("num.recovery.threads.per.data.dir", int, "2", "Log loading threads."),
+        BrokerKey(
+            "num.recovery.threads.per.data.dir",
+            int,
+            "2",
+            "Log loading threads.",
+            "Logs load in worker threads; two overlap IO with parsing.",
+        ),
         BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
-        BrokerKey("offsets.topic.replication.factor", int, "1", "Replication of offsets topic."),
+        BrokerKey(
+            "offsets.topic.replication.factor",
+            int,
+            "3",
+            "Replication of __consumer_offsets; groups wait (COORDINATOR_NOT_AVAILABLE) until "
+            "this many brokers are alive. A single node (no controller.quorum.voters) uses 1.",
+        ),
         BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),
         BrokerKey("offsets.retention.minutes", int, "10080", "Offsets kept after a group empties."),
         BrokerKey("offsets.retention.check.interval.ms", int, "600000", "Offset expiry period."),
         BrokerKey("offset.metadata.max.bytes", int, "4096", "Largest commit metadata."),
+        BrokerKey(
+            "offsets.commit.timeout.ms",
+            int,
+            "5000",
+            "How long a group write (offset commit, join, sync) waits for its replicas.",
+        ),
         BrokerKey("group.initial.rebalance.delay.ms", int, "3000", "Wait for more joiners."),
         BrokerKey("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
         BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
@@ -158,8 +327,9 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey(
             "transaction.state.log.replication.factor",
             int,
-            "1",
-            "Replication of __transaction_state (Moldau's default, as for the offsets topic).",
+            "3",
+            "Replication of __transaction_state; as offsets.topic.replication.factor, a "
+            "single node (no controller.quorum.voters) uses 1.",
         ),
         BrokerKey(
             "transaction.state.log.min.isr",
@@ -195,9 +365,21 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "Leaders check with the coordinator before a transaction starts (KIP-890).",
         ),
         BrokerKey("cluster.id", str, "", "Cluster id (generated on first start)."),
-        BrokerKey("process.roles", str, "broker,controller", "KRaft roles of this node."),
+        BrokerKey(
+            "process.roles",
+            str,
+            "broker,controller",
+            "KRaft roles of this node.",
+            "A node started bare is a combined single-node cluster.",
+        ),
         BrokerKey("controller.quorum.voters", str, "", "KRaft voters (single node: self)."),
-        BrokerKey("controller.listener.names", str, "CONTROLLER", "Controller listener names."),
+        BrokerKey(
+            "controller.listener.names",
+            str,
+            "CONTROLLER",
+            "Controller listener names.",
+            "Kafka requires it to be set; Moldau names the listener for you.",
+        ),
         BrokerKey("controller.quorum.election.timeout.ms", int, "1000", "Raft election timeout."),
         BrokerKey("controller.quorum.fetch.timeout.ms", int, "2000", "Raft follower timeout."),
         BrokerKey("controller.quorum.election.backoff.max.ms", int, "1000", "Raft backoff."),
@@ -210,10 +392,25 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "20971520",
             "Metadata snapshot period.",
         ),
-        BrokerKey("inter.broker.listener.name", str, "PLAINTEXT", "Listener for brokers."),
+        BrokerKey(
+            "inter.broker.protocol.version",
+            str,
+            "3.9-IV0",
+            "Read when a new cluster's metadata log starts: the metadata.version it is "
+            "finalized at if Moldau supports it (3.0-IV1 to 3.3-IV3; else 3.3-IV3), as "
+            "kafka-storage format reads it. Later, kafka-features upgrades it.",
+        ),
+        BrokerKey(
+            "inter.broker.listener.name",
+            str,
+            "PLAINTEXT",
+            "Listener for brokers.",
+            "Kafka derives it from security.inter.broker.protocol (PLAINTEXT).",
+        ),
         BrokerKey("metrics.port", int, "0", "Moldau: serve Prometheus /metrics here (0: off)."),
         BrokerKey("metrics.host", str, "127.0.0.1", "Moldau: address of the /metrics server."),
         *SECURITY_KEYS,
+        *REMOTE_LOG_KEYS,
     ]
 }
 
@@ -232,9 +429,11 @@ class Listener:
 
 def _known_key(key: str) -> bool:
     """A broker key, a topic default, or a security key for one listener."""
-    if key in BROKER_KEYS or key in BROKER_SYNONYMS:
+    if key in BROKER_KEYS or key in BROKER_SYNONYMS or key in KAFKA_BROKER_CONFIGS:
         return True
-    m = _LISTENER_SCOPED.match(key)
+    if key.startswith((REMOTE_STORAGE_MANAGER_PREFIX, REMOTE_LOG_METADATA_MANAGER_PREFIX)):
+        return True  # for the plugins (default prefixes; custom ones are reported unknown)
+    m = LISTENER_SCOPED.match(key)
     return m is not None and (m["key"] is None or m["key"] in BROKER_KEYS)
 
 
@@ -315,9 +514,14 @@ class BrokerConfig:
     def __init__(self, props: dict[str, str]) -> None:
         self.props = dict(props)
         self.unknown = sorted(k for k in props if not _known_key(k))
-        for key in props:
+        for key, raw in props.items():
             if key in BROKER_KEYS:
                 self._typed(key)
+            elif key in KAFKA_BROKER_CONFIGS and key not in BROKER_SYNONYMS:
+                try:
+                    KAFKA_BROKER_CONFIGS[key].validate(raw, key)
+                except KafkaError as e:
+                    raise ConfigError(str(e)) from None
         self.listeners = parse_listeners(self.get("listeners"), "listeners")
         adv = self.props.get("advertised.listeners", "")
         self.advertised = parse_listeners(adv, "advertised.listeners") if adv else None
@@ -332,6 +536,11 @@ class BrokerConfig:
             self.default_log_config = LogConfig.from_props({}, self.log_defaults)
         except KafkaError as e:
             raise ConfigError(str(e)) from e
+        if self.bool("remote.log.storage.system.enable"):
+            try:
+                check_local_retention(self.default_log_config)
+            except KafkaError as e:
+                raise ConfigError(str(e)) from e
         if self.int("num.partitions") < 1:
             raise ConfigError("num.partitions must be at least 1")
         self._check_socket_server()
@@ -383,6 +592,24 @@ class BrokerConfig:
     def bool(self, key: str) -> bool:
         return bool(self._typed(key))
 
+    def remote_storage_manager_configs(self) -> dict[str, str]:
+        """The keys under remote.log.storage.manager.impl.prefix, without it."""
+        return _strip_prefix(self.props, self.get("remote.log.storage.manager.impl.prefix"))
+
+    def remote_log_metadata_int(self, key: str) -> builtins.int:
+        """A remote.log.metadata.* key; Kafka reads it under the metadata manager's prefix
+        (rlmm.config.<key>), which wins here too."""
+        prefixed = self.get("remote.log.metadata.manager.impl.prefix") + key
+        if prefixed not in self.props:
+            return self.int(key)
+        value = parse_value(key, self.props[prefixed])
+        assert isinstance(value, int)
+        return value
+
     @property
     def node_id(self) -> builtins.int:
         return self.int("node.id")
+
+
+def _strip_prefix(props: dict[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix) :]: v for k, v in props.items() if prefix and k.startswith(prefix)}

@@ -1,17 +1,22 @@
 """Per-topic log configuration: Kafka's topic config names, broker synonyms and defaults.
 
-``TOPIC_CONFIGS`` is the single source of truth for every topic-level config the storage
-layer honours: the broker config, CreateTopics validation and DescribeConfigs all read it,
-so a name, default or synonym is defined exactly once.
+``TOPIC_CONFIGS`` is the single source of truth for every topic-level config: the broker
+config, CreateTopics validation and DescribeConfigs all read it, so a name, default or
+synonym is defined exactly once. The configs the storage layer honours are written out
+here; every other topic config Kafka defines is added from Kafka's own definitions
+(``moldau.config.kafka``) with ``acted=False`` and a word on why, so it is accepted,
+stored and described back, never refused as unknown.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any
 
+from moldau.config.kafka import KAFKA_TOPIC_CONFIGS, KafkaKey
 from moldau.protocol.errors import InvalidConfigError
 
 LONG_MAX = 2**63 - 1
@@ -48,9 +53,16 @@ class ConfigDef:
     default: str
     synonyms: tuple[tuple[str, int], ...]
     doc: str
-    minimum: int | None = None
-    maximum: int | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
     choices: tuple[str, ...] = ()
+    acted: bool = True  # False: accepted and described, but Moldau does not apply it
+    also: tuple[str, ...] = ()  # values allowed outside [minimum, maximum] ("-1")
+    item_format: str = ""  # list items must match this (with its description after "|")
+
+    @property
+    def first_synonym(self) -> str | None:
+        return self.synonyms[0][0] if self.synonyms else None
 
     def parse(self, raw: str, source: str) -> bool | int | float | str | tuple[str, ...]:
         """Parse and validate ``raw``; ``source`` names the key in error messages."""
@@ -67,8 +79,11 @@ class ConfigDef:
         if self.type == "double":
             return self._parse_double(text, source)
         if self.type == "list":
+            # Empty is allowed (Kafka 4 accepts an empty cleanup.policy: neither policy).
             items = tuple(item.strip() for item in text.split(",") if item.strip())
-            if not items or any(item not in self.choices for item in items):
+            if self.item_format:
+                self._check_format(raw, items, source)
+            if self.choices and any(item not in self.choices for item in items):
                 raise InvalidConfigError(
                     f"Invalid value {raw!r} for configuration {source}: "
                     f"expected a comma-separated list of {', '.join(self.choices)}"
@@ -81,6 +96,11 @@ class ConfigDef:
             )
         return text
 
+    def _check_format(self, raw: str, items: tuple[str, ...], source: str) -> None:
+        pattern, _, what = self.item_format.partition("|")
+        if items != ("*",) and not all(re.fullmatch(pattern, item) for item in items):
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {source}: {what}")
+
     def _parse_number(self, text: str, source: str) -> int:
         try:
             value = int(text)
@@ -89,11 +109,16 @@ class ConfigDef:
                 f"Invalid value {text!r} for configuration {source}: "
                 f"Not a number of type {self.type.upper()}"
             ) from None
+        if text in self.also:
+            return value
         upper = INT_MAX if self.type == "int" else LONG_MAX
-        if self.maximum is not None:
-            upper = min(upper, self.maximum)
         if value > upper or value < -upper - 1:
             raise InvalidConfigError(f"Invalid value {value} for configuration {source}: too large")
+        if self.maximum is not None and value > self.maximum:
+            raise InvalidConfigError(
+                f"Invalid value {value} for configuration {source}: "
+                f"Value must be no more than {self.maximum}"
+            )
         if self.minimum is not None and value < self.minimum:
             raise InvalidConfigError(
                 f"Invalid value {value} for configuration {source}: "
@@ -122,6 +147,11 @@ class ConfigDef:
             )
         return value
 
+
+_THROTTLED_REPLICA = (
+    r"[0-9]+:[0-9]+|Must be the literal '*' or a list of replicas in the following format: "
+    "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+)
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
@@ -301,8 +331,108 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "the dirty ratio.",
             minimum=1,
         ),
+        ConfigDef(
+            "remote.storage.enable",
+            "remote_storage_enable",
+            "boolean",
+            "false",
+            (),
+            "Tier this topic: copy closed segments to the remote storage manager (KIP-405).",
+        ),
+        ConfigDef(
+            "local.retention.ms",
+            "local_retention_ms",
+            "long",
+            "-2",
+            (("log.local.retention.ms", 1),),
+            "How long copied segments stay on the broker's disk; -2: as retention.ms.",
+            minimum=-2,
+        ),
+        ConfigDef(
+            "local.retention.bytes",
+            "local_retention_bytes",
+            "long",
+            "-2",
+            (("log.local.retention.bytes", 1),),
+            "Local size above which copied segments leave the disk; -2: as retention.bytes.",
+            minimum=-2,
+        ),
+        ConfigDef(
+            "remote.log.copy.disable",
+            "remote_log_copy_disable",
+            "boolean",
+            "false",
+            (),
+            "Stop copying to the remote tier; remote data stays readable (KIP-950).",
+        ),
+        ConfigDef(
+            "remote.log.delete.on.disable",
+            "remote_log_delete_on_disable",
+            "boolean",
+            "false",
+            (),
+            "Required to turn remote.storage.enable off: the remote data is deleted (KIP-950).",
+        ),
+        *(
+            ConfigDef(
+                f"{side}.replication.throttled.replicas",
+                "",
+                "list",
+                "",
+                (),
+                f"Replicas throttled on the {side} side at {side}.replication.throttled.rate "
+                "(KIP-73): partition:broker,... or * (kafka-reassign-partitions --throttle).",
+                item_format=_THROTTLED_REPLICA,
+            )
+            for side in ("leader", "follower")
+        ),
     )
 }
+
+
+def _not_acted_on(k: KafkaKey, why: str) -> ConfigDef:
+    """A Kafka topic config Moldau accepts and describes but does not apply."""
+    return ConfigDef(
+        k.name,
+        "",
+        k.type,
+        k.default or "",
+        ((k.server_default_property, 1),) if k.server_default_property else (),
+        why,
+        minimum=k.minimum,
+        maximum=k.maximum,
+        choices=k.choices,
+        acted=False,
+        also=k.also,
+    )
+
+
+# Why Moldau does not act on these Kafka topic configs (shown in DescribeConfigs
+# documentation and docs/configuration.md).
+NOT_ACTED_ON = {
+    "compression.gzip.level": "Batches keep the producer's codec and level (no recompression yet).",
+    "compression.lz4.level": "Batches keep the producer's codec and level (no recompression yet).",
+    "compression.zstd.level": "Batches keep the producer's codec and level (no recompression yet).",
+    "local.retention.bytes": "Tiered storage settings.",
+    "local.retention.ms": "Tiered storage settings.",
+    "remote.log.copy.disable": "Tiered storage settings.",
+    "remote.log.delete.on.disable": "Tiered storage settings.",
+    "remote.storage.enable": "Tiered storage settings.",
+    "message.downconversion.enable": "Moldau serves record batches v2 only; it never "
+    "down-converts for old fetch versions.",
+    "message.format.version": "Deprecated by Kafka (ignored from 3.0 on); Moldau writes v2.",
+    "message.timestamp.after.max.ms": "Produce does not check timestamps against broker time.",
+    "message.timestamp.before.max.ms": "Produce does not check timestamps against broker time.",
+    "message.timestamp.difference.max.ms": "Produce does not check timestamps against broker time.",
+    "preallocate": "Segment files grow as written; they are not preallocated.",
+    "segment.jitter.ms": "Segments roll at segment.ms exactly, without random jitter.",
+}
+
+TOPIC_CONFIGS.update(
+    (k.name, _not_acted_on(k, NOT_ACTED_ON.get(k.name, "Not acted on by Moldau.")))
+    for k in KAFKA_TOPIC_CONFIGS.values()
+    if k.name not in TOPIC_CONFIGS
+)
 
 # Broker key -> topic key, for the broker config and DescribeConfigs synonyms.
 BROKER_SYNONYMS: dict[str, str] = {
@@ -380,6 +510,11 @@ class LogConfig:
     delete_retention_ms: int = 24 * HOUR_MS
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @classmethod
     def from_props(
@@ -392,13 +527,15 @@ class LogConfig:
         """
         resolved = resolve_configs(topic_overrides, defaults or {})
         values: dict[str, Any] = {
-            d.field: d.parse(resolved[d.name].value, d.name) for d in TOPIC_CONFIGS.values()
+            d.field: d.parse(resolved[d.name].value, d.name)
+            for d in TOPIC_CONFIGS.values()
+            if d.field
         }
         return cls(**values)
 
     def to_props(self) -> dict[str, str]:
         """Topic-key string form, e.g. for DescribeConfigs or persisting overrides."""
-        by_field = {d.field: d.name for d in TOPIC_CONFIGS.values()}
+        by_field = {d.field: d.name for d in TOPIC_CONFIGS.values() if d.field}
         return {by_field[f.name]: _to_str(getattr(self, f.name)) for f in fields(self)}
 
     @property
@@ -412,3 +549,91 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def local_log_retention_ms(self) -> int:
+        """Kafka's localRetentionMs(): local.retention.ms, or retention.ms for -2."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_log_retention_bytes(self) -> int:
+        """Kafka's localRetentionBytes(): local.retention.bytes, or retention.bytes for -2."""
+        if self.local_retention_bytes == -2:
+            return self.retention_bytes
+        return self.local_retention_bytes
+
+
+def validate_remote_storage(
+    config: LogConfig, *, system_enabled: bool, was_enabled: bool = False
+) -> None:
+    """Kafka's checks of a topic's tiered storage settings (LogConfig.validate), raising
+    InvalidConfigError: remote storage needs remote.log.storage.system.enable, excludes
+    compaction, keeps local retention within total retention, and is turned off only with
+    remote.log.delete.on.disable."""
+    if not config.remote_storage_enable:
+        if was_enabled and not config.remote_log_delete_on_disable:
+            raise InvalidConfigError(
+                "It is invalid to disable remote storage without deleting remote data. If you "
+                "want to keep the remote data and turn to read only, please set "
+                "`remote.storage.enable=true,remote.log.copy.disable=true`. If you want to "
+                "disable remote storage and delete all remote data, please set "
+                "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
+            )
+        return
+    if not system_enabled:
+        raise InvalidConfigError(
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage."
+        )
+    if config.compact_enabled:
+        raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
+    check_local_retention(config)
+    if config.remote_log_copy_disable:
+        for local_key, local, total_key, total in (
+            (
+                "local.retention.bytes",
+                config.local_retention_bytes,
+                "retention.bytes",
+                config.retention_bytes,
+            ),
+            ("local.retention.ms", config.local_retention_ms, "retention.ms", config.retention_ms),
+        ):
+            if local != -2 and local != total:
+                raise InvalidConfigError(
+                    f"When `remote.log.copy.disable` is set to true, the `{local_key}` and "
+                    f"`{total_key}` must be set to the identical value because there will be "
+                    "no more logs copied to the remote storage."
+                )
+
+
+def check_local_retention(config: LogConfig) -> None:
+    """Local retention within total retention (Kafka checks it for tiered topics and, with
+    remote.log.storage.system.enable, for the broker defaults)."""
+    for local_key, local, total_key, total, unlimited in (
+        (
+            "local.retention.bytes",
+            config.local_retention_bytes,
+            "retention.bytes",
+            config.retention_bytes,
+            config.retention_bytes <= -1,
+        ),
+        (
+            "local.retention.ms",
+            config.local_retention_ms,
+            "retention.ms",
+            config.retention_ms,
+            config.retention_ms == -1,
+        ),
+    ):
+        if unlimited or local == -2:
+            continue
+        if local == -1:
+            raise InvalidConfigError(
+                f"Invalid value -1 for configuration {local_key}: Value must not be -1 as "
+                f"{total_key} value is set as {total}."
+            )
+        if local > total:
+            raise InvalidConfigError(
+                f"Invalid value {local} for configuration {local_key}: Value must not be more "
+                f"than {total_key} property value: {total}"
+            )

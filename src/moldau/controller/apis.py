@@ -15,6 +15,7 @@ from typing import Any
 from moldau.controller import (
     broker_apis,
     config_apis,
+    feature_apis,
     partition_apis,
     producer_id_apis,
     quorum_apis,
@@ -50,6 +51,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_ACLS: security_apis.delete_acls,
     ApiKey.ALTER_CLIENT_QUOTAS: security_apis.alter_client_quotas,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security_apis.alter_user_scram_credentials,
+    ApiKey.UPDATE_FEATURES: feature_apis.update_features,
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from moldau.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    FeatureLevelRecord,
     FenceBrokerRecord,
     MetadataRecord,
     PartitionChangeRecord,
@@ -127,6 +128,7 @@ class MetadataImage:
     next_producer_id: int = 0
     offset: int = -1  # last metadata log offset applied
     security: SecurityImage = field(default_factory=SecurityImage)  # ACLs, SCRAM, quotas
+    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)  # finalized levels
 
     def apply(self, records: Iterable[MetadataRecord], offset: int = -1) -> MetadataImage:
         delta = MetadataDelta(self)
@@ -155,6 +157,7 @@ class MetadataDelta:
         self._next_producer_id = image.next_producer_id
         self._ids: dict[bytes, str | None] = {}
         self._security = SecurityDelta(image.security)
+        self._features: dict[str, int] | None = None
 
     # -- reading through the delta -------------------------------------------------
     def topic(self, name: str) -> TopicImage | None:
@@ -246,6 +249,13 @@ class MetadataDelta:
                 self._brokers[rec.id] = replace(broker, fenced=fenced)
         elif isinstance(rec, SECURITY_RECORDS):
             self._security.replay(rec)
+        elif isinstance(rec, FeatureLevelRecord):
+            if self._features is None:
+                self._features = dict(self.image.features)
+            if rec.feature_level > 0:
+                self._features[rec.name] = rec.feature_level
+            else:  # level 0 removes the feature
+                self._features.pop(rec.name, None)
 
     def _replay_config(self, rec: ConfigRecord) -> None:
         key = (rec.resource_type, rec.resource_name)
@@ -317,4 +327,5 @@ class MetadataDelta:
             next_producer_id=self._next_producer_id,
             offset=max(offset, image.offset),
             security=self._security.apply(),
+            features=image.features if self._features is None else MappingProxyType(self._features),
         )

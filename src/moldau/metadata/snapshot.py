@@ -14,6 +14,7 @@ from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
+    FeatureLevelRecord,
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
@@ -29,6 +30,8 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
 
 
 def _records(image: MetadataImage) -> Iterator[MetadataRecord]:
+    for name, level in image.features.items():  # first, as in Kafka's snapshots
+        yield FeatureLevelRecord(name=name, feature_level=level)
     for broker in image.brokers.values():
         yield RegisterBrokerRecord(
             broker_id=broker.broker_id,

@@ -5,7 +5,9 @@ leader and spread over ``num.replica.fetchers`` fetchers per leader; each fetche
 connection that loops on Fetch requests (replica id set, ``replica.fetch.max.bytes`` per
 partition, ``replica.fetch.response.max.bytes`` in all, ``replica.fetch.wait.max.ms`` of
 long poll) and writes what comes back verbatim with ``append_as_follower``, taking the
-leader's high watermark. A follower whose log diverged (it led an older epoch) gets the
+leader's high watermark. Replicas throttled by the follower replication quota (KIP-73,
+:mod:`moldau.replication.quota`) are left out of requests while it is exceeded and they
+have not caught up. A follower whose log diverged (it led an older epoch) gets the
 diverging epoch in the response (KIP-320) and truncates exactly there; one that fell
 below the leader's log start restarts its log at it. A partition whose leader is gone or
 fenced waits for the next metadata update (``replica.fetch.backoff.ms``).
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,8 +30,11 @@ from moldau.protocol.client import Address, ConnectionSecurity, NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.protocol.messages.fetch_response import PartitionData
+from moldau.replication.quota import FOLLOWER, ReplicationQuota
+from moldau.replication.remote_log_manager import RemoteLogManager
 from moldau.replication.replica_manager import ReplicaManager, TopicPartition
 from moldau.security.client import ClientSecurity
+from moldau.storage.remote.storage_manager import RemoteStorageError
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,8 @@ class FetcherConfig:
     wait_max_ms: int = 500  # replica.fetch.wait.max.ms
     min_bytes: int = 1  # replica.fetch.min.bytes
     backoff_ms: int = 1_000  # replica.fetch.backoff.ms
+    quota_window_num: int = 11  # replication.quota.window.num
+    quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
     request_timeout_ms: int = 30_000
     security: ConnectionSecurity | None = None  # TLS and SASL of the inter-broker listener
 
@@ -63,6 +71,8 @@ class FetcherConfig:
             wait_max_ms=config.int("replica.fetch.wait.max.ms"),
             min_bytes=config.int("replica.fetch.min.bytes"),
             backoff_ms=config.int("replica.fetch.backoff.ms"),
+            quota_window_num=config.int("replication.quota.window.num"),
+            quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
             # Only a cluster has other brokers to fetch from (Kafka checks it always).
             security=ClientSecurity.inter_broker(config)
             if config.get("controller.quorum.voters")
@@ -84,6 +94,9 @@ class Fetcher:
         self.fetcher_id = fetcher_id
         self.partitions: set[TopicPartition] = set()
         self._delayed: dict[TopicPartition, float] = {}  # until this loop time
+        # Partitions whose log is being rebuilt from the remote tier (KIP-405).
+        self._rebuilding: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._in_sync: set[TopicPartition] = set()  # caught up to the leader's HW
         self._wakeup = asyncio.Event()
         self._client = NetworkClient(
             f"replica-fetcher-{manager.node_id}-{leader}-{fetcher_id}",
@@ -100,9 +113,15 @@ class Fetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.discard(tp)
         self._delayed.pop(tp, None)
+        rebuild = self._rebuilding.pop(tp, None)
+        if rebuild is not None:
+            rebuild.cancel()  # before it touches the log (a new leader keeps its own)
+        self._in_sync.discard(tp)
 
     def close(self) -> None:
         self._task.cancel()
+        for rebuild in self._rebuilding.values():
+            rebuild.cancel()
         self._client.close()
 
     async def _run(self) -> None:
@@ -135,11 +154,14 @@ class Fetcher:
                         self._handle(tp, data, loop.time())
 
     def _request(self, ready: list[TopicPartition]) -> FetchRequest | None:
-        rm, config = self.manager.replica_manager, self.manager.config
+        rm, config, quota = self.manager.replica_manager, self.manager.config, self.manager.quota
+        now_ms = rm.clock.now_ms()
         by_topic: dict[str, list[FetchPartition]] = {}
         for tp in ready:
             position = rm.follower_position(tp)
             if position is None or position.leader != self.leader:
+                continue
+            if quota.should_throttle(tp, tp in self._in_sync, now_ms):
                 continue
             by_topic.setdefault(tp[0], []).append(
                 FetchPartition(
@@ -163,19 +185,62 @@ class Fetcher:
 
     def _handle(self, tp: TopicPartition, data: PartitionData, now: float) -> None:
         rm = self.manager.replica_manager
+        if tp in self._rebuilding:
+            return  # fetched before the rebuild started: its log is being replaced
         try:
             if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 self._out_of_range(tp, data)
+            elif data.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                self._rebuild_from_remote_tier(tp)
             elif data.error_code != ErrorCode.NONE:
                 raise KafkaError("fetch failed", ErrorCode(data.error_code))
             elif data.diverging_epoch is not None and data.diverging_epoch.end_offset >= 0:
                 self._truncate(tp, data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
             else:
-                rm.append_as_follower(tp, data.records or b"", data.high_watermark)
+                records = data.records or b""
+                leo = rm.append_as_follower(tp, records, data.high_watermark)
+                if self.manager.quota.is_throttled(tp):
+                    self.manager.quota.record(len(records), rm.clock.now_ms())
+                if leo >= data.high_watermark:
+                    self._in_sync.add(tp)
+                else:
+                    self._in_sync.discard(tp)
         except KafkaError as e:
             if e.code not in RETRIABLE:
                 log.warning("%s-%d: replication failed: %s", *tp, e)
             self._delayed[tp] = now + self.manager.config.backoff_ms / 1000
+
+    def _rebuild_from_remote_tier(self, tp: TopicPartition) -> None:
+        """KIP-405: the leader holds the offset only in the remote tier. The partition is
+        paused while its log is rebuilt from there, then fetches on from its new end."""
+        rlm = self.manager.replica_manager.remote_log_manager
+        if rlm is None:
+            raise KafkaError(
+                "no remote tier on this broker", ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+            )
+        self._delayed[tp] = math.inf
+        task = asyncio.get_running_loop().create_task(self._rebuild(tp, rlm))
+        self._rebuilding[tp] = task
+        task.add_done_callback(lambda _: self._rebuilding.pop(tp, None))
+
+    async def _rebuild(self, tp: TopicPartition, rlm: RemoteLogManager) -> None:
+        rm = self.manager.replica_manager
+        delay = 0.0
+        try:
+            next_offset = await rlm.rebuild_follower(tp)
+            partition, replica_log = rm.partition(tp), rm.local_log(tp)
+            if partition is not None and replica_log is not None:
+                partition.truncated(replica_log.log_start_offset, replica_log.log_end_offset)
+            log.info("%s-%d: rebuilt from the remote tier, fetching from %d", *tp, next_offset)
+        except (RemoteStorageError, KafkaError, OSError) as e:
+            log.info("%s-%d: cannot rebuild from the remote tier yet: %s", *tp, e)
+            delay = self.manager.config.backoff_ms / 1000
+        except Exception:  # e.g. a corrupt remote snapshot: never leave the partition paused
+            log.exception("%s-%d: rebuilding from the remote tier failed", *tp)
+            delay = self.manager.config.backoff_ms / 1000
+        if tp in self.partitions:
+            self._delayed[tp] = asyncio.get_running_loop().time() + delay
+            self._wakeup.set()
 
     def _truncate(self, tp: TopicPartition, epoch: int, leader_end: int) -> None:
         """Cut the diverged tail: at the leader's end of ``epoch``, or earlier where this
@@ -217,6 +282,10 @@ class ReplicaFetcherManager:
         self._image = MetadataImage()
         self._fetchers: dict[tuple[int, int], Fetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+        # KIP-73: bytes fetched for throttled replicas (a metadata listener)
+        self.quota = ReplicationQuota(
+            FOLLOWER, node_id, self.config.quota_window_num, self.config.quota_window_ms
+        )
 
     def address_of(self, broker_id: int) -> Address | None:
         broker = self._image.brokers.get(broker_id)

@@ -18,8 +18,10 @@ txn_verification.py`` guards the start of transactions, KIP-890).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -30,16 +32,21 @@ from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError, OffsetMovedToTieredStorageError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
+from moldau.replication.quota import LEADER, ReplicationQuota
+from moldau.replication.remote_log_manager import RemoteLogManager
 from moldau.replication.txn_verification import Guard, TransactionVerifier
 from moldau.stats.counters import IsrStats, TopicStats
 from moldau.storage.local_log import LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry
+from moldau.storage.remote.remote_log_reader import RemoteLogReadResult
+from moldau.storage.remote.segment import TopicIdPartition
+from moldau.storage.remote.storage_manager import RemoteStorageError
 from moldau.storage.txn_index import AbortedTxn
 from moldau.storage.unified_log import UnifiedLog
 
@@ -57,6 +64,8 @@ Writable = bytearray | memoryview  # batches are stamped in place: the frame's o
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405 (ListOffsets v8): the local log start offset
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005 (ListOffsets v9): the highest copied offset
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
@@ -70,10 +79,16 @@ class AppendOrigin(Enum):
 @dataclass(frozen=True, slots=True)
 class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
+    quota_window_num: int = 11  # replication.quota.window.num
+    quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ReplicationConfig:
-        return cls(replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"))
+        return cls(
+            replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"),
+            quota_window_num=config.int("replication.quota.window.num"),
+            quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
+        )
 
 
 @dataclass(slots=True)
@@ -118,13 +133,27 @@ class FetchResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: LogReadResult | None = None
+    records: LogReadResult | RemoteLogReadResult | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate there
     aborted: list[AbortedTxn] | None = None  # read_committed: transactions to drop
+    remote: RemoteFetch | None = None  # to read from the remote tier before answering
 
     @property
     def size(self) -> int:
         return self.records.size if self.records is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFetch:
+    """A consumer's read below the local log start (Kafka's RemoteStorageFetchInfo)."""
+
+    tp: TopicIdPartition
+    log: UnifiedLog
+    offset: int
+    max_bytes: int
+    max_offset: int
+    min_one_batch: bool
+    committed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +192,10 @@ class ReplicaManager:
         self.config = config or ReplicationConfig()
         self._config_for = config_for
         self.purgatory = Purgatory(scheduler)
+        # KIP-73: bytes sent to followers of throttled replicas (a metadata listener)
+        self.leader_quota = ReplicationQuota(
+            LEADER, node_id, self.config.quota_window_num, self.config.quota_window_ms
+        )
         self._partitions: dict[TopicPartition, Partition] = {}
         self._offline: set[TopicPartition] = set()  # logs that could not be opened
         # New replicas of a large change, opened a slice at a time or at their first
@@ -178,6 +211,10 @@ class ReplicaManager:
         self._checkpointed_hw = log_manager.read_replication_checkpoint()
         self.topic_stats = TopicStats()
         self.isr_stats = IsrStats()
+        # Tiered storage (None: remote.log.storage.system.enable is off); the latest
+        # image gives the topic ids of the remote tier's TopicIdPartitions.
+        self.remote_log_manager: RemoteLogManager | None = None
+        self._image = MetadataImage()
 
     # -- metadata ------------------------------------------------------------------
     def on_metadata_update(
@@ -189,9 +226,10 @@ class ReplicaManager:
         are opened a slice (HOST_SLICE_S) per turn of the event loop (as Kafka's brokers apply a large
         delta off the request threads); internal topics' replicas are opened at once, the
         coordinators load from them."""
+        self._image = new
         for tp in changes.deletes:
             self._pending.pop(tp, None)
-            self._stop_replica(tp)
+            self._stop_replica(tp, delete_remote=self._deletes_remote(old, new, tp))
         if changes.deletes:
             self.topic_stats.retain(new.topics)
             # As Kafka rewrites a log dir's checkpoints on every delete: a partition created
@@ -254,6 +292,28 @@ class ReplicaManager:
         else:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
+        self._tier(tp, partition, replica_log, leads)
+
+    def _tier(
+        self, tp: TopicPartition, partition: Partition, replica_log: UnifiedLog, leads: bool
+    ) -> None:
+        """Tell the RemoteLogManager this broker leads or follows a tiered partition."""
+        rlm = self.remote_log_manager
+        if rlm is None:
+            return
+        topic_id = self._topic_id(tp[0])
+        if topic_id is None:
+            return
+        if not replica_log.remote_log_enabled:
+            rlm.stop_partition(tp)
+            return
+        tip = TopicIdPartition(topic_id, *tp)
+        if leads:
+            rlm.on_leader(
+                tip, replica_log, partition.leader_epoch, lambda: partition.high_watermark
+            )
+        else:
+            rlm.on_follower(tip, replica_log)
 
     def _host(self, tp: TopicPartition) -> tuple[Partition, UnifiedLog] | None:
         try:
@@ -275,7 +335,25 @@ class ReplicaManager:
             )
         return partition, replica_log
 
-    def _stop_replica(self, tp: TopicPartition) -> None:
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        image = self._image.topics.get(topic)
+        return uuid.UUID(bytes=image.topic_id) if image is not None else None
+
+    def _deletes_remote(self, old: MetadataImage, new: MetadataImage, tp: TopicPartition) -> bool:
+        """Whether this broker deletes ``tp``'s remote log: the topic is gone and this was
+        its leader (its first replica if it had none)."""
+        topic = old.topics.get(tp[0])
+        if self.remote_log_manager is None or tp[0] in new.topics or topic is None:
+            return False
+        part = topic.partitions.get(tp[1])
+        if part is None:
+            return False
+        leader = part.leader if part.leader >= 0 else part.replicas[0] if part.replicas else -1
+        return leader == self.node_id
+
+    def _stop_replica(self, tp: TopicPartition, *, delete_remote: bool = False) -> None:
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.stop_partition(tp, delete_remote=delete_remote)
         self._partitions.pop(tp, None)
         self._offline.discard(tp)
         self.log_manager.delete_log(*tp)
@@ -504,8 +582,27 @@ class ReplicaManager:
         """Read every partition; long-poll (woken by HW moves, or appends for followers)
         until ``min_bytes`` are there, ``max_wait_ms`` passes or a partition has an error.
         No partitions (e.g. a fetch that closes its session) is answered at once, as Kafka
-        does: nothing could ever arrive."""
+        does: nothing could ever arrive. A follower's bytes of throttled replicas count
+        against the leader's replication quota."""
+        results = await self._fetch(params, requested)
+        if params.from_follower:
+            quota = self.leader_quota
+            size = sum(
+                r.size
+                for p, r in zip(requested, results, strict=True)
+                if quota.is_throttled((p.topic, p.partition))
+            )
+            quota.record(size, self.clock.now_ms())
+        return results
+
+    async def _fetch(
+        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+    ) -> list[FetchResult]:
         results, total = self._read_all(params, requested)
+        if any(r.remote is not None for r in results):
+            # As Kafka's DelayedRemoteFetch: answered once the remote reads are done.
+            await asyncio.gather(*(self._read_remote(r) for r in results if r.remote))
+            return results
         if (
             not requested
             or total >= params.min_bytes
@@ -578,6 +675,10 @@ class ReplicaManager:
         )
         if p.fetch_offset == limit and p.fetch_offset >= out.log_start_offset:
             return out  # caught up: nothing to read (the common case of idle partitions)
+        if params.from_follower and self.leader_quota.should_throttle(
+            tp, params.replica_id in partition.isr, self.clock.now_ms()
+        ):
+            return out  # over the replication quota: this replica gets nothing this time
         try:
             out.records = replica_log.read(
                 p.fetch_offset,
@@ -585,6 +686,21 @@ class ReplicaManager:
                 max_offset=limit,
                 min_one_batch=first,
             )
+        except OffsetMovedToTieredStorageError as e:
+            topic_id = self._topic_id(p.topic)
+            if params.from_follower or self.remote_log_manager is None or topic_id is None:
+                out.error = e.code  # a follower rebuilds from the remote tier (KIP-405)
+                return out
+            out.remote = RemoteFetch(
+                TopicIdPartition(topic_id, *tp),
+                replica_log,
+                p.fetch_offset,
+                min(p.max_bytes, budget),
+                limit,
+                first,
+                committed,
+            )
+            return out
         except KafkaError as e:
             out.error = e.code
             return out
@@ -593,6 +709,33 @@ class ReplicaManager:
                 p.fetch_offset, out.records.next_offset
             )
         return out
+
+    async def _read_remote(self, out: FetchResult) -> None:
+        """Fill ``out`` from the remote tier (on the RemoteLogManager's reader threads).
+        A store failure is Kafka's UNKNOWN_SERVER_ERROR for this partition only: clients
+        retry it."""
+        fetch, rlm = out.remote, self.remote_log_manager
+        assert fetch is not None and rlm is not None
+        out.remote = None
+        try:
+            out.records, aborted = await rlm.read(
+                fetch.tp,
+                fetch.log,
+                fetch.offset,
+                fetch.max_bytes,
+                max_offset=fetch.max_offset,
+                min_one_batch=fetch.min_one_batch,
+                committed=fetch.committed,
+            )
+        except KafkaError as e:
+            out.error = e.code
+            return
+        except RemoteStorageError as e:
+            log.warning("%s: reading the remote tier failed: %s", fetch.tp, e)
+            out.error = ErrorCode.UNKNOWN_SERVER_ERROR
+            return
+        if aborted is not None:
+            out.aborted = aborted
 
     # -- ISR -------------------------------------------------------------------------
     def maybe_shrink_isr(self) -> None:
@@ -717,6 +860,14 @@ class ReplicaManager:
             hw = replica_log.last_stable_offset(hw)
         if timestamp == EARLIEST_TIMESTAMP:
             return OffsetLookup(offset=replica_log.log_start_offset, leader_epoch=epoch)
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return OffsetLookup(offset=replica_log.local_log_start_offset, leader_epoch=epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            if not replica_log.remote_log_enabled:
+                return OffsetLookup()
+            return OffsetLookup(
+                offset=replica_log.highest_offset_in_remote_storage, leader_epoch=epoch
+            )
         if timestamp == LATEST_TIMESTAMP:
             return OffsetLookup(offset=hw, leader_epoch=epoch)
         if timestamp == MAX_TIMESTAMP:
@@ -730,6 +881,45 @@ class ReplicaManager:
         if found is None:
             return OffsetLookup()  # nothing at or after it: no offset and no epoch (Kafka's -1s)
         return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
+
+    async def list_offset(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        *,
+        isolation_level: int = READ_UNCOMMITTED,
+        current_leader_epoch: int = -1,
+    ) -> OffsetLookup:
+        """ListOffsets over both tiers: a timestamp is searched in the remote tier's time
+        indexes first when the log has records there (on a reader thread)."""
+        found = self.offset_for_timestamp(
+            tp,
+            timestamp,
+            isolation_level=isolation_level,
+            current_leader_epoch=current_leader_epoch,
+        )
+        rlm, replica_log = self.remote_log_manager, self.local_log(tp)
+        if (
+            timestamp < 0
+            or found.error != ErrorCode.NONE
+            or rlm is None
+            or replica_log is None
+            or replica_log.log_start_offset >= replica_log.local_log_start_offset
+            or (topic_id := self._topic_id(tp[0])) is None
+        ):
+            return found
+        try:
+            remote = await rlm.offset_for_timestamp(
+                TopicIdPartition(topic_id, *tp), replica_log, timestamp
+            )
+        except RemoteStorageError as e:
+            log.warning("%s-%d: searching the remote tier failed: %s", *tp, e)
+            return OffsetLookup(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if remote is None:
+            return found
+        partition = self._partitions.get(tp)
+        epoch = partition.leader_epoch if partition is not None else -1
+        return OffsetLookup(offset=remote[0], timestamp=remote[1], leader_epoch=epoch)
 
     def end_offset_for_epoch(
         self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1

@@ -76,6 +76,7 @@ _CLUSTER_PERMISSION: dict[int, AclOperation] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: AclOperation.ALTER,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: AclOperation.DESCRIBE,
     ApiKey.DESCRIBE_QUORUM: AclOperation.DESCRIBE,
+    ApiKey.UPDATE_FEATURES: AclOperation.ALTER,
     ApiKey.CREATE_ACLS: AclOperation.ALTER,
     ApiKey.DELETE_ACLS: AclOperation.ALTER,
     ApiKey.ALTER_CLIENT_QUOTAS: AclOperation.ALTER_CONFIGS,

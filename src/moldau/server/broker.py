@@ -37,6 +37,8 @@ from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
+from moldau.server.tiered_storage import TieredStorage
+from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget
 
@@ -76,6 +78,12 @@ class Broker:
             clock=self.clock.time,
             budget=self.budget,
             recovery_threads=config.int("num.recovery.threads.per.data.dir"),
+            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
+            cleaner_map_entries=offset_map_capacity(
+                config.int("log.cleaner.dedupe.buffer.size"),
+                config.int("log.cleaner.threads"),
+                CLEANER_MAP_LOAD_FACTOR,
+            ),
         )
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(
@@ -101,6 +109,13 @@ class Broker:
             self._inter_broker_address,
             FetcherConfig.from_config(config),
         )
+        self.tiered_storage = (
+            TieredStorage(
+                config, self.replica_manager, self.publisher, channel, self._inter_broker_address
+            )
+            if config.bool("remote.log.storage.system.enable")
+            else None
+        )
         self.transactions = self._transaction_coordinator()
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
@@ -108,6 +123,8 @@ class Broker:
             self.dynamic_config,
             self.replica_manager,
             self.fetchers,
+            self.replica_manager.leader_quota,
+            self.fetchers.quota,
             self.groups.runtime,
             self.transactions.runtime,
             self.authorizer,
@@ -182,6 +199,8 @@ class Broker:
         every(c.int("replica.lag.time.max.ms") // 2, self.replica_manager.maybe_shrink_isr)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
+        if self.tiered_storage is not None:
+            self.tiered_storage.start(self.scheduler)
         every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
         every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
         self.transactions.start()
@@ -222,6 +241,8 @@ class Broker:
         self.transactions.close()
         self.txn_network.close()
         self.fetchers.close()
+        if self.tiered_storage is not None:
+            self.tiered_storage.shutdown()
         self.isr_changes.close()
         self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()
@@ -300,7 +321,7 @@ class Broker:
         if TRANSACTION_STATE_TOPIC in self.publisher.image.topics:
             return
         c = self.config
-        replication = c.int("transaction.state.log.replication.factor")
+        replication = self._internal_topic_replication("transaction.state.log.replication.factor")
         await self.channel.create_internal_topic(
             TRANSACTION_STATE_TOPIC,
             c.int("transaction.state.log.num.partitions"),
@@ -315,13 +336,21 @@ class Broker:
             },
         )
 
+    def _internal_topic_replication(self, key: str) -> int:
+        """Kafka's factor (3 by default) in a cluster, where Kafka caps nothing; 1 on a node
+        that is its own quorum (no ``controller.quorum.voters``), which no other broker
+        can ever join, so a node started without a config file has working groups."""
+        if self.config.get("controller.quorum.voters"):
+            return self.config.int(key)
+        return min(self.config.int(key), 1)
+
     async def _ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.publisher.image.topics:
             return
         await self.channel.create_internal_topic(
             OFFSETS_TOPIC,
             self.config.int("offsets.topic.num.partitions"),
-            self.config.int("offsets.topic.replication.factor"),
+            self._internal_topic_replication("offsets.topic.replication.factor"),
             {
                 "cleanup.policy": "compact",
                 "segment.bytes": self.config.get("offsets.topic.segment.bytes"),

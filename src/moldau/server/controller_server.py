@@ -8,6 +8,7 @@ committed log. While active it fences brokers whose heartbeats stopped and, with
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -16,9 +17,11 @@ from moldau.config.broker import BrokerConfig
 from moldau.controller.apis import ControllerApis
 from moldau.controller.cluster_control import ClusterControl
 from moldau.controller.context import ControllerContext
+from moldau.controller.feature_apis import bootstrap_metadata_version
 from moldau.controller.quorum_controller import MetadataLogWriter, QuorumController
 from moldau.controller.replication_control import ReplicationControl
 from moldau.controller.topic_control import TopicControl
+from moldau.metadata.features import LATEST_LEVEL, LEVELS, METADATA_VERSION, SUPPORTED, level_of
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.server.dynamic_config import DynamicBrokerConfig
@@ -50,6 +53,7 @@ class ControllerServer:
             DynamicBrokerConfig.check,
             config.int("default.replication.factor"),
             DescriptorBudget.from_config(config).max_partitions,
+            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
         )
         cluster = ClusterControl(
             cluster_id,
@@ -66,6 +70,7 @@ class ControllerServer:
             )
         )
         self._timers: list[TimerHandle] = []
+        self._tasks: set[asyncio.Task[None]] = set()
         if active:
             self.activate()
 
@@ -88,6 +93,12 @@ class ControllerServer:
         log.info("node %d is the active controller", self.config.node_id)
         self.quorum.activate()
         self.apis.context.cluster.activate(self.quorum.committed, self.scheduler.clock.now_ms())
+        if METADATA_VERSION not in self.quorum.committed.features:
+            task = asyncio.get_running_loop().create_task(
+                bootstrap_metadata_version(self.apis.context, bootstrap_level(self.config))
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._bootstrapped)
         every, c, apis = self.scheduler.every, self.config, self.apis
         self._timers.append(every(SESSION_CHECK_INTERVAL_MS, apis.expire_broker_sessions))
         if c.bool("auto.leader.rebalance.enable"):
@@ -99,6 +110,11 @@ class ControllerServer:
                 )
             )
 
+    def _bootstrapped(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("metadata.version not finalized: %s", task.exception())
+
     def deactivate(self) -> None:
         if not self.quorum.active:
             return
@@ -107,3 +123,23 @@ class ControllerServer:
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()
+
+
+def bootstrap_level(config: BrokerConfig) -> int:
+    """The metadata.version a new cluster starts at: ``inter.broker.protocol.version`` if
+    set and supported (as ``kafka-storage format`` reads it), else the latest Moldau has."""
+    raw = config.props.get("inter.broker.protocol.version")
+    level = level_of(raw) if raw else None
+    low, high = SUPPORTED[METADATA_VERSION]
+    if level is not None and low <= level <= high:
+        return level
+    if raw:
+        log.warning(
+            "inter.broker.protocol.version %s is not a metadata.version Moldau supports "
+            "(%s to %s): starting at %s",
+            raw,
+            LEVELS[low][0],
+            LEVELS[high][0],
+            LEVELS[LATEST_LEVEL][0],
+        )
+    return LATEST_LEVEL

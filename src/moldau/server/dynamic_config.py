@@ -2,10 +2,12 @@
 
 As Kafka's DynamicBrokerConfig, a value comes from (highest first) this broker's dynamic
 config, the cluster-wide dynamic default (resource name ""), the properties file, the
-default. Only the keys Kafka treats as dynamic can be altered: the broker-level topic
-defaults (``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes`` ...) and the
-log cleaner's settings. They are ConfigRecords in the metadata log, so every broker
-applies them without a restart; changed topic defaults reach every log at once.
+default. Every key Kafka treats as dynamic can be altered, with Kafka's rules (per-broker
+keys only for one broker, TLS stores only per listener); they are ConfigRecords in the
+metadata log and described back with their source. The broker-level topic defaults
+(``log.retention.ms``, ``log.segment.bytes`` ...) and the log cleaner's settings are
+applied without a restart (``APPLIED_AT_RUN_TIME``); changed topic defaults reach every
+log at once.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from moldau.config.broker import BROKER_KEYS, BrokerConfig, ConfigError, parse_value
+from moldau.config.broker import (
+    BROKER_KEYS,
+    LISTENER_SCOPED,
+    BrokerConfig,
+    ConfigError,
+    parse_value,
+)
+from moldau.config.catalog import BROKER_CATALOG, PER_BROKER_KEYS
 from moldau.config.topic import BROKER_SYNONYMS, TOPIC_CONFIGS, ConfigSource
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import LocalChanges
@@ -21,10 +30,20 @@ from moldau.protocol.errors import KafkaError
 
 CLUSTER_DEFAULT = ""
 
-# Kafka's DynamicBrokerConfig.ReconfigurableConfigs that Moldau has: the log defaults
-# (DynamicLogConfig) and the log cleaner's (LogCleaner.ReconfigurableConfigs).
-DYNAMIC_KEYS = frozenset(BROKER_SYNONYMS) | frozenset(
-    {"log.cleaner.threads", "log.cleaner.backoff.ms"}
+# Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: dynamic only with a listener prefix.
+_LISTENER_ONLY = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.certificates",
+    }
 )
 
 
@@ -45,9 +64,8 @@ class DynamicBrokerConfig:
         for layer in (self._broker, self._cluster, self.static.props):
             if key in layer:
                 return layer[key]
-        if key in BROKER_KEYS:
-            return BROKER_KEYS[key].default
-        return None
+        entry = BROKER_CATALOG.get(key)
+        return entry.default if entry is not None else None
 
     def source(self, key: str) -> ConfigSource:
         if key in self._broker:
@@ -68,21 +86,31 @@ class DynamicBrokerConfig:
 
     # -- validation (the controller's) -------------------------------------------------
     @staticmethod
-    def check(key: str, value: str | None) -> str | None:
-        """Why ``key`` cannot be set to ``value`` dynamically (None: it can)."""
-        if key not in BROKER_KEYS and key not in BROKER_SYNONYMS:
+    def check(key: str, value: str | None, per_broker: bool) -> str | None:
+        """Why ``key`` cannot be set to ``value`` dynamically for one broker
+        (``per_broker``) or the cluster default (None: it can), in Kafka's words."""
+        listener = LISTENER_SCOPED.match(key)
+        base = listener["key"] if listener and listener["key"] else key
+        entry = BROKER_CATALOG.get(base)
+        if entry is None and not listener:
             return f"Unknown broker config: {key}"
-        if key not in DYNAMIC_KEYS:
-            return f"Cannot update these configs dynamically: {key}"
-        if value is None:
-            return None
-        try:
-            if key in BROKER_SYNONYMS:
-                TOPIC_CONFIGS[BROKER_SYNONYMS[key]].parse(value, key)
-            else:
-                parse_value(key, value)
-        except (KafkaError, ConfigError) as e:
-            return f"Invalid value {value} for configuration {key}: {e}"
+        if entry is not None and not entry.dynamic:
+            return f"Cannot update these configs dynamically: Set({key})"
+        if not listener and key in _LISTENER_ONLY:
+            return (
+                "These security configs can be dynamically updated only per-listener "
+                f"using the listener prefix: Set({key})"
+            )
+        if value is not None and entry is not None:
+            try:
+                _validate(base, value, key)
+            except (KafkaError, ConfigError) as e:
+                return str(e)
+        if not per_broker and (listener or base in PER_BROKER_KEYS):
+            return (
+                "Cannot update these configs at default cluster level, broker id must be "
+                f"specified: Set({key})"
+            )
         return None
 
     # -- applying --------------------------------------------------------------------
@@ -105,3 +133,12 @@ class DynamicBrokerConfig:
 
     def _effective_keys(self) -> set[str]:
         return set(self._broker) | set(self._cluster) | set(self.static.props)
+
+
+def _validate(key: str, value: str, source: str) -> None:
+    if key in BROKER_SYNONYMS:
+        TOPIC_CONFIGS[BROKER_SYNONYMS[key]].parse(value, source)
+    elif key in BROKER_KEYS:
+        parse_value(key, value)
+    elif (kafka := BROKER_CATALOG[key].kafka) is not None:
+        kafka.validate(value, source)

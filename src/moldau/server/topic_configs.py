@@ -7,12 +7,13 @@ names, defaults and synonyms); this module only shapes them the way Kafka report
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from moldau.config.broker import BROKER_KEYS
+from moldau.config.broker import LISTENER_SCOPED
+from moldau.config.catalog import BROKER_CATALOG, BrokerEntry
+from moldau.config.kafka import PER_BROKER
 from moldau.config.topic import (
-    BROKER_SYNONYMS,
     TOPIC_CONFIGS,
     ConfigDef,
     ConfigSource,
@@ -22,7 +23,7 @@ from moldau.protocol.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
     DescribeConfigsSynonym,
 )
-from moldau.server.dynamic_config import DYNAMIC_KEYS, DynamicBrokerConfig
+from moldau.server.dynamic_config import DynamicBrokerConfig
 
 
 class ConfigType(IntEnum):
@@ -39,15 +40,7 @@ class ConfigType(IntEnum):
     PASSWORD = 9
 
 
-_TOPIC_TYPES = {
-    "int": ConfigType.INT,
-    "long": ConfigType.LONG,
-    "double": ConfigType.DOUBLE,
-    "boolean": ConfigType.BOOLEAN,
-    "string": ConfigType.STRING,
-    "list": ConfigType.LIST,
-}
-_BROKER_TYPES = {int: ConfigType.INT, bool: ConfigType.BOOLEAN, str: ConfigType.STRING}
+_KAFKA_TYPES = {t.name.lower(): t for t in ConfigType}
 
 
 @dataclass(frozen=True)
@@ -108,7 +101,9 @@ def _topic_synonyms(
         for key, _factor in d.synonyms
         if key in broker_props
     ]
-    out.append(DescribeConfigsSynonym(d.synonyms[0][0], d.default, ConfigSource.DEFAULT_CONFIG))
+    out.append(
+        DescribeConfigsSynonym(d.first_synonym or d.name, d.default, ConfigSource.DEFAULT_CONFIG)
+    )
     return out
 
 
@@ -132,8 +127,8 @@ def describe_topic(
                 d.name,
                 r.value,
                 source,
-                _TOPIC_TYPES[d.type],
-                d.doc,
+                _KAFKA_TYPES[d.type],
+                d.doc if d.acted else f"Not acted on by Moldau: {d.doc}",
                 opts,
                 read_only=False,
                 synonyms=_topic_synonyms(d, overrides, broker_props, broker_source),
@@ -142,29 +137,34 @@ def describe_topic(
     return entries
 
 
+def _listener_entry(key: str) -> BrokerEntry:
+    """A dynamic key for one listener: its base key's type and meaning, per broker."""
+    match = LISTENER_SCOPED.match(key)
+    base = BROKER_CATALOG.get(match["key"] or "") if match else None
+    if base is None:
+        return BrokerEntry(key, "string", None, PER_BROKER, False, "Listener setting.", None)
+    return replace(base, name=key, default=None, update_mode=PER_BROKER)
+
+
 def describe_broker(
     config: DynamicBrokerConfig, opts: DescribeOptions, *, cluster_default: bool = False
 ) -> list[DescribeConfigsResourceResult]:
-    """The broker's settings with where each value comes from; the keys Kafka treats as
-    dynamic are alterable, the rest read-only. ``cluster_default`` (resource name "")
-    reports only the cluster-wide dynamic defaults, as Kafka does.
+    """Every broker config Kafka defines (and Moldau's own), with where each value comes
+    from; Kafka's dynamic keys are alterable, the rest read-only. ``cluster_default``
+    (resource name "") reports only the cluster-wide dynamic defaults, as Kafka does.
+    Keys Moldau does not act on say so in their documentation; passwords are sensitive
+    and their values are not returned, as Kafka does.
 
     Broker-level topic defaults (``log.retention.hours`` ...) are listed too; a synonym
     that is unset reports the topic default under its first broker key, else null.
     """
     entries = []
     layers = config.layers()
-    for key in BROKER_KEYS.keys() | BROKER_SYNONYMS.keys():
+    # Listener-scoped keys (listener.name.<l>.ssl.keystore.location ...) set dynamically.
+    scoped = sorted({k for _, layer in layers[:2] for k in layer} - BROKER_CATALOG.keys())
+    for key, entry in [*BROKER_CATALOG.items(), *((k, _listener_entry(k)) for k in scoped)]:
         if not opts.wants(key):
             continue
-        if key in BROKER_KEYS:
-            spec = BROKER_KEYS[key]
-            default: str | None = spec.default
-            config_type, doc = _BROKER_TYPES[spec.type], spec.doc
-        else:
-            d = TOPIC_CONFIGS[BROKER_SYNONYMS[key]]
-            default = d.default if d.synonyms[0][0] == key else None
-            config_type, doc = _TOPIC_TYPES[d.type], d.doc
         if cluster_default:
             source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
             value = layers[1][1].get(key)
@@ -173,22 +173,27 @@ def describe_broker(
             synonyms = [DescribeConfigsSynonym(key, value, source)]
         else:
             source = config.source(key)
-            value = config.get(key) if source != ConfigSource.DEFAULT_CONFIG else default
+            value = config.get(key) if source != ConfigSource.DEFAULT_CONFIG else entry.default
             synonyms = [
                 DescribeConfigsSynonym(key, layer[key], layer_source)
                 for layer_source, layer in layers
                 if key in layer
             ] or [DescribeConfigsSynonym(key, value, ConfigSource.DEFAULT_CONFIG)]
-        entries.append(
-            _entry(
-                key,
-                value,
-                source,
-                config_type,
-                doc,
-                opts,
-                read_only=key not in DYNAMIC_KEYS,
-                synonyms=synonyms,
-            )
+        sensitive = entry.type == "password"
+        if sensitive:
+            value = None
+            synonyms = [DescribeConfigsSynonym(s.name, None, s.source) for s in synonyms]
+        doc = entry.doc if entry.acted else f"Not acted on by Moldau: {entry.doc}"
+        result = _entry(
+            key,
+            value,
+            source,
+            _KAFKA_TYPES[entry.type],
+            doc,
+            opts,
+            read_only=not entry.dynamic,
+            synonyms=synonyms,
         )
-    return sorted(entries, key=lambda e: e.name or "")
+        result.is_sensitive = sensitive
+        entries.append(result)
+    return entries

@@ -27,9 +27,13 @@ This is the one storage component that decodes records; it is not on the produce
 path and may run in a worker thread: it only reads sealed segments, writes a new one and
 takes the log's lock for the swap (``UnifiedLog.replace_segments``), which is dropped if the log
 was truncated meanwhile. It gives up the GIL after every batch, so requests wait for at
-most one batch's decoding instead of the interpreter's 5 ms switch interval. The offset map is a plain dict of the dirty part's keys (bounded
-by the number of distinct keys, unlike Kafka's fixed-size
-``log.cleaner.dedupe.buffer.size`` map).
+most one batch's decoding instead of the interpreter's 5 ms switch interval.
+
+The offset map holds at most ``max_map_entries`` keys, Kafka's capacity for
+``log.cleaner.dedupe.buffer.size`` (:func:`offset_map_capacity`). When it fills, the pass
+stops where the map stopped, as Kafka's cleaner does: it cleans the segments the map
+reached, keeping every record past that offset, and returns that offset as the new
+checkpoint, so the next pass goes on from there.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import copy
 import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from moldau.protocol.errors import KafkaError
 from moldau.records.batch import (
@@ -56,6 +60,17 @@ from moldau.storage.txn_index import AbortedTxn, TransactionIndex
 from moldau.storage.unified_log import UnifiedLog
 
 READ_CHUNK = 8 * 1024 * 1024  # bytes of whole batches decoded per pread
+_NEVER = -(2**63)  # a time before every delete horizon
+# Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset per entry.
+MAP_BYTES_PER_ENTRY = 24
+CLEANER_MAP_LOAD_FACTOR = 0.9  # Kafka's log.cleaner.io.buffer.load.factor default
+
+
+def offset_map_capacity(dedupe_buffer_bytes: int, threads: int, load_factor: float) -> int:
+    """Keys one pass may map: Kafka's share of ``log.cleaner.dedupe.buffer.size`` per
+    cleaner thread, in entries, filled up to ``log.cleaner.io.buffer.load.factor``."""
+    slots = min(dedupe_buffer_bytes // max(threads, 1), 2**31 - 1) // MAP_BYTES_PER_ENTRY
+    return max(1, int(slots * load_factor))
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +143,12 @@ def clean_log(
     high_watermark: int,
     force: bool = False,
     aborted: Callable[[], bool] = lambda: False,
+    max_map_entries: int | None = None,
 ) -> int | None:
     """Compact ``log`` if it is dirty enough (or ``force``); returns the new cleaner
-    checkpoint (the first uncleanable offset), None if nothing was cleaned. Raises
-    CleaningAbortedError if the log changed under the pass or ``aborted()`` turned true."""
+    checkpoint (the first uncleanable offset, or where a full offset map stopped), None
+    if nothing was cleaned. Raises CleaningAbortedError if the log changed under the
+    pass or ``aborted()`` turned true."""
     truncations = log.truncations
     rng = cleanable_range(log, checkpoint, now_ms, high_watermark)
     if not rng.segments or not (force or needs_cleaning(rng, log, now_ms)):
@@ -143,9 +160,11 @@ def clean_log(
     last_offsets = {pid: e.last_offset for pid, e in list(log.producer_state.producers.items())}
     try:
         aborted_txns = log.collect_aborted_transactions(rng.segments[0].base_offset, rng.end)
-        offset_map = build_offset_map(rng.segments, rng.first_dirty, aborted, aborted_txns)
+        offset_map, end = build_offset_map(
+            rng.segments, rng.first_dirty, aborted, aborted_txns, max_map_entries, rng.end
+        )
         txns = TransactionCleaning(aborted_txns, last_offsets)
-        for segment in rng.segments:
+        for segment in (s for s in rng.segments if s.base_offset < end):
             if aborted():
                 raise CleaningAbortedError(f"{log.dir.name}: cleaning stopped")
             if out and segment.next_offset - 1 - group[0].base_offset > INT32_MAX:
@@ -153,14 +172,14 @@ def clean_log(
                 group, out = [], None
             out = out or _CleanedSegment(log, segment.base_offset, aborted)
             mark, saved = out.mark(), txns.copy()
-            out.write_segment(segment, offset_map, horizon, txns)
+            out.write_segment(segment, offset_map, horizon, txns, end)
             if group and out.segment.size > max_bytes:
                 # The group is full: cut this segment off and start the next group with it.
                 out.rewind(mark)
                 txns = saved
                 out.swap(group, truncations)
                 group, out = [], _CleanedSegment(log, segment.base_offset, aborted)
-                out.write_segment(segment, offset_map, horizon, txns)
+                out.write_segment(segment, offset_map, horizon, txns, end)
             group.append(segment)
         if out:
             out.swap(group, truncations)
@@ -174,7 +193,7 @@ def clean_log(
     finally:
         if out:
             out.abort()
-    return rng.end
+    return end
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,10 +225,16 @@ class _CleanedSegment:
         offset_map: dict[bytes, int],
         horizon: DeleteHorizon,
         txns: TransactionCleaning,
+        end: int,
     ) -> None:
+        """Rewrite ``segment``; batches reaching ``end`` (where a full offset map stopped)
+        keep their tombstones and markers: the map did not see what they supersede (they
+        may still get their delete horizon, as Kafka stamps every batch it keeps)."""
         index = self.segment.txn_index
         for info, records, raw in _decoded_batches(segment, self.aborted):
             data: bytes | bytearray | memoryview
+            if info.last_offset >= end:
+                horizon = replace(horizon, now_ms=_NEVER)
             if info.is_control:
                 data = txns.clean_control(info, records, raw, horizon, index)
             elif txns.is_aborted(info):
@@ -252,10 +277,15 @@ def build_offset_map(
     first_dirty: int,
     aborted: Callable[[], bool] = lambda: False,
     aborted_txns: Sequence[AbortedTxn] = (),
-) -> dict[bytes, int]:
+    max_entries: int | None = None,
+    end: int = 2**63 - 1,
+) -> tuple[dict[bytes, int], int]:
     """Key -> offset of its latest record at or after ``first_dirty``; records of aborted
-    transactions do not count (they supersede nothing)."""
+    transactions do not count (they supersede nothing). With ``max_entries`` keys mapped,
+    the map stops before the first record of a new key: the offset it covers up to is
+    returned with it (``end`` when it never filled)."""
     offset_map: dict[bytes, int] = {}
+    limit = 2**63 - 1 if max_entries is None else max_entries
     txns = TransactionCleaning(aborted_txns, {})
     for segment in segments:
         if segment.next_offset <= first_dirty:
@@ -268,8 +298,10 @@ def build_offset_map(
                 continue
             for record in records:
                 if record.key is not None and record.offset >= first_dirty:
+                    if len(offset_map) >= limit and record.key not in offset_map:
+                        return offset_map, record.offset  # full: clean up to here
                     offset_map[record.key] = record.offset
-    return offset_map
+    return offset_map, end
 
 
 def _clean_batch(

@@ -91,18 +91,7 @@ class LogLoader:
         now = now_ms(self.clock)
         found, snapshot_names = _scan_directory(directory)
         bases = sorted(found)
-        segments = [
-            Segment.existing(
-                directory,
-                base,
-                config.segment_index_bytes,
-                config.index_interval_bytes,
-                now,
-                self.caches,
-                size=found[base].size,
-            )
-            for base in bases
-        ]
+        segments = [self._segment(base, found[base].size, now) for base in bases]
         first_recovered = 0 if not segments else max(0, bisect_right(bases, recovery_point) - 1)
         if self.clean_shutdown:
             first_recovered = len(segments)
@@ -157,6 +146,19 @@ class LogLoader:
         for segment in segments:
             self.caches.files.discard(segment)  # opened to load: not in use yet
         return LoadedLog(local, log_start, epoch_cache, producer_state, snapshot_offset)
+
+    def _segment(self, base_offset: int, size: int, now: int) -> Segment:
+        """The segment found on disk at ``base_offset``, its log file ``size`` bytes."""
+        config = self.config
+        return Segment.existing(
+            self.directory,
+            base_offset,
+            config.segment_index_bytes,
+            config.index_interval_bytes,
+            now,
+            self.caches,
+            size=size,
+        )
 
 
 def _scan_directory(directory: Path) -> tuple[dict[int, _Found], list[str]]:

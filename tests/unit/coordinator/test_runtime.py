@@ -40,13 +40,17 @@ def image(leader: int = NODE, epoch: int = 0) -> MetadataImage:
 class Node:
     """One broker's replica manager and group coordinator over ``data`` (no network)."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, config: GroupConfig | None = None) -> None:
         self.scheduler = ManualScheduler()
         self.scheduler.clock.advance(1_700_000_000_000)
         self.logs = LogManager([data], {})
         self.rm = ReplicaManager(NODE, self.logs, self.scheduler, lambda t: LogConfig())
         self.groups = GroupCoordinatorService(
-            GroupConfig(group_initial_rebalance_delay_ms=0), 1, self.rm, self.scheduler, _noop
+            config or GroupConfig(group_initial_rebalance_delay_ms=0),
+            1,
+            self.rm,
+            self.scheduler,
+            _noop,
         )
         self.publisher = MetadataPublisher(NODE)
         self.publisher.add_listener(self.rm)
@@ -250,5 +254,33 @@ def test_clients_cannot_write_the_offsets_topic(tmp_path: Path) -> None:
         batch = bytearray(build_batch([(b"k", b"v")]))
         result = node.rm.append_to_leader((OFFSETS_TOPIC, 0), batch, origin=AppendOrigin.CLIENT)
         assert result.error == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+    run(test)
+
+
+def test_group_writes_wait_offsets_commit_timeout_ms(tmp_path: Path) -> None:
+    """``offsets.commit.timeout.ms``: a commit whose replica never fetches times out then,
+    not before."""
+
+    async def test() -> None:
+        node = Node(tmp_path, GroupConfig(offsets_commit_timeout_ms=1_234))
+        part = PartitionImage(0, (NODE, 2), (NODE, 2), NODE, 0, 0)  # replica 2 never fetches
+        topic = TopicImage(OFFSETS_TOPIC, b"o" * 16, {0: part}, {"cleanup.policy": "compact"})
+        await node.start(
+            MetadataImage(
+                topics={OFFSETS_TOPIC: topic}, topics_by_id={topic.topic_id: OFFSETS_TOPIC}
+            )
+        )
+        pending = asyncio.ensure_future(commit(node, 5))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        node.scheduler.advance(1_233)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not pending.done()
+        node.scheduler.advance(1)
+        result = await asyncio.wait_for(pending, 10)
+        # Kafka answers a timed-out group write with COORDINATOR_NOT_AVAILABLE.
+        assert result == {("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE}
 
     run(test)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from moldau.config.broker import BrokerConfig
+from moldau.config.catalog import BROKER_CATALOG
 from moldau.config.topic import TOPIC_CONFIGS, ConfigSource
-from moldau.server.dynamic_config import DYNAMIC_KEYS, DynamicBrokerConfig
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.publisher import LocalChanges
+from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.topic_configs import ConfigType, DescribeOptions, describe_broker, describe_topic
 
 ALL = DescribeOptions(keys=None, synonyms=True, documentation=True)
@@ -74,8 +79,13 @@ def test_broker_configs_with_their_source() -> None:
     configs = by_name(
         describe_broker(broker_config({"num.partitions": "3", "log.retention.hours": "24"}), ALL)
     )
-    # Only Kafka's dynamic broker configs can be altered; the rest are read-only.
-    assert {name for name, e in configs.items() if not e.read_only} == set(DYNAMIC_KEYS)
+    # Every key Kafka defines is described; only Kafka's dynamic ones can be altered.
+    assert configs.keys() == BROKER_CATALOG.keys()
+    assert {name for name, e in configs.items() if not e.read_only} == {
+        name for name, e in BROKER_CATALOG.items() if e.dynamic
+    }
+    assert configs["num.io.threads"].read_only is False  # Kafka: cluster-wide
+    assert configs["auto.create.topics.enable"].read_only is True
     assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == (
         "3",
         ConfigSource.STATIC_BROKER_CONFIG,
@@ -90,3 +100,21 @@ def test_broker_configs_with_their_source() -> None:
     assert configs["log.retention.ms"].value == "604800000"
     assert configs["log.retention.minutes"].value is None
     assert configs["log.retention.minutes"].config_source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_dynamic_listener_configs_and_passwords_are_described() -> None:
+    config = broker_config({})
+    key = "listener.name.plaintext.ssl.keystore.location"
+    dynamic = {"1": MappingProxyType({key: "/ks.p12", "ssl.key.password": "secret"})}
+    config.on_metadata_update(
+        MetadataImage(), MetadataImage(broker_configs=MappingProxyType(dynamic)), LocalChanges()
+    )
+    configs = by_name(describe_broker(config, ALL))
+    assert (configs[key].value, configs[key].config_source) == (
+        "/ks.p12",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    password = configs["ssl.key.password"]
+    assert password.is_sensitive and password.value is None
+    assert password.config_source == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert configs["num.io.threads"].documentation.startswith("Not acted on by Moldau")

@@ -456,3 +456,33 @@ def test_a_corrupt_log_is_skipped_and_the_others_still_cleaned(
     assert [r.message for r in caplog.records] == ["bad-0: log cleaning failed; marked uncleanable"]
     assert manager.run_cleaner(hws(manager), NOW) == 0
     assert len(caplog.records) == 1  # not retried until a restart
+
+
+def test_full_offset_map_cleans_in_several_passes(tmp_path: Path, clock: FakeClock) -> None:
+    """log.cleaner.dedupe.buffer.size: a pass whose key map fills stops where the map
+    stopped (Kafka's cleaner does so); the next passes go on from that checkpoint until
+    every key keeps only its latest record."""
+    log = open_log(tmp_path / "t-0", compact_config(), clock)
+    written = fill(log, 120, 40)  # keys 0..39, three updates each
+    written.append((put(log, [(b"tail", b"t")]), b"tail", b"t"))  # active: not cleanable
+    end = log.active.base_offset
+    checkpoint, passes = 0, 0
+    while checkpoint < end:
+        new = clean(log, checkpoint, NOW, force=True, max_map_entries=15)
+        assert new is not None and new > checkpoint
+        if new < end:  # a partial pass: nothing past it was touched
+            assert [r for r in records_of(log) if r[0] >= new] == [
+                r for r in written if r[0] >= new
+            ]
+        checkpoint, passes = new, passes + 1
+    assert passes >= 3
+    assert records_of(log) == expected_after_clean(written, end)
+    assert latest(records_of(log))[b"key-7"] == b"value-87"
+
+
+def test_offset_map_capacity_is_kafkas() -> None:
+    from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
+
+    # 128 MiB, one thread: 5592405 slots of 24 bytes, 90% of them usable.
+    assert offset_map_capacity(134_217_728, 1, CLEANER_MAP_LOAD_FACTOR) == 5_033_164
+    assert offset_map_capacity(240, 2, 0.5) == 2

@@ -17,6 +17,9 @@ class GroupConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
+    # How long a group write (offset commit, join, sync ...) waits for the replicas to
+    # acknowledge it before the request fails (COORDINATOR_NOT_AVAILABLE, as in Kafka).
+    offsets_commit_timeout_ms: int = 5_000
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> GroupConfig:
@@ -27,6 +30,7 @@ class GroupConfig:
             offsets_retention_minutes=config.int("offsets.retention.minutes"),
             offsets_retention_check_interval_ms=config.int("offsets.retention.check.interval.ms"),
             offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
+            offsets_commit_timeout_ms=config.int("offsets.commit.timeout.ms"),
         )
 
     @property

@@ -74,7 +74,11 @@ class GroupCoordinatorService:
         self.ensure_topic = ensure_topic
         self.stats = GroupStats()
         self.runtime: CoordinatorRuntime[GroupCoordinator] = CoordinatorRuntime(
-            OFFSETS_TOPIC, replica_manager, scheduler, lambda p: _Loader(config, self.stats)
+            OFFSETS_TOPIC,
+            replica_manager,
+            scheduler,
+            lambda p: _Loader(config, self.stats),
+            write_timeout_ms=config.offsets_commit_timeout_ms,
         )
 
     def partition_for(self, group_id: str) -> int:

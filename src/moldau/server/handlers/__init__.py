@@ -59,6 +59,7 @@ from moldau.server.handlers import (
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 
@@ -110,6 +111,7 @@ _MODULES: list[ModuleType] = [
     alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    update_features,
     offset_for_leader_epoch,
     describe_log_dirs,
     alter_replica_log_dirs,

@@ -21,7 +21,7 @@ from moldau.protocol.messages.alter_replica_log_dirs_response import (
 from moldau.security.acl import AclOperation
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.ALTER_REPLICA_LOG_DIRS

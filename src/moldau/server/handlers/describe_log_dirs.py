@@ -24,7 +24,7 @@ from moldau.security.acl import AclOperation
 from moldau.storage.log_manager import LogDirDescription, ReplicaInDir
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.DESCRIBE_LOG_DIRS

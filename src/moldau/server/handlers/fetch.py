@@ -25,13 +25,14 @@ from moldau.replication.replica_manager import FetchParams, FetchRequestPartitio
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.security.quotas import FETCH
 from moldau.server.fetch_session import INVALID_SESSION_ID, FetchContext
+from moldau.storage.local_log import LogReadResult
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
-    from moldau.storage.local_log import LogReadResult
+    from moldau.storage.remote.remote_log_reader import RemoteLogReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
@@ -76,11 +77,14 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
     return data
 
 
-def _records(read: LogReadResult | None) -> FileRecords | bytes:
-    """Never null records: librdkafka 2.0.2 cannot parse them (Kafka writes empty)."""
+def _records(read: LogReadResult | RemoteLogReadResult | None) -> FileRecords | bytes:
+    """Never null records: librdkafka 2.0.2 cannot parse them (Kafka writes empty).
+    Remote reads are bytes already."""
     if read is None or not read.size:
         return b""
-    return FileRecords(read) if read.size > INLINE_RECORDS_MAX else read.to_bytes()
+    if isinstance(read, LogReadResult) and read.size > INLINE_RECORDS_MAX:
+        return FileRecords(read)
+    return read.to_bytes()
 
 
 def _responses(

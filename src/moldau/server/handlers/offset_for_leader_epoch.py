@@ -23,7 +23,7 @@ from moldau.protocol.messages.offset_for_leader_epoch_response import (
 from moldau.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from moldau.server.dispatch import RequestContext
+    from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
 API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
