@@ -480,6 +480,22 @@ def test_full_offset_map_cleans_in_several_passes(tmp_path: Path, clock: FakeClo
     assert latest(records_of(log))[b"key-7"] == b"value-87"
 
 
+def test_a_tombstone_past_a_full_offset_maps_end_stays_past_its_horizon(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The map did not see what such a tombstone supersedes: it waits for a later pass."""
+    log = open_log(tmp_path / "t-0", compact_config(), clock)
+    put(log, [(b"a", b"x")])
+    put(log, [(b"b", b"y")])
+    tombstone = put(log, [(b"gone", None)])
+    fill(log, 40, 3)
+    clean(log, 0, NOW)  # stamps the tombstone's horizon: NOW + one day
+    assert clean(log, 0, NOW + 2 * DAY_MS, force=True, max_map_entries=2) == tombstone
+    assert (tombstone, b"gone", None) in records_of(log)
+    clean(log, 0, NOW + 2 * DAY_MS, force=True)
+    assert not any(key == b"gone" for _, key, _ in records_of(log))
+
+
 def test_offset_map_capacity_is_kafkas() -> None:
     from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
 
