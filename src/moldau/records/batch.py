@@ -48,6 +48,8 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+# KIP-534: set by the log cleaner; the base timestamp then holds the delete horizon
+DELETE_HORIZON_FLAG = 0x40
 MAX_COMPRESSION_CODEC = 4  # zstd
 
 NO_PRODUCER_ID = -1
@@ -99,6 +101,14 @@ class BatchInfo:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may drop this batch's tombstones or marker (KIP-534); None
+        until a cleaning pass stamped it."""
+        if self.attributes & DELETE_HORIZON_FLAG:
+            return self.base_timestamp
+        return None
 
     @property
     def last_offset(self) -> int:
