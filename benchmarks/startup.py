@@ -10,6 +10,9 @@ timing until its delivery report. Cases:
   process: it starts the fork server, which imports the broker, then forks one.
 - ``broker_warm``: later ``broker()`` calls in that process (forked right away).
 - ``restart``: ``restart()`` of a running broker (clean stop + start, same port).
+- ``crash_restart``: ``kill()`` (kill -9) then ``start()`` of a broker that took records:
+  it recovers its logs and, its own controller, registers at once (no wait for the dead
+  incarnation's session).
 
 ``listening_ms`` is when ``broker()`` returned (or the process printed its address),
 ``first_produce_ms`` when the record was acknowledged. Bytecode caching matters for
@@ -101,10 +104,21 @@ def child(warm_runs: int) -> None:
             first_produce(b.bootstrap_servers, "startup")
             return timings(start, listening, time.monotonic())
 
+    def crash_restart_broker() -> dict[str, float]:
+        with broker() as b:
+            first_produce(b.bootstrap_servers, "startup")
+            b.kill()
+            start = time.monotonic()
+            b.start()
+            listening = time.monotonic()
+            first_produce(b.bootstrap_servers, "startup")
+            return timings(start, listening, time.monotonic())
+
     cold = start_broker()
     warm = [start_broker() for _ in range(warm_runs)]
     restart = [restart_broker() for _ in range(warm_runs)]
-    print(json.dumps({"cold": cold, "warm": warm, "restart": restart}))
+    crash = [crash_restart_broker() for _ in range(warm_runs)]
+    print(json.dumps({"cold": cold, "warm": warm, "restart": restart, "crash": crash}))
 
 
 def summary(runs: list[dict[str, float]]) -> dict[str, object]:
@@ -128,7 +142,8 @@ def main() -> None:
         nargs="+",
         choices=["cli", "broker"],
         default=["cli", "broker"],
-        help="cli: `python -m moldau server`; broker: moldau.testing.broker() cold, warm, restart",
+        help="cli: `python -m moldau server`; broker: moldau.testing.broker() cold, warm, "
+        "restart, crash_restart",
     )
     args = parser.parse_args()
     if args.child:
@@ -143,7 +158,7 @@ def main() -> None:
     if "cli" in args.cases:
         results["cli"] = summary([cli_run() for _ in range(args.runs)])
     if "broker" in args.cases:
-        cold, warm, restart = [], [], []
+        cold, warm, restart, crash = [], [], [], []
         for _ in range(args.runs):
             out = subprocess.run(
                 [sys.executable, "-m", "benchmarks.startup", "--child", "--runs", "3"],
@@ -155,10 +170,12 @@ def main() -> None:
             cold.append(runs["cold"])
             warm += runs["warm"]
             restart += runs["restart"]
+            crash += runs["crash"]
         results |= {
             "broker_cold": summary(cold),
             "broker_warm": summary(warm),
             "restart": summary(restart),
+            "crash_restart": summary(crash),
         }
     results["cpu_load_1min_after"] = os.getloadavg()[0]
     path = write_result("startup", args, results)

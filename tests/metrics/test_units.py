@@ -31,13 +31,14 @@ from moldau.metrics.snapshot import (
     GroupSnapshot,
     NodeParts,
     NodeSnapshot,
+    RemoteStorageSnapshot,
     ReplicaSnapshot,
     SnapshotTaker,
 )
 from moldau.protocol.api_keys import ApiKey
 from moldau.records.record import build_batch
 from moldau.replication.replica_manager import ReplicaManager
-from moldau.stats.counters import Histogram, TopicCounts
+from moldau.stats.counters import Histogram, RemoteStorageStats, TopicCounts
 from moldau.stats.requests import RequestStats
 from moldau.stats.timing import RequestTimer, parked
 from moldau.storage.log_manager import LogManager
@@ -241,6 +242,20 @@ def _snapshot(**changes: object) -> NodeSnapshot:
 
 def _replica(topic: str, partition: int, hw: int, leader: bool = True) -> ReplicaSnapshot:
     return ReplicaSnapshot(topic, partition, 0, 1, 0, hw, True, leader, 1, 1, 1, hw)
+
+
+def test_remote_storage_families_have_kafkas_names():
+    stats = RemoteStorageStats(copy_bytes=4096, copy_requests=2, fetch_bytes=300, fetch_requests=1)
+    remote = RemoteStorageSnapshot(stats, {"t": (4096, 1000, 1), "u": (0, 0, 0)})
+    s = render(_snapshot(remote=remote))
+    m = "kafka_server_brokertopicmetrics_"
+    assert s.value(m + "remotecopybytes_total") == 4096
+    assert s.value(m + "remotecopyrequests_total") == 2
+    assert s.value(m + "remotefetchbytes_total") == 300
+    assert s.value(m + "failedremotefetchrequests_total") == 0
+    assert s.series(m + "remotelogsizebytes", "topic") == {("t",): 4096, ("u",): 0}
+    assert s.value(m + "remotecopylagbytes", topic="t") == 1000
+    assert s.value(m + "remotecopylagsegments", topic="t") == 1
 
 
 def test_lag_only_where_the_high_watermark_is_known_and_never_negative():

@@ -32,7 +32,9 @@ from moldau.cli.common import (
     user_properties,
 )
 from moldau.cli.local_cluster import (
+    CONTROL_DIR,
     LAST_LINES,
+    STATE_FILE,
     LocalCluster,
     exit_status,
     read_state,
@@ -119,7 +121,8 @@ def _run(
         _watch(cluster, signals)
     finally:
         cluster.stop()
-        (base / "cluster.json").unlink(missing_ok=True)
+        (base / STATE_FILE).unlink(missing_ok=True)
+        shutil.rmtree(base / CONTROL_DIR, ignore_errors=True)
 
 
 def _watch(cluster: LocalCluster, signals: list[int]) -> None:

@@ -20,6 +20,7 @@ from confluent_kafka import (
 from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     BootstrapOption,
+    CommandConfigOption,
     PropertyOption,
     consumer_client,
     describe_error,
@@ -100,6 +101,7 @@ def consume(
         int | None, typer.Option(min=1, help="Exit when no record arrived for this long.")
     ] = None,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Print records of TOPIC, one per line, until --max-messages, --timeout-ms or Ctrl-C.
 
@@ -107,7 +109,7 @@ def consume(
     """
     start = _start_offset(from_beginning, partition, offset, group)
     reset: dict[str, Any] = {"auto.offset.reset": "earliest" if from_beginning else "latest"}
-    consumer = consumer_client(bootstrap, properties, group, **reset)
+    consumer = consumer_client(bootstrap, properties, group, command_config, **reset)
     fmt = _Format(unescape(key_separator).encode(), print_offset, print_headers, print_key)
     try:
         meta = topic_metadata(consumer, topic, [partition])

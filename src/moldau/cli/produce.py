@@ -23,6 +23,7 @@ from rich.progress import (
 from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     BootstrapOption,
+    CommandConfigOption,
     PropertyOption,
     client_config,
     describe_error,
@@ -101,6 +102,7 @@ def produce(
         bool, typer.Option("--idempotent", help="Idempotent producer (no duplicates on retry).")
     ] = False,
     properties: PropertyOption = None,
+    command_config: CommandConfigOption = None,
 ) -> None:
     """Produce each line of stdin (or --file) as one record.
 
@@ -119,7 +121,9 @@ def produce(
         # Interactive use: give up on an unreachable broker well before librdkafka's 5 min.
         "message.timeout.ms": 30000,
     }
-    producer = Producer(client_config(bootstrap, properties, **settings))
+    producer = Producer(
+        client_config(bootstrap, properties, command_config=command_config, **settings)
+    )
     topic_metadata(producer, topic, [partition])
     deliveries = _Deliveries()
     kwargs: dict[str, Any] = {"on_delivery": deliveries, "headers": headers}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 import typer
@@ -17,6 +18,7 @@ from confluent_kafka.admin import (
     TopicMetadata,
 )
 
+from moldau.admin.tiers import PartitionTiers, partition_tiers
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -125,11 +127,32 @@ def describe(
         everything = cluster_metadata(admin).topics
         topics = [everything[name] for name in sorted(everything) if not _is_internal(name)]
     overrides = _config_overrides(admin, [str(t.topic) for t in topics])
+    brokers = cluster_metadata(admin).brokers
+    tiers = {
+        str(t.topic): _tiers(t, brokers)
+        for t in topics
+        if overrides[str(t.topic)].get("remote.storage.enable") == "true"
+    }
     if json_output:
-        print_json([_topic_json(topic, overrides[str(topic.topic)]) for topic in topics])
+        print_json(
+            [
+                _topic_json(topic, overrides[str(topic.topic)], tiers.get(str(topic.topic)))
+                for topic in topics
+            ]
+        )
         return
     for topic in topics:
-        _print_topic(topic, overrides[str(topic.topic)])
+        _print_topic(topic, overrides[str(topic.topic)], tiers.get(str(topic.topic)))
+
+
+def _tiers(topic: TopicMetadata, brokers: dict) -> dict[int, PartitionTiers | None]:
+    """A tiered topic's log start, local log start and last tiered offset per partition."""
+    leaders = {
+        p.id: (brokers[p.leader].host, brokers[p.leader].port)
+        for p in topic.partitions.values()
+        if p.leader in brokers
+    }
+    return asyncio.run(partition_tiers(str(topic.topic), leaders))
 
 
 @app.command()
@@ -219,21 +242,37 @@ def _is_override(entry: ConfigEntry) -> bool:
     return source == ConfigSource.DYNAMIC_TOPIC_CONFIG
 
 
-def _topic_json(topic: TopicMetadata, overrides: dict[str, str]) -> dict:
+def _topic_json(
+    topic: TopicMetadata,
+    overrides: dict[str, str],
+    tiers: dict[int, PartitionTiers | None] | None,
+) -> dict:
     partitions = sorted(topic.partitions.values(), key=lambda p: p.id)
+    rows = []
+    for p in partitions:
+        row = {"partition": p.id, "leader": p.leader, "replicas": p.replicas, "isr": p.isrs}
+        tier = tiers.get(p.id) if tiers is not None else None
+        if tier is not None:
+            row |= {
+                "log_start_offset": tier.log_start_offset,
+                "local_log_start_offset": tier.local_log_start_offset,
+                "highest_offset_in_remote_storage": tier.highest_offset_in_remote_storage,
+            }
+        rows.append(row)
     return {
         "topic": topic.topic,
         "partition_count": len(partitions),
         "replication_factor": len(partitions[0].replicas) if partitions else 0,
         "configs": overrides,
-        "partitions": [
-            {"partition": p.id, "leader": p.leader, "replicas": p.replicas, "isr": p.isrs}
-            for p in partitions
-        ],
+        "partitions": rows,
     }
 
 
-def _print_topic(topic: TopicMetadata, overrides: dict[str, str]) -> None:
+def _print_topic(
+    topic: TopicMetadata,
+    overrides: dict[str, str],
+    tiers: dict[int, PartitionTiers | None] | None,
+) -> None:
     partitions = sorted(topic.partitions.values(), key=lambda p: p.id)
     print_kv(
         f"Topic: {topic.topic}",
@@ -243,9 +282,24 @@ def _print_topic(topic: TopicMetadata, overrides: dict[str, str]) -> None:
             "Configs": ",".join(f"{k}={v}" for k, v in overrides.items()),
         },
     )
-    grid = table("PARTITION", "LEADER", "REPLICAS", "ISR")
+    columns = ["PARTITION", "LEADER", "REPLICAS", "ISR"]
+    if tiers is not None:
+        columns += ["LOG-START", "LOCAL-LOG-START", "TIERED-OFFSET"]
+    grid = table(*columns)
     for p in partitions:
-        grid.add_row(str(p.id), str(p.leader), _ids(p.replicas), _ids(p.isrs))
+        row = [str(p.id), str(p.leader), _ids(p.replicas), _ids(p.isrs)]
+        if tiers is not None:
+            tier = tiers.get(p.id)
+            row += (
+                ["?"] * 3
+                if tier is None
+                else [
+                    str(tier.log_start_offset),
+                    str(tier.local_log_start_offset),
+                    str(tier.highest_offset_in_remote_storage),
+                ]
+            )
+        grid.add_row(*row)
     out.print(grid)
     out.print()
 

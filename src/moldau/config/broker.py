@@ -16,12 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from moldau.config.kafka import KAFKA_BROKER_CONFIGS
-from moldau.config.topic import BROKER_SYNONYMS, LogConfig
+from moldau.config.topic import BROKER_SYNONYMS, LogConfig, check_local_retention
 from moldau.protocol.errors import KafkaError
 
 
 class ConfigError(ValueError):
     """A configuration value is missing or malformed; the message says which and why."""
+
+
+# Kafka's replica.selector.class for KIP-392 rack-aware fetching, the only one Moldau has.
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,94 @@ LISTENER_SCOPED = re.compile(
     r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$"
 )
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+# Tiered storage (KIP-405): Kafka's RemoteLogManagerConfig keys and defaults. Keys under
+# remote.log.storage.manager.impl.prefix (rsm.config.) go to the remote storage manager,
+# those under remote.log.metadata.manager.impl.prefix (rlmm.config.) to the metadata manager.
+REMOTE_STORAGE_MANAGER_PREFIX = "rsm.config."
+REMOTE_LOG_METADATA_MANAGER_PREFIX = "rlmm.config."
+REMOTE_LOG_KEYS = [
+    BrokerKey(
+        "remote.log.storage.system.enable",
+        bool,
+        "false",
+        "Enable tiered storage on this broker; topics opt in with remote.storage.enable.",
+    ),
+    BrokerKey(
+        "remote.log.storage.manager.class.name",
+        str,
+        "",
+        "Remote storage manager: file, s3, or a Python 'package.module:Class'.",
+    ),
+    BrokerKey(
+        "remote.log.storage.manager.impl.prefix",
+        str,
+        REMOTE_STORAGE_MANAGER_PREFIX,
+        "Prefix of the keys passed (without it) to the remote storage manager.",
+    ),
+    BrokerKey(
+        "remote.log.metadata.manager.class.name",
+        str,
+        "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
+        "Remote log metadata manager (Moldau has the topic-based one).",
+    ),
+    BrokerKey(
+        "remote.log.metadata.manager.impl.prefix",
+        str,
+        REMOTE_LOG_METADATA_MANAGER_PREFIX,
+        "Prefix of the keys passed (without it) to the remote log metadata manager.",
+    ),
+    BrokerKey(
+        "remote.log.metadata.topic.replication.factor",
+        int,
+        "3",
+        "Replication of __remote_log_metadata (capped by the live brokers).",
+    ),
+    BrokerKey(
+        "remote.log.metadata.topic.num.partitions",
+        int,
+        "50",
+        "Partitions of __remote_log_metadata.",
+    ),
+    BrokerKey(
+        "remote.log.metadata.topic.retention.ms",
+        int,
+        "-1",
+        "retention.ms of __remote_log_metadata (-1: forever).",
+    ),
+    BrokerKey(
+        "remote.log.manager.task.interval.ms",
+        int,
+        "30000",
+        "How often each leader partition looks for segments to copy or expire.",
+    ),
+    BrokerKey(
+        "remote.log.manager.task.retry.backoff.ms",
+        int,
+        "500",
+        "First backoff after a failed copy; doubles up to the max.",
+    ),
+    BrokerKey(
+        "remote.log.manager.task.retry.backoff.max.ms",
+        int,
+        "30000",
+        "Largest backoff after failed copies.",
+    ),
+    BrokerKey(
+        "remote.log.manager.thread.pool.size",
+        int,
+        "10",
+        "Worker threads copying and expiring segments.",
+    ),
+    BrokerKey("remote.log.reader.threads", int, "10", "Worker threads reading remote data."),
+    BrokerKey(
+        "remote.log.index.file.cache.total.size.bytes",
+        int,
+        str(1 << 30),
+        "Bytes of remote offset/time/transaction indexes cached on this broker.",
+    ),
+]
+
 
 BROKER_KEYS: dict[str, BrokerKey] = {
     k.name: k
@@ -192,6 +284,12 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         ),
         BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
         BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
+        BrokerKey(
+            "replica.selector.class",
+            str,
+            "",
+            f"Empty (consumers read from leaders) or {RACK_AWARE_SELECTOR} (KIP-392).",
+        ),
         BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
         BrokerKey("broker.session.timeout.ms", int, "9000", "Fenced without heartbeats."),
         BrokerKey("controlled.shutdown.enable", bool, "true", "Move leaders before stopping."),
@@ -322,6 +420,7 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("metrics.port", int, "0", "Moldau: serve Prometheus /metrics here (0: off)."),
         BrokerKey("metrics.host", str, "127.0.0.1", "Moldau: address of the /metrics server."),
         *SECURITY_KEYS,
+        *REMOTE_LOG_KEYS,
     ]
 }
 
@@ -342,6 +441,8 @@ def _known_key(key: str) -> bool:
     """A broker key, a topic default, or a security key for one listener."""
     if key in BROKER_KEYS or key in BROKER_SYNONYMS or key in KAFKA_BROKER_CONFIGS:
         return True
+    if key.startswith((REMOTE_STORAGE_MANAGER_PREFIX, REMOTE_LOG_METADATA_MANAGER_PREFIX)):
+        return True  # for the plugins (default prefixes; custom ones are reported unknown)
     m = LISTENER_SCOPED.match(key)
     return m is not None and (m["key"] is None or m["key"] in BROKER_KEYS)
 
@@ -445,6 +546,11 @@ class BrokerConfig:
             self.default_log_config = LogConfig.from_props({}, self.log_defaults)
         except KafkaError as e:
             raise ConfigError(str(e)) from e
+        if self.bool("remote.log.storage.system.enable"):
+            try:
+                check_local_retention(self.default_log_config)
+            except KafkaError as e:
+                raise ConfigError(str(e)) from e
         if self.int("num.partitions") < 1:
             raise ConfigError("num.partitions must be at least 1")
         self._check_socket_server()
@@ -472,6 +578,8 @@ class BrokerConfig:
             raise ConfigError(
                 "queued.max.request.bytes must be larger or equal to socket.request.max.bytes"
             )
+        if self.get("replica.selector.class") not in ("", RACK_AWARE_SELECTOR):
+            raise ConfigError(f"replica.selector.class must be empty or {RACK_AWARE_SELECTOR}")
         for key in ("max.connections", "max.connections.per.ip", "max.connection.creation.rate"):
             if self.int(key) < 0:
                 raise ConfigError(f"{key} must be at least 0")
@@ -496,6 +604,24 @@ class BrokerConfig:
     def bool(self, key: str) -> bool:
         return bool(self._typed(key))
 
+    def remote_storage_manager_configs(self) -> dict[str, str]:
+        """The keys under remote.log.storage.manager.impl.prefix, without it."""
+        return _strip_prefix(self.props, self.get("remote.log.storage.manager.impl.prefix"))
+
+    def remote_log_metadata_int(self, key: str) -> builtins.int:
+        """A remote.log.metadata.* key; Kafka reads it under the metadata manager's prefix
+        (rlmm.config.<key>), which wins here too."""
+        prefixed = self.get("remote.log.metadata.manager.impl.prefix") + key
+        if prefixed not in self.props:
+            return self.int(key)
+        value = parse_value(key, self.props[prefixed])
+        assert isinstance(value, int)
+        return value
+
     @property
     def node_id(self) -> builtins.int:
         return self.int("node.id")
+
+
+def _strip_prefix(props: dict[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix) :]: v for k, v in props.items() if prefix and k.startswith(prefix)}

@@ -294,6 +294,37 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             choices=COMPRESSION_TYPES,
         ),
         ConfigDef(
+            "compression.gzip.level",
+            "compression_gzip_level",
+            "int",
+            "-1",
+            (("compression.gzip.level", 1),),
+            "gzip level when the broker recompresses to gzip (KIP-390); -1 is zlib's default.",
+            minimum=1,
+            maximum=9,
+            also=("-1",),
+        ),
+        ConfigDef(
+            "compression.lz4.level",
+            "compression_lz4_level",
+            "int",
+            "9",
+            (("compression.lz4.level", 1),),
+            "lz4 level when the broker recompresses to lz4 (KIP-390).",
+            minimum=1,
+            maximum=17,
+        ),
+        ConfigDef(
+            "compression.zstd.level",
+            "compression_zstd_level",
+            "int",
+            "3",
+            (("compression.zstd.level", 1),),
+            "zstd level when the broker recompresses to zstd (KIP-390).",
+            minimum=-131072,
+            maximum=22,
+        ),
+        ConfigDef(
             "min.cleanable.dirty.ratio",
             "min_cleanable_dirty_ratio",
             "double",
@@ -330,6 +361,48 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "Maximum age of an uncompacted record: older dirty data is cleaned regardless of "
             "the dirty ratio.",
             minimum=1,
+        ),
+        ConfigDef(
+            "remote.storage.enable",
+            "remote_storage_enable",
+            "boolean",
+            "false",
+            (),
+            "Tier this topic: copy closed segments to the remote storage manager (KIP-405).",
+        ),
+        ConfigDef(
+            "local.retention.ms",
+            "local_retention_ms",
+            "long",
+            "-2",
+            (("log.local.retention.ms", 1),),
+            "How long copied segments stay on the broker's disk; -2: as retention.ms.",
+            minimum=-2,
+        ),
+        ConfigDef(
+            "local.retention.bytes",
+            "local_retention_bytes",
+            "long",
+            "-2",
+            (("log.local.retention.bytes", 1),),
+            "Local size above which copied segments leave the disk; -2: as retention.bytes.",
+            minimum=-2,
+        ),
+        ConfigDef(
+            "remote.log.copy.disable",
+            "remote_log_copy_disable",
+            "boolean",
+            "false",
+            (),
+            "Stop copying to the remote tier; remote data stays readable (KIP-950).",
+        ),
+        ConfigDef(
+            "remote.log.delete.on.disable",
+            "remote_log_delete_on_disable",
+            "boolean",
+            "false",
+            (),
+            "Required to turn remote.storage.enable off: the remote data is deleted (KIP-950).",
         ),
         *(
             ConfigDef(
@@ -368,9 +441,6 @@ def _not_acted_on(k: KafkaKey, why: str) -> ConfigDef:
 # Why Moldau does not act on these Kafka topic configs (shown in DescribeConfigs
 # documentation and docs/configuration.md).
 NOT_ACTED_ON = {
-    "compression.gzip.level": "Batches keep the producer's codec and level (no recompression yet).",
-    "compression.lz4.level": "Batches keep the producer's codec and level (no recompression yet).",
-    "compression.zstd.level": "Batches keep the producer's codec and level (no recompression yet).",
     "local.retention.bytes": "Tiered storage settings.",
     "local.retention.ms": "Tiered storage settings.",
     "remote.log.copy.disable": "Tiered storage settings.",
@@ -464,10 +534,18 @@ class LogConfig:
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
     min_cleanable_dirty_ratio: float = 0.5
     delete_retention_ms: int = 24 * HOUR_MS
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @classmethod
     def from_props(
@@ -496,9 +574,106 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @property
+    def compression_level(self) -> int | None:
+        """KIP-390 level of the topic's ``compression.type`` (None: the codec has none)."""
+        return {
+            "gzip": self.compression_gzip_level,
+            "lz4": self.compression_lz4_level,
+            "zstd": self.compression_zstd_level,
+        }.get(self.compression_type)
+
+    @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy
 
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def local_log_retention_ms(self) -> int:
+        """Kafka's localRetentionMs(): local.retention.ms, or retention.ms for -2."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_log_retention_bytes(self) -> int:
+        """Kafka's localRetentionBytes(): local.retention.bytes, or retention.bytes for -2."""
+        if self.local_retention_bytes == -2:
+            return self.retention_bytes
+        return self.local_retention_bytes
+
+
+def validate_remote_storage(
+    config: LogConfig, *, system_enabled: bool, was_enabled: bool = False
+) -> None:
+    """Kafka's checks of a topic's tiered storage settings (LogConfig.validate), raising
+    InvalidConfigError: remote storage needs remote.log.storage.system.enable, excludes
+    compaction, keeps local retention within total retention, and is turned off only with
+    remote.log.delete.on.disable."""
+    if not config.remote_storage_enable:
+        if was_enabled and not config.remote_log_delete_on_disable:
+            raise InvalidConfigError(
+                "It is invalid to disable remote storage without deleting remote data. If you "
+                "want to keep the remote data and turn to read only, please set "
+                "`remote.storage.enable=true,remote.log.copy.disable=true`. If you want to "
+                "disable remote storage and delete all remote data, please set "
+                "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
+            )
+        return
+    if not system_enabled:
+        raise InvalidConfigError(
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage."
+        )
+    if config.compact_enabled:
+        raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
+    check_local_retention(config)
+    if config.remote_log_copy_disable:
+        for local_key, local, total_key, total in (
+            (
+                "local.retention.bytes",
+                config.local_retention_bytes,
+                "retention.bytes",
+                config.retention_bytes,
+            ),
+            ("local.retention.ms", config.local_retention_ms, "retention.ms", config.retention_ms),
+        ):
+            if local != -2 and local != total:
+                raise InvalidConfigError(
+                    f"When `remote.log.copy.disable` is set to true, the `{local_key}` and "
+                    f"`{total_key}` must be set to the identical value because there will be "
+                    "no more logs copied to the remote storage."
+                )
+
+
+def check_local_retention(config: LogConfig) -> None:
+    """Local retention within total retention (Kafka checks it for tiered topics and, with
+    remote.log.storage.system.enable, for the broker defaults)."""
+    for local_key, local, total_key, total, unlimited in (
+        (
+            "local.retention.bytes",
+            config.local_retention_bytes,
+            "retention.bytes",
+            config.retention_bytes,
+            config.retention_bytes <= -1,
+        ),
+        (
+            "local.retention.ms",
+            config.local_retention_ms,
+            "retention.ms",
+            config.retention_ms,
+            config.retention_ms == -1,
+        ),
+    ):
+        if unlimited or local == -2:
+            continue
+        if local == -1:
+            raise InvalidConfigError(
+                f"Invalid value -1 for configuration {local_key}: Value must not be -1 as "
+                f"{total_key} value is set as {total}."
+            )
+        if local > total:
+            raise InvalidConfigError(
+                f"Invalid value {local} for configuration {local_key}: Value must not be more "
+                f"than {total_key} property value: {total}"
+            )

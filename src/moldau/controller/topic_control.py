@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from moldau.config.topic import LogConfig
+from moldau.config.topic import LogConfig, validate_remote_storage
 from moldau.controller.configs import Changes, apply_changes
 from moldau.controller.placement import place
 from moldau.ids import SYSTEM_IDS, IdSource
@@ -59,6 +59,7 @@ class TopicControl:
         check_broker_config: BrokerConfigCheck = _no_dynamic_broker_configs,
         default_replication_factor: int = 1,
         max_broker_partitions: int = 200_000,
+        remote_storage_system_enable: bool = False,
         ids: IdSource = SYSTEM_IDS,
     ):
         self.node_id = node_id
@@ -67,10 +68,21 @@ class TopicControl:
         self.default_replication_factor = default_replication_factor
         self.max_broker_partitions = max_broker_partitions
         self.check_broker_config = check_broker_config
+        self.remote_storage_system_enable = remote_storage_system_enable
         self.ids = ids  # topic ids
 
-    def validate_topic_configs(self, configs: Mapping[str, str]) -> LogConfig:
-        return LogConfig.from_props(configs, self.broker_props)
+    def validate_topic_configs(
+        self, configs: Mapping[str, str], existing: Mapping[str, str] | None = None
+    ) -> LogConfig:
+        """The topic's effective config; InvalidConfigError (INVALID_CONFIG) names a bad
+        value, and tiered storage settings are checked as Kafka checks them."""
+        config = LogConfig.from_props(configs, self.broker_props)
+        validate_remote_storage(
+            config,
+            system_enabled=self.remote_storage_system_enable,
+            was_enabled=(existing or {}).get("remote.storage.enable", "").lower() == "true",
+        )
+        return config
 
     def create_topic(
         self,
@@ -184,7 +196,7 @@ class TopicControl:
             return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         new = apply_changes(topic.configs, changes, replace=replace)
         try:
-            self.validate_topic_configs(new)
+            self.validate_topic_configs(new, topic.configs)
         except KafkaError as e:
             return Outcome(ErrorCode.INVALID_CONFIG, str(e))
         return Outcome(records=_config_records(TOPIC_RESOURCE, name, topic.configs, new))

@@ -115,6 +115,33 @@ def _topics(s: NodeSnapshot) -> Iterator[Metric]:
         "Record bytes sent to follower replicas.",
         s.replication_bytes_out,
     )
+    yield from _remote_storage(s)
+
+
+def _remote_storage(s: NodeSnapshot) -> Iterator[Metric]:
+    """Kafka's tiered storage BrokerTopicMetrics (RemoteCopyBytesPerSec ... as counters;
+    RemoteLogSizeBytes and the copy lag per topic, over the partitions led here)."""
+    stats = s.remote.stats
+    for name, value, doc in (
+        ("remotecopybytes", stats.copy_bytes, "Segment bytes copied to the remote tier."),
+        ("remotecopyrequests", stats.copy_requests, "Segments copied to the remote tier."),
+        ("failedremotecopyrequests", stats.failed_copy_requests, "Copies that failed."),
+        ("remotefetchbytes", stats.fetch_bytes, "Record bytes read from the remote tier."),
+        ("remotefetchrequests", stats.fetch_requests, "Reads served from the remote tier."),
+        ("failedremotefetchrequests", stats.failed_fetch_requests, "Remote reads that failed."),
+        ("remotedeleterequests", stats.delete_requests, "Remote segments deleted."),
+        ("failedremotedeleterequests", stats.failed_delete_requests, "Remote deletes failed."),
+    ):
+        yield _counter(TOPIC_METRICS + name, doc, value)
+    for index, name, doc in (
+        (0, "remotelogsizebytes", "Bytes of the topic's segments in the remote tier."),
+        (1, "remotecopylagbytes", "Bytes of closed segments below the LSO not copied yet."),
+        (2, "remotecopylagsegments", "Closed segments below the LSO not copied yet."),
+    ):
+        family = GaugeMetricFamily(TOPIC_METRICS + name, doc, labels=["topic"])
+        for topic, values in sorted(s.remote.topics.items()):
+            family.add_metric([topic], values[index])
+        yield family
 
 
 def _requests(s: NodeSnapshot) -> Iterator[Metric]:

@@ -10,10 +10,10 @@ are built from the copy in the scrape thread (:mod:`moldau.metrics.families`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from moldau.stats.counters import Histogram, HistogramSnapshot, TopicCounts
+from moldau.stats.counters import Histogram, HistogramSnapshot, RemoteStorageStats, TopicCounts
 from moldau.stats.requests import RequestStats, RequestTypeSnapshot, merge_request_stats
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
     from moldau.raft.driver import RaftManager
+    from moldau.replication.remote_log_manager import RemoteLogManager
     from moldau.replication.replica_manager import ReplicaManager
     from moldau.storage.log_manager import LogManager
 
@@ -42,6 +43,16 @@ class ReplicaSnapshot:
     isr: int
     min_isr: int
     high_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStorageSnapshot:
+    """Tiered storage on this broker: Kafka's remote storage meters and, per topic (the
+    partitions led here), the remote log size and copy lag."""
+
+    stats: RemoteStorageStats = field(default_factory=RemoteStorageStats)
+    # topic -> (remote log size bytes, copy lag bytes, copy lag segments)
+    topics: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +109,7 @@ class NodeSnapshot:
     completed_rebalances: int
     connections: Mapping[str, int]
     loop_lag: HistogramSnapshot
+    remote: RemoteStorageSnapshot = field(default_factory=RemoteStorageSnapshot)
     offline_log_dirs: int = 0
 
 
@@ -161,6 +173,7 @@ class SnapshotTaker:
             completed_rebalances=b.groups.stats.completed_rebalances if b is not None else 0,
             connections=dict(p.connections()),
             loop_lag=p.loop_lag.snapshot(),
+            remote=_remote(b.replica_manager.remote_log_manager if b is not None else None),
             offline_log_dirs=len(b.log_manager.offline_dirs) if b is not None else 0,
         )
 
@@ -212,6 +225,20 @@ class SnapshotTaker:
             self._controller_image = image
             self._controller = _controller_snapshot(image)
         return replace(self._controller, last_applied_offset=controller.latest.offset)
+
+
+def _remote(rlm: RemoteLogManager | None) -> RemoteStorageSnapshot:
+    if rlm is None:
+        return RemoteStorageSnapshot()
+    topics: dict[str, tuple[int, int, int]] = {}
+    for tp, sizes in rlm.leader_tier_sizes():
+        size, lag_bytes, lag_segments = topics.get(tp[0], (0, 0, 0))
+        topics[tp[0]] = (
+            size + sizes.remote_log_size_bytes,
+            lag_bytes + sizes.copy_lag_bytes,
+            lag_segments + sizes.copy_lag_segments,
+        )
+    return RemoteStorageSnapshot(replace(rlm.stats), topics)
 
 
 def _raft(raft: RaftManager) -> RaftSnapshot:

@@ -2,9 +2,10 @@
 
 Run ``python -m moldau.protocol.codegen`` to rewrite the generated packages from the
 schemas vendored in ``moldau/protocol/schemas/`` (see ``TARGETS``): RPCs and the KRaft
-control records (``messages/``), KRaft metadata records (``metadata_records/``) and the
-group/transaction coordinators' records (``coordinator_records/``). Each schema becomes a
-module with one dataclass per struct and one straight-line decoder and encoder per
+control records (``messages/``), KRaft metadata records (``metadata_records/``), the
+group/transaction coordinators' records (``coordinator_records/``) and the records of
+tiered storage's ``__remote_log_metadata`` (``remote_log_metadata_records/``). Each schema
+becomes a module with one dataclass per struct and one straight-line decoder and encoder per
 distinct wire layout (versions with identical layouts share a function), so the runtime
 does no schema interpretation at all.
 
@@ -31,6 +32,14 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "messages": ("clients",),
     "metadata_records": ("metadata",),
     "coordinator_records": ("group-coordinator", "transaction-coordinator"),
+    "remote_log_metadata_records": ("storage",),
+}
+# Packages indexed by api key in a RECORDS table, with their index's docstring.
+RECORDS_BY_API_KEY = {
+    "metadata_records": "Generated index of KRaft metadata record codecs by api key. Do not edit.",
+    "remote_log_metadata_records": (
+        "Generated index of __remote_log_metadata record codecs by api key. Do not edit."
+    ),
 }
 
 FIXED = {
@@ -627,8 +636,9 @@ _LAZY_INDEX = [
 
 
 def render_index(package: str, messages: list[tuple[str, str, Message]]) -> str:
-    """The package's ``__init__``: RPCs by API key (imported lazily), metadata records by
-    api key, and coordinator (key, value) classes by record type (the key's version)."""
+    """The package's ``__init__``: RPCs by API key (imported lazily), metadata and remote
+    log metadata records by api key, and coordinator (key, value) classes by record type
+    (the key's version)."""
     if package == "messages":
         lines = [
             '"""Generated index of message codecs by API key. Do not edit."""',
@@ -647,8 +657,8 @@ def render_index(package: str, messages: list[tuple[str, str, Message]]) -> str:
         return "\n".join(lines) + "\n"
     tables: dict[str, list[tuple[int, str]]] = {}
     imported: set[str] = set()
-    if package == "metadata_records":
-        doc = "Generated index of KRaft metadata record codecs by api key. Do not edit."
+    if package in RECORDS_BY_API_KEY:
+        doc = RECORDS_BY_API_KEY[package]
         tables["RECORDS"] = [(m.api_key or 0, m.name) for _, _, m in messages]
         imported = {m.name for _, _, m in messages}
     else:

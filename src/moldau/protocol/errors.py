@@ -157,6 +157,12 @@ class OffsetOutOfRangeError(KafkaError):
     code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class OffsetMovedToTieredStorageError(KafkaError):
+    """The offset is below the local log start but in the remote tier (KIP-405)."""
+
+    code = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+
+
 class OutOfOrderSequenceError(KafkaError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 

@@ -3,11 +3,14 @@
 Kafka's MetadataRecordSerde (AbstractApiMessageSerde) stores each record's value as an
 unsigned varint frame version (always 1), an unsigned varint api key, an unsigned varint
 record version, then the record's body at that version, with nothing after it. The codecs
-are generated from Kafka's metadata schemas (`moldau.protocol.metadata_records`).
+are generated from Kafka's metadata schemas (`moldau.protocol.metadata_records`). Tiered
+storage's `__remote_log_metadata` frames its own records the same way (Kafka's
+RemoteLogMetadataSerde), so both functions take the table of record classes by api key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from moldau.protocol.metadata_records import RECORDS
@@ -26,10 +29,12 @@ class UnknownMetadataRecordError(MetadataRecordError):
     written by a newer release: the loader decides whether to skip or refuse it."""
 
 
-def encode_metadata_record(record: Any, version: int | None = None) -> bytes:
+def encode_metadata_record(
+    record: Any, version: int | None = None, records: Mapping[int, Any] = RECORDS
+) -> bytes:
     """Frame ``record`` at ``version`` (default: the highest this release knows)."""
     cls = type(record)
-    if RECORDS.get(getattr(cls, "API_KEY", -1)) is not cls:
+    if records.get(getattr(cls, "API_KEY", -1)) is not cls:
         raise TypeError(f"{cls.__name__} is not a metadata record")
     if version is None:
         version = cls.MAX_VERSION
@@ -54,7 +59,9 @@ def _read_short(buf: memoryview, pos: int, what: str) -> tuple[int, int]:
     return value, pos
 
 
-def decode_metadata_record(buf: bytes | bytearray | memoryview) -> Any:
+def decode_metadata_record(
+    buf: bytes | bytearray | memoryview, records: Mapping[int, Any] = RECORDS
+) -> Any:
     """The record in one framed value; raises UnknownMetadataRecordError or
     MetadataRecordError (both ProtocolDecodeError, a ValueError)."""
     view = memoryview(buf)
@@ -65,7 +72,7 @@ def decode_metadata_record(buf: bytes | bytearray | memoryview) -> Any:
         )
     api_key, pos = _read_short(view, pos, "type")
     version, pos = _read_short(view, pos, "version")
-    cls = RECORDS.get(api_key)
+    cls = records.get(api_key)
     if cls is None:
         raise UnknownMetadataRecordError(f"unknown metadata record type {api_key}")
     if not cls.MIN_VERSION <= version <= cls.MAX_VERSION:

@@ -19,6 +19,7 @@ from moldau.protocol.errors import (
     KafkaError,
     RecordTooLargeError,
 )
+from moldau.records.compression import compress, decompress
 
 Buffer = bytes | bytearray | memoryview
 
@@ -47,6 +48,8 @@ COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_FLAG = 0x08
 TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
+# KIP-534: set by the log cleaner; the base timestamp then holds the delete horizon
+DELETE_HORIZON_FLAG = 0x40
 MAX_COMPRESSION_CODEC = 4  # zstd
 
 NO_PRODUCER_ID = -1
@@ -56,6 +59,7 @@ INT32_MAX = 2**31 - 1
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _STAMP = struct.Struct(">qii")  # baseOffset, batchLength (rewritten unchanged), leaderEpoch
+_LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 _MAX_TIMESTAMP = struct.Struct(">q")
 _CRC = struct.Struct(">I")
@@ -97,6 +101,14 @@ class BatchInfo:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may drop this batch's tombstones or marker (KIP-534); None
+        until a cleaning pass stamped it."""
+        if self.attributes & DELETE_HORIZON_FLAG:
+            return self.base_timestamp
+        return None
 
     @property
     def last_offset(self) -> int:
@@ -242,3 +254,38 @@ def set_log_append_time(buf: bytearray | memoryview, info: BatchInfo, timestamp_
     info.attributes = attributes
     info.max_timestamp = timestamp_ms
     info.crc = crc
+
+
+def recompress_batches(
+    buf: bytearray | memoryview, infos: list[BatchInfo], codec: int, level: int | None
+) -> tuple[bytearray | memoryview, list[BatchInfo]]:
+    """Kafka's LogValidator recompression to a topic's ``compression.type``.
+
+    Each data batch whose codec is not ``codec`` gets its records section decompressed
+    and recompressed as one buffer; the records themselves (deltas relative to the
+    unchanged header) stay bytes. The header keeps producer id, epoch, sequence and
+    flags; codec bits, length and CRC are rewritten. Returns ``buf`` and ``infos``
+    themselves when no batch needs it; control batches are left as written.
+    """
+    if all(i.compression == codec or i.is_control for i in infos):
+        return buf, infos
+    out = bytearray()
+    with memoryview(buf) as mv:
+        for info in infos:
+            start, end = info.position, info.end_position
+            if info.compression == codec or info.is_control:
+                out += mv[start:end]
+                continue
+            body = compress(
+                codec, decompress(info.compression, mv[start + RECORDS_OFFSET : end]), level
+            )
+            pos = len(out)
+            out += mv[start : start + RECORDS_OFFSET]
+            out += body
+            attributes = (info.attributes & ~COMPRESSION_MASK) | codec
+            _LENGTH.pack_into(out, pos + BATCH_LENGTH_OFFSET, len(out) - pos - LOG_OVERHEAD)
+            _ATTRIBUTES.pack_into(out, pos + ATTRIBUTES_OFFSET, attributes)
+            with memoryview(out) as written:  # released before ``out`` grows again
+                crc = crc32c(written[pos + ATTRIBUTES_OFFSET :])
+            _CRC.pack_into(out, pos + CRC_OFFSET, crc)
+    return out, scan_batches(out, verify_crc=False, strict=False)

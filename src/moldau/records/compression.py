@@ -32,10 +32,36 @@ _XERIAL_HEADER_SIZE = len(XERIAL_MAGIC) + 8  # magic, version int32, compatible 
 _INT32 = struct.Struct(">i")
 
 
-def _lz4_compress(data: Buffer) -> bytes:
-    compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+# Kafka's ``compression.type`` names (topic and broker config) for the codec they select.
+CODEC_BY_NAME = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
+GZIP_DEFAULT_LEVEL = -1  # zlib's default (6), Kafka's compression.gzip.level default
+
+
+def _lz4_compress(data: Buffer, level: int | None = None) -> bytes:
+    compressor = cramjam.lz4.Compressor(level=level, block_linked=False, content_checksum=False)
     compressor.compress(data)
     return bytes(compressor.finish())
+
+
+def _gzip_compress(data: Buffer, level: int | None = None) -> Any:
+    if level == GZIP_DEFAULT_LEVEL:
+        level = None
+    return cramjam.gzip.compress(data, level=level)
+
+
+def _snappy_compress(data: Buffer, level: int | None = None) -> Any:
+    """Snappy has no levels."""
+    return cramjam.snappy.compress_raw(data)
+
+
+def _zstd_compress(data: Buffer, level: int | None = None) -> Any:
+    return cramjam.zstd.compress(data, level=level)
 
 
 def _snappy_decompress(data: Buffer) -> bytes:
@@ -57,11 +83,11 @@ def _snappy_decompress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-_COMPRESS: dict[int, Callable[[Buffer], Any]] = {
-    Compression.GZIP: cramjam.gzip.compress,
-    Compression.SNAPPY: cramjam.snappy.compress_raw,
+_COMPRESS: dict[int, Callable[[Buffer, int | None], Any]] = {
+    Compression.GZIP: _gzip_compress,
+    Compression.SNAPPY: _snappy_compress,
     Compression.LZ4: _lz4_compress,
-    Compression.ZSTD: cramjam.zstd.compress,
+    Compression.ZSTD: _zstd_compress,
 }
 
 _DECOMPRESS: dict[int, Callable[[Buffer], Any]] = {
@@ -72,17 +98,18 @@ _DECOMPRESS: dict[int, Callable[[Buffer], Any]] = {
 }
 
 
-def _codec(table: dict[int, Callable[[Buffer], Any]], codec: int) -> Callable[[Buffer], Any]:
+def _codec(table: dict[int, Any], codec: int) -> Any:
     try:
         return table[codec]
     except KeyError:
         raise CorruptRecordError(f"unknown compression codec {codec}") from None
 
 
-def compress(codec: int, data: Buffer) -> bytes:
+def compress(codec: int, data: Buffer, level: int | None = None) -> bytes:
+    """Compress with ``level`` (KIP-390's ``compression.<codec>.level``; None = default)."""
     if codec == Compression.NONE:
         return bytes(data)
-    return bytes(_codec(_COMPRESS, codec)(data))
+    return bytes(_codec(_COMPRESS, codec)(data, level))
 
 
 def decompress(codec: int, data: Buffer) -> bytes:

@@ -18,6 +18,7 @@ from moldau.protocol.errors import CorruptRecordError, InvalidRecordError
 from moldau.records.batch import (
     BATCH_HEADER_SIZE,
     CONTROL_FLAG,
+    DELETE_HORIZON_FLAG,
     LOG_OVERHEAD,
     MAGIC,
     RECORDS_OFFSET,
@@ -189,18 +190,23 @@ def build_batch(
     is_control: bool = False,
     partition_leader_epoch: int = -1,
     last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode a v2 batch with a valid CRC.
 
     ``records`` are ``(key, value[, headers])`` tuples, numbered from ``base_offset`` and
     stamped with ``base_timestamp`` (default: now), or Record-likes that keep their own
     offset and timestamp (compaction rewrites). ``last_offset_delta`` lets a rewritten
-    batch keep its original offset range after records were removed.
+    batch keep its original offset range after records were removed. A
+    ``delete_horizon_ms`` (the cleaner's, KIP-534) becomes the base timestamp, under the
+    delete horizon flag; records keep their timestamps through their deltas.
     """
     items = [_normalise(item, i, base_offset) for i, item in enumerate(records)]
     default_ts = int(time.time() * 1000) if base_timestamp is None else base_timestamp
     timestamps = [default_ts if ts is None else ts for _, ts, *_ in items]
     base_ts = timestamps[0] if base_timestamp is None and timestamps else default_ts
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
     max_ts = max(timestamps, default=base_ts)
     deltas = [delta for delta, *_ in items]
     if any(d < 0 for d in deltas):
@@ -216,6 +222,7 @@ def build_batch(
         int(compression)
         | (TRANSACTIONAL_FLAG if is_transactional else 0)
         | (CONTROL_FLAG if is_control else 0)
+        | (DELETE_HORIZON_FLAG if delete_horizon_ms is not None else 0)
     )
     tail = (
         _HEADER_AFTER_CRC.pack(

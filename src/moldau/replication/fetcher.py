@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,8 +31,10 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.protocol.messages.fetch_response import PartitionData
 from moldau.replication.quota import FOLLOWER, ReplicationQuota
+from moldau.replication.remote_log_manager import RemoteLogManager
 from moldau.replication.replica_manager import ReplicaManager, TopicPartition
 from moldau.security.client import ClientSecurity
+from moldau.storage.remote.storage_manager import RemoteStorageError
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,8 @@ class Fetcher:
         self.fetcher_id = fetcher_id
         self.partitions: set[TopicPartition] = set()
         self._delayed: dict[TopicPartition, float] = {}  # until this loop time
+        # Partitions whose log is being rebuilt from the remote tier (KIP-405).
+        self._rebuilding: dict[TopicPartition, asyncio.Task[None]] = {}
         self._in_sync: set[TopicPartition] = set()  # caught up to the leader's HW
         self._wakeup = asyncio.Event()
         self._client = NetworkClient(
@@ -108,10 +113,15 @@ class Fetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.discard(tp)
         self._delayed.pop(tp, None)
+        rebuild = self._rebuilding.pop(tp, None)
+        if rebuild is not None:
+            rebuild.cancel()  # before it touches the log (a new leader keeps its own)
         self._in_sync.discard(tp)
 
     def close(self) -> None:
         self._task.cancel()
+        for rebuild in self._rebuilding.values():
+            rebuild.cancel()
         self._client.close()
 
     async def _run(self) -> None:
@@ -175,9 +185,13 @@ class Fetcher:
 
     def _handle(self, tp: TopicPartition, data: PartitionData, now: float) -> None:
         rm = self.manager.replica_manager
+        if tp in self._rebuilding:
+            return  # fetched before the rebuild started: its log is being replaced
         try:
             if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 self._out_of_range(tp, data)
+            elif data.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                self._rebuild_from_remote_tier(tp)
             elif data.error_code != ErrorCode.NONE:
                 raise KafkaError("fetch failed", ErrorCode(data.error_code))
             elif data.diverging_epoch is not None and data.diverging_epoch.end_offset >= 0:
@@ -195,6 +209,38 @@ class Fetcher:
             if e.code not in RETRIABLE:
                 log.warning("%s-%d: replication failed: %s", *tp, e)
             self._delayed[tp] = now + self.manager.config.backoff_ms / 1000
+
+    def _rebuild_from_remote_tier(self, tp: TopicPartition) -> None:
+        """KIP-405: the leader holds the offset only in the remote tier. The partition is
+        paused while its log is rebuilt from there, then fetches on from its new end."""
+        rlm = self.manager.replica_manager.remote_log_manager
+        if rlm is None:
+            raise KafkaError(
+                "no remote tier on this broker", ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+            )
+        self._delayed[tp] = math.inf
+        task = asyncio.get_running_loop().create_task(self._rebuild(tp, rlm))
+        self._rebuilding[tp] = task
+        task.add_done_callback(lambda _: self._rebuilding.pop(tp, None))
+
+    async def _rebuild(self, tp: TopicPartition, rlm: RemoteLogManager) -> None:
+        rm = self.manager.replica_manager
+        delay = 0.0
+        try:
+            next_offset = await rlm.rebuild_follower(tp)
+            partition, replica_log = rm.partition(tp), rm.local_log(tp)
+            if partition is not None and replica_log is not None:
+                partition.truncated(replica_log.log_start_offset, replica_log.log_end_offset)
+            log.info("%s-%d: rebuilt from the remote tier, fetching from %d", *tp, next_offset)
+        except (RemoteStorageError, KafkaError, OSError) as e:
+            log.info("%s-%d: cannot rebuild from the remote tier yet: %s", *tp, e)
+            delay = self.manager.config.backoff_ms / 1000
+        except Exception:  # e.g. a corrupt remote snapshot: never leave the partition paused
+            log.exception("%s-%d: rebuilding from the remote tier failed", *tp)
+            delay = self.manager.config.backoff_ms / 1000
+        if tp in self.partitions:
+            self._delayed[tp] = asyncio.get_running_loop().time() + delay
+            self._wakeup.set()
 
     def _truncate(self, tp: TopicPartition, epoch: int, leader_end: int) -> None:
         """Cut the diverged tail: at the leader's end of ``epoch``, or earlier where this

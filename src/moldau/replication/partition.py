@@ -160,8 +160,19 @@ class Partition:
 
         Followers start unknown in a new epoch; ISR members count as caught up now, so
         they are not shrunk before they had a chance to fetch (Kafka does the same).
+        In the same epoch, a follower the new ISR leaves out stops counting as caught up
+        until it fetches at the leader's end again: it may never fetch again (its log dir
+        failed, it is shutting down), and the HW must not wait for it as a replica about
+        to join for replica.lag.time.max.ms (Kafka's leader excludes such replicas the
+        same way, as not ISR-eligible).
         """
         new_epoch = self._role is not Role.LEADER or reg.leader_epoch != self._leader_epoch
+        if not new_epoch:
+            for r in set(self._isr) - set(reg.isr):
+                left = self._remote.get(r)
+                if left is not None:
+                    left.last_caught_up_time_ms = 0
+                    left.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
         self._apply(reg)
         self._role = Role.LEADER
         if new_epoch:

@@ -18,29 +18,36 @@ txn_verification.py`` guards the start of transactions, KIP-890).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from moldau.clock import Scheduler, TimerHandle
-from moldau.config.broker import BrokerConfig
+from moldau.config.broker import RACK_AWARE_SELECTOR, BrokerConfig
 from moldau.config.topic import LogConfig
 from moldau.metadata.image import MetadataImage, PartitionImage
 from moldau.metadata.publisher import LocalChanges
 from moldau.metadata.topics import is_internal
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode, KafkaError, OffsetMovedToTieredStorageError
 from moldau.records.batch import scan_batches
 from moldau.records.compression import Compression
 from moldau.replication.partition import IsrProposal, Partition, Role
 from moldau.replication.purgatory import Purgatory
 from moldau.replication.quota import LEADER, ReplicationQuota
+from moldau.replication.remote_log_manager import RemoteLogManager
+from moldau.replication.replica_selector import preferred_read_replica
 from moldau.replication.txn_verification import Guard, TransactionVerifier
 from moldau.stats.counters import IsrStats, TopicStats
 from moldau.storage.local_log import LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry
+from moldau.storage.remote.remote_log_reader import RemoteLogReadResult
+from moldau.storage.remote.segment import TopicIdPartition
+from moldau.storage.remote.storage_manager import RemoteStorageError
 from moldau.storage.txn_index import AbortedTxn
 from moldau.storage.unified_log import UnifiedLog
 
@@ -58,6 +65,8 @@ Writable = bytearray | memoryview  # batches are stamped in place: the frame's o
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405 (ListOffsets v8): the local log start offset
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005 (ListOffsets v9): the highest copied offset
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
@@ -73,6 +82,7 @@ class ReplicationConfig:
     replica_lag_time_max_ms: int = 30_000
     quota_window_num: int = 11  # replication.quota.window.num
     quota_window_ms: int = 1_000  # replication.quota.window.size.seconds
+    rack_aware: bool = False  # replica.selector.class: KIP-392 fetch from the closest replica
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ReplicationConfig:
@@ -80,6 +90,7 @@ class ReplicationConfig:
             replica_lag_time_max_ms=config.int("replica.lag.time.max.ms"),
             quota_window_num=config.int("replication.quota.window.num"),
             quota_window_ms=1000 * config.int("replication.quota.window.size.seconds"),
+            rack_aware=config.get("replica.selector.class") == RACK_AWARE_SELECTOR,
         )
 
 
@@ -102,6 +113,9 @@ class FetchParams:
     min_bytes: int = 1
     max_bytes: int = 0x7FFFFFFF
     isolation_level: int = READ_UNCOMMITTED
+    # A consumer's rack from Fetch v11 on (KIP-392; "" if unset); None before v11, whose
+    # consumers only read from leaders.
+    rack_id: str | None = None
 
     @property
     def from_follower(self) -> bool:
@@ -125,13 +139,28 @@ class FetchResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: LogReadResult | None = None
+    records: LogReadResult | RemoteLogReadResult | None = None
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate there
     aborted: list[AbortedTxn] | None = None  # read_committed: transactions to drop
+    preferred_read_replica: int = -1  # KIP-392: fetch from this follower instead
+    remote: RemoteFetch | None = None  # to read from the remote tier before answering
 
     @property
     def size(self) -> int:
         return self.records.size if self.records is not None else 0
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFetch:
+    """A consumer's read below the local log start (Kafka's RemoteStorageFetchInfo)."""
+
+    tp: TopicIdPartition
+    log: UnifiedLog
+    offset: int
+    max_bytes: int
+    max_offset: int
+    min_one_batch: bool
+    committed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +218,11 @@ class ReplicaManager:
         self._checkpointed_hw = log_manager.read_replication_checkpoint()
         self.topic_stats = TopicStats()
         self.isr_stats = IsrStats()
+        self._racks: dict[int, str] = {}  # live brokers' broker.rack, for KIP-392
+        # Tiered storage (None: remote.log.storage.system.enable is off); the latest
+        # image gives the topic ids of the remote tier's TopicIdPartitions.
+        self.remote_log_manager: RemoteLogManager | None = None
+        self._image = MetadataImage()
 
     # -- metadata ------------------------------------------------------------------
     def on_metadata_update(
@@ -200,6 +234,8 @@ class ReplicaManager:
         are opened a slice (HOST_SLICE_S) per turn of the event loop (as Kafka's brokers apply a large
         delta off the request threads); internal topics' replicas are opened at once, the
         coordinators load from them."""
+        self._racks = {b.broker_id: b.rack for b in new.brokers.values() if b.rack and b.alive}
+        self._image = new
         if old.offset < 0 <= new.offset:
             # The first image of the log is a caught-up one (the loader waits for the
             # high watermark; a single node replays its whole log first).
@@ -208,7 +244,7 @@ class ReplicaManager:
             )
         for tp, topic_id in changes.deletes.items():
             self._pending.pop(tp, None)
-            self._stop_replica(tp, topic_id)
+            self._stop_replica(tp, topic_id, delete_remote=self._deletes_remote(old, new, tp))
         if changes.deletes:
             self.topic_stats.retain(new.topics)
             # As Kafka rewrites a log dir's checkpoints on every delete: a partition created
@@ -273,6 +309,28 @@ class ReplicaManager:
         else:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
+        self._tier(tp, partition, replica_log, leads)
+
+    def _tier(
+        self, tp: TopicPartition, partition: Partition, replica_log: UnifiedLog, leads: bool
+    ) -> None:
+        """Tell the RemoteLogManager this broker leads or follows a tiered partition."""
+        rlm = self.remote_log_manager
+        if rlm is None:
+            return
+        topic_id = self._topic_id(tp[0])
+        if topic_id is None:
+            return
+        if not replica_log.remote_log_enabled:
+            rlm.stop_partition(tp)
+            return
+        tip = TopicIdPartition(topic_id, *tp)
+        if leads:
+            rlm.on_leader(
+                tip, replica_log, partition.leader_epoch, lambda: partition.high_watermark
+            )
+        else:
+            rlm.on_follower(tip, replica_log)
 
     def _host(self, tp: TopicPartition, topic_id: bytes) -> tuple[Partition, UnifiedLog] | None:
         try:
@@ -299,7 +357,27 @@ class ReplicaManager:
             )
         return partition, replica_log
 
-    def _stop_replica(self, tp: TopicPartition, topic_id: bytes) -> None:
+    def _topic_id(self, topic: str) -> uuid.UUID | None:
+        image = self._image.topics.get(topic)
+        return uuid.UUID(bytes=image.topic_id) if image is not None else None
+
+    def _deletes_remote(self, old: MetadataImage, new: MetadataImage, tp: TopicPartition) -> bool:
+        """Whether this broker deletes ``tp``'s remote log: the topic is gone and this was
+        its leader (its first replica if it had none)."""
+        topic = old.topics.get(tp[0])
+        if self.remote_log_manager is None or tp[0] in new.topics or topic is None:
+            return False
+        part = topic.partitions.get(tp[1])
+        if part is None:
+            return False
+        leader = part.leader if part.leader >= 0 else part.replicas[0] if part.replicas else -1
+        return leader == self.node_id
+
+    def _stop_replica(
+        self, tp: TopicPartition, topic_id: bytes, *, delete_remote: bool = False
+    ) -> None:
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.stop_partition(tp, delete_remote=delete_remote)
         self._partitions.pop(tp, None)
         self._offline.discard(tp)
         self.log_manager.delete_log(*tp, topic_id)
@@ -322,9 +400,10 @@ class ReplicaManager:
         return partition.high_watermark if partition is not None else -1
 
     def _leader(
-        self, tp: TopicPartition, current_leader_epoch: int = -1
+        self, tp: TopicPartition, current_leader_epoch: int = -1, *, follower_ok: bool = False
     ) -> tuple[Partition, UnifiedLog]:
-        """The partition and its log if this node leads it, else the Kafka error."""
+        """The partition and its log if this node leads it (or, ``follower_ok``, follows
+        it), else the Kafka error."""
         self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
@@ -345,7 +424,7 @@ class ReplicaManager:
                     f"leader epoch {current_leader_epoch} is newer than {partition.leader_epoch}",
                     ErrorCode.UNKNOWN_LEADER_EPOCH,
                 )
-        if not partition.is_leader:
+        if not partition.is_leader and not (follower_ok and partition.role is Role.FOLLOWER):
             raise KafkaError(
                 f"{tp[0]}-{tp[1]} is led by {partition.leader}", ErrorCode.NOT_LEADER_OR_FOLLOWER
             )
@@ -545,11 +624,15 @@ class ReplicaManager:
         self, params: FetchParams, requested: Sequence[FetchRequestPartition]
     ) -> list[FetchResult]:
         results, total = self._read_all(params, requested)
+        if any(r.remote is not None for r in results):
+            # As Kafka's DelayedRemoteFetch: answered once the remote reads are done.
+            await asyncio.gather(*(self._read_remote(r) for r in results if r.remote))
+            return results
         if (
             not requested
             or total >= params.min_bytes
             or params.max_wait_ms <= 0
-            or _has_error(results)
+            or _respond_now(results)
         ):
             return results
         kind = "leo" if params.from_follower else "hw"
@@ -557,7 +640,7 @@ class ReplicaManager:
         deadline = self.clock.now_ms() + params.max_wait_ms
         while total < params.min_bytes and await self.purgatory.wait(keys, deadline):
             results, total = self._read_all(params, requested)
-            if _has_error(results):
+            if _respond_now(results):
                 break
         return results
 
@@ -577,7 +660,10 @@ class ReplicaManager:
     ) -> FetchResult:
         tp = (p.topic, p.partition)
         try:
-            partition, replica_log = self._leader(tp, p.current_leader_epoch)
+            # Consumers with client metadata (v11+) may read from followers (KIP-392).
+            partition, replica_log = self._leader(
+                tp, p.current_leader_epoch, follower_ok=params.rack_id is not None
+            )
         except KafkaError as e:
             return FetchResult(e.code)
         if params.from_follower:
@@ -615,6 +701,13 @@ class ReplicaManager:
             log_start_offset=replica_log.log_start_offset,
             aborted=[] if committed else None,
         )
+        if params.rack_id and self.config.rack_aware and partition.is_leader:
+            preferred = preferred_read_replica(
+                partition, self._racks, params.rack_id, p.fetch_offset, self.clock.now_ms()
+            )
+            if preferred is not None:
+                out.preferred_read_replica = preferred
+                return out  # no records: the client fetches from ``preferred`` next
         if p.fetch_offset == limit and p.fetch_offset >= out.log_start_offset:
             return out  # caught up: nothing to read (the common case of idle partitions)
         if params.from_follower and self.leader_quota.should_throttle(
@@ -628,6 +721,21 @@ class ReplicaManager:
                 max_offset=limit,
                 min_one_batch=first,
             )
+        except OffsetMovedToTieredStorageError as e:
+            topic_id = self._topic_id(p.topic)
+            if params.from_follower or self.remote_log_manager is None or topic_id is None:
+                out.error = e.code  # a follower rebuilds from the remote tier (KIP-405)
+                return out
+            out.remote = RemoteFetch(
+                TopicIdPartition(topic_id, *tp),
+                replica_log,
+                p.fetch_offset,
+                min(p.max_bytes, budget),
+                limit,
+                first,
+                committed,
+            )
+            return out
         except KafkaError as e:
             out.error = e.code
             return out
@@ -636,6 +744,33 @@ class ReplicaManager:
                 p.fetch_offset, out.records.next_offset
             )
         return out
+
+    async def _read_remote(self, out: FetchResult) -> None:
+        """Fill ``out`` from the remote tier (on the RemoteLogManager's reader threads).
+        A store failure is Kafka's UNKNOWN_SERVER_ERROR for this partition only: clients
+        retry it."""
+        fetch, rlm = out.remote, self.remote_log_manager
+        assert fetch is not None and rlm is not None
+        out.remote = None
+        try:
+            out.records, aborted = await rlm.read(
+                fetch.tp,
+                fetch.log,
+                fetch.offset,
+                fetch.max_bytes,
+                max_offset=fetch.max_offset,
+                min_one_batch=fetch.min_one_batch,
+                committed=fetch.committed,
+            )
+        except KafkaError as e:
+            out.error = e.code
+            return
+        except RemoteStorageError as e:
+            log.warning("%s: reading the remote tier failed: %s", fetch.tp, e)
+            out.error = ErrorCode.UNKNOWN_SERVER_ERROR
+            return
+        if aborted is not None:
+            out.aborted = aborted
 
     # -- ISR -------------------------------------------------------------------------
     def maybe_shrink_isr(self) -> None:
@@ -760,6 +895,14 @@ class ReplicaManager:
             hw = replica_log.last_stable_offset(hw)
         if timestamp == EARLIEST_TIMESTAMP:
             return OffsetLookup(offset=replica_log.log_start_offset, leader_epoch=epoch)
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return OffsetLookup(offset=replica_log.local_log_start_offset, leader_epoch=epoch)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            if not replica_log.remote_log_enabled:
+                return OffsetLookup()
+            return OffsetLookup(
+                offset=replica_log.highest_offset_in_remote_storage, leader_epoch=epoch
+            )
         if timestamp == LATEST_TIMESTAMP:
             return OffsetLookup(offset=hw, leader_epoch=epoch)
         if timestamp == MAX_TIMESTAMP:
@@ -773,6 +916,45 @@ class ReplicaManager:
         if found is None:
             return OffsetLookup()  # nothing at or after it: no offset and no epoch (Kafka's -1s)
         return OffsetLookup(offset=found[0], timestamp=found[1], leader_epoch=epoch)
+
+    async def list_offset(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        *,
+        isolation_level: int = READ_UNCOMMITTED,
+        current_leader_epoch: int = -1,
+    ) -> OffsetLookup:
+        """ListOffsets over both tiers: a timestamp is searched in the remote tier's time
+        indexes first when the log has records there (on a reader thread)."""
+        found = self.offset_for_timestamp(
+            tp,
+            timestamp,
+            isolation_level=isolation_level,
+            current_leader_epoch=current_leader_epoch,
+        )
+        rlm, replica_log = self.remote_log_manager, self.local_log(tp)
+        if (
+            timestamp < 0
+            or found.error != ErrorCode.NONE
+            or rlm is None
+            or replica_log is None
+            or replica_log.log_start_offset >= replica_log.local_log_start_offset
+            or (topic_id := self._topic_id(tp[0])) is None
+        ):
+            return found
+        try:
+            remote = await rlm.offset_for_timestamp(
+                TopicIdPartition(topic_id, *tp), replica_log, timestamp
+            )
+        except RemoteStorageError as e:
+            log.warning("%s-%d: searching the remote tier failed: %s", *tp, e)
+            return OffsetLookup(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if remote is None:
+            return found
+        partition = self._partitions.get(tp)
+        epoch = partition.leader_epoch if partition is not None else -1
+        return OffsetLookup(offset=remote[0], timestamp=remote[1], leader_epoch=epoch)
 
     def end_offset_for_epoch(
         self, tp: TopicPartition, leader_epoch: int, current_leader_epoch: int = -1
@@ -870,5 +1052,6 @@ def _divergence(
     return None
 
 
-def _has_error(results: Sequence[FetchResult]) -> bool:
-    return any(r.error != ErrorCode.NONE for r in results)
+def _respond_now(results: Sequence[FetchResult]) -> bool:
+    """An error or a redirection to another replica is not worth waiting for."""
+    return any(r.error != ErrorCode.NONE or r.preferred_read_replica >= 0 for r in results)

@@ -37,6 +37,7 @@ from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
+from moldau.server.tiered_storage import TieredStorage
 from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget
@@ -77,6 +78,7 @@ class Broker:
             clock=self.clock.time,
             budget=self.budget,
             recovery_threads=config.int("num.recovery.threads.per.data.dir"),
+            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
             cleaner_map_entries=offset_map_capacity(
                 config.int("log.cleaner.dedupe.buffer.size"),
                 config.int("log.cleaner.threads"),
@@ -106,6 +108,13 @@ class Broker:
             self.replica_manager,
             self._inter_broker_address,
             FetcherConfig.from_config(config),
+        )
+        self.tiered_storage = (
+            TieredStorage(
+                config, self.replica_manager, self.publisher, channel, self._inter_broker_address
+            )
+            if config.bool("remote.log.storage.system.enable")
+            else None
         )
         self.transactions = self._transaction_coordinator()
         self.authorizer = Access.from_config(config)
@@ -190,6 +199,8 @@ class Broker:
         every(c.int("replica.lag.time.max.ms") // 2, self.replica_manager.maybe_shrink_isr)
         if c.bool("log.cleaner.enable"):
             every(c.int("log.cleaner.backoff.ms"), self._clean)
+        if self.tiered_storage is not None:
+            self.tiered_storage.start(self.scheduler)
         every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
         every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
         self.transactions.start()
@@ -230,6 +241,8 @@ class Broker:
         self.transactions.close()
         self.txn_network.close()
         self.fetchers.close()
+        if self.tiered_storage is not None:
+            self.tiered_storage.shutdown()
         self.isr_changes.close()
         self.replica_manager.close()
         self.replica_manager.checkpoint_high_watermarks()

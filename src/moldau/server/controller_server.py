@@ -53,6 +53,7 @@ class ControllerServer:
             DynamicBrokerConfig.check,
             config.int("default.replication.factor"),
             DescriptorBudget.from_config(config).max_partitions,
+            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
         )
         cluster = ClusterControl(
             cluster_id,

@@ -4,7 +4,7 @@
   (`pyspark.sql.streaming.datasource`: read limits, `latestOffset(start, limit)`,
   `SupportsTriggerAvailableNow`). Before it, Spark calls `latestOffset()` without arguments
   and every micro-batch reads all that is available: `maxOffsetsPerTrigger` cannot be
-  honoured (the reader logs that once), and `Trigger.AvailableNow` runs as one batch up to
+  honoured (the reader logs a warning), and `Trigger.AvailableNow` runs as one batch up to
   the end Spark saw when the query started.
 - PySpark 4.1 added `DataSourceStreamArrowWriter`. PySpark 4.0 hands Arrow batches to any
   writer that is a `DataSourceArrowWriter`, streaming ones included, so the stand-in is a

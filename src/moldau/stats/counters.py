@@ -183,3 +183,17 @@ class CleanerStats:
         self.last_run_seconds = seconds
         self.last_run_end_ms = int(time.time() * 1000)
         self.uncleanable_partitions = uncleanable_partitions
+
+
+@dataclass
+class RemoteStorageStats:
+    """Kafka's remote storage metrics of this broker (BrokerTopicMetrics names)."""
+
+    copy_bytes: int = 0  # RemoteCopyBytesPerSec
+    copy_requests: int = 0  # RemoteCopyRequestsPerSec
+    failed_copy_requests: int = 0  # FailedRemoteCopyRequestsPerSec
+    fetch_bytes: int = 0  # RemoteFetchBytesPerSec
+    fetch_requests: int = 0  # RemoteFetchRequestsPerSec
+    failed_fetch_requests: int = 0  # FailedRemoteFetchRequestsPerSec
+    delete_requests: int = 0  # RemoteDeleteRequestsPerSec
+    failed_delete_requests: int = 0  # FailedRemoteDeleteRequestsPerSec

@@ -11,10 +11,17 @@ producer fields and leader epoch; batches that lose nothing are copied byte for 
 
 Transactions, as Kafka cleans them: batches of aborted transactions (known from the
 transaction index) go whole, without looking at keys, and never enter the offset map; a
-marker stays while any batch of its transaction does and goes once
-``delete.retention.ms`` has passed after it, unless it is its producer's last batch
-(which keeps the producer's epoch); the cleaned segment's transaction index keeps the
-aborted transactions whose marker it keeps.
+marker stays while any batch of its transaction does, unless it is its producer's last
+batch (which keeps the producer's epoch); the cleaned segment's transaction index keeps
+the aborted transactions whose marker it keeps.
+
+Tombstones and markers go by Kafka's delete horizon (KIP-534), not by their timestamps:
+the first pass that keeps a batch with a tombstone (or a marker whose transaction has no
+data left) rewrites it with the delete horizon flag and the pass's time plus
+``delete.retention.ms`` as its base timestamp (records keep their timestamps); a later
+pass drops them once its time reaches that horizon. So a consumer that read the log up to
+a tombstone's offset has ``delete.retention.ms`` after the tombstone was first cleaned to
+see it, however old its timestamp.
 
 This is the one storage component that decodes records; it is not on the produce/fetch
 path and may run in a worker thread: it only reads sealed segments, writes a new one and
@@ -35,7 +42,7 @@ import copy
 import heapq
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from moldau.protocol.errors import KafkaError
 from moldau.records.batch import (
@@ -53,7 +60,7 @@ from moldau.storage.txn_index import AbortedTxn, TransactionIndex
 from moldau.storage.unified_log import UnifiedLog
 
 READ_CHUNK = 8 * 1024 * 1024  # bytes of whole batches decoded per pread
-_NEVER = -(2**63)  # a deadline no timestamp is at or before
+_NEVER = -(2**63)  # a time before every delete horizon
 # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset per entry.
 MAP_BYTES_PER_ENTRY = 24
 CLEANER_MAP_LOAD_FACTOR = 0.9  # Kafka's log.cleaner.io.buffer.load.factor default
@@ -146,7 +153,7 @@ def clean_log(
     rng = cleanable_range(log, checkpoint, now_ms, high_watermark)
     if not rng.segments or not (force or needs_cleaning(rng, log, now_ms)):
         return None
-    deadline = now_ms - log.config.delete_retention_ms
+    horizon = DeleteHorizon(now_ms, now_ms + log.config.delete_retention_ms)
     max_bytes = log.config.segment_bytes
     group: list[Segment] = []
     out: _CleanedSegment | None = None
@@ -165,14 +172,14 @@ def clean_log(
                 group, out = [], None
             out = out or _CleanedSegment(log, segment.base_offset, aborted)
             mark, saved = out.mark(), txns.copy()
-            out.write_segment(segment, offset_map, deadline, txns, end)
+            out.write_segment(segment, offset_map, horizon, txns, end)
             if group and out.segment.size > max_bytes:
                 # The group is full: cut this segment off and start the next group with it.
                 out.rewind(mark)
                 txns = saved
                 out.swap(group, truncations)
                 group, out = [], _CleanedSegment(log, segment.base_offset, aborted)
-                out.write_segment(segment, offset_map, deadline, txns, end)
+                out.write_segment(segment, offset_map, horizon, txns, end)
             group.append(segment)
         if out:
             out.swap(group, truncations)
@@ -189,6 +196,20 @@ def clean_log(
     return end
 
 
+@dataclass(frozen=True, slots=True)
+class DeleteHorizon:
+    """A pass's view of KIP-534's delete horizons: its time, and the horizon it stamps
+    on the batches it first keeps with tombstones or markers."""
+
+    now_ms: int
+    new_horizon_ms: int  # now + delete.retention.ms
+
+    def passed(self, info: BatchInfo) -> bool:
+        """True once ``info``'s tombstones (or marker) may go."""
+        stamped = info.delete_horizon_ms
+        return stamped is not None and stamped <= self.now_ms
+
+
 class _CleanedSegment:
     """``<base>.log.cleaned`` and its indexes: the rewritten batches of one group."""
 
@@ -202,23 +223,24 @@ class _CleanedSegment:
         self,
         segment: Segment,
         offset_map: dict[bytes, int],
-        deadline: int,
+        horizon: DeleteHorizon,
         txns: TransactionCleaning,
         end: int,
     ) -> None:
         """Rewrite ``segment``; batches reaching ``end`` (where a full offset map stopped)
-        keep their tombstones and markers: the map did not see what they supersede."""
+        keep their tombstones and markers: the map did not see what they supersede (they
+        may still get their delete horizon, as Kafka stamps every batch it keeps)."""
         index = self.segment.txn_index
         for info, records, raw in _decoded_batches(segment, self.aborted):
             data: bytes | bytearray | memoryview
             if info.last_offset >= end:
-                deadline = _NEVER
+                horizon = replace(horizon, now_ms=_NEVER)
             if info.is_control:
-                data = raw if txns.keep_control(info, raw, deadline, index) else b""
+                data = txns.clean_control(info, records, raw, horizon, index)
             elif txns.is_aborted(info):
                 data = b""
             else:
-                data = _clean_batch(info, records, raw, offset_map, deadline)
+                data = _clean_batch(info, records, raw, offset_map, horizon)
             if data:
                 header = read_batch_header(data)
                 header.position = 0
@@ -287,33 +309,43 @@ def _clean_batch(
     records: list[Record],
     raw: memoryview,
     offset_map: dict[bytes, int],
-    tombstone_deadline: int,
+    horizon: DeleteHorizon,
 ) -> bytes | bytearray | memoryview:
-    """The batch without superseded records, null keys and expired tombstones: the
-    original bytes if nothing goes, empty if everything does."""
-    expired = info.max_timestamp <= tombstone_deadline
+    """The batch without superseded records, null keys and tombstones past the batch's
+    delete horizon: the original bytes if nothing goes (and no horizon is to be
+    stamped), empty if everything does."""
+    passed = horizon.passed(info)
     kept = [
         r
         for r in records
         if r.key is not None
         and r.offset >= offset_map.get(r.key, -1)
-        and not (r.value is None and expired)
+        and not (r.value is None and passed)
     ]
-    if len(kept) == len(records):
+    stamp = info.delete_horizon_ms is None and any(r.value is None for r in kept)
+    if len(kept) == len(records) and not stamp:
         return raw
     if not kept:
         return b""
+    return _rebuild(info, kept, horizon.new_horizon_ms if stamp else info.delete_horizon_ms)
+
+
+def _rebuild(info: BatchInfo, records: list[Record], delete_horizon_ms: int | None) -> bytearray:
+    """``records`` (a subset of ``info``'s) as a batch with ``info``'s offsets, codec,
+    producer fields and leader epoch."""
     data = bytearray(
         build_batch(
-            kept,
+            records,
             base_offset=info.base_offset,
             compression=info.compression,
             producer_id=info.producer_id,
             producer_epoch=info.producer_epoch,
             base_sequence=info.base_sequence,
             is_transactional=info.is_transactional,
+            is_control=info.is_control,
             partition_leader_epoch=info.partition_leader_epoch,
             last_offset_delta=info.last_offset_delta,
+            delete_horizon_ms=delete_horizon_ms,
         )
     )
     if info.timestamp_type:  # decoded records carry the batch's LogAppendTime
@@ -380,18 +412,29 @@ class TransactionCleaning:
             return False
         return True
 
-    def keep_control(
-        self, info: BatchInfo, raw: memoryview, deadline: int, index: TransactionIndex
-    ) -> bool:
-        """Whether a marker stays in the cleaned segment (its aborted transaction goes to
-        ``index`` if it does): while its transaction has data, until delete.retention.ms
-        passed after it, and while it is its producer's last batch."""
+    def clean_control(
+        self,
+        info: BatchInfo,
+        records: list[Record],
+        raw: memoryview,
+        horizon: DeleteHorizon,
+        index: TransactionIndex,
+    ) -> bytes | bytearray | memoryview:
+        """A marker as it goes to the cleaned segment (its aborted transaction to
+        ``index`` if it stays): kept while its transaction has data; once that is gone,
+        stamped with a delete horizon on the first pass, dropped on a pass past that
+        horizon unless it is its producer's last batch."""
         removable = self.end(info, read_marker(raw))
         if self.kept is not None:
             index.append(self.kept)
-            return True
-        last = self.last_offsets.get(info.producer_id)
-        return not (removable and info.max_timestamp <= deadline and last != info.last_offset)
+            return raw
+        if not removable:
+            return raw
+        if info.delete_horizon_ms is None:
+            return _rebuild(info, records, horizon.new_horizon_ms)
+        if horizon.passed(info) and self.last_offsets.get(info.producer_id) != info.last_offset:
+            return b""
+        return raw
 
 
 def _decoded_batches(

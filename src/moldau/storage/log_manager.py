@@ -127,9 +127,11 @@ class LogManager:
         budget: DescriptorBudget | None = None,
         recovery_threads: int = DEFAULT_RECOVERY_THREADS,
         caches: StorageCaches | None = None,
+        remote_storage_system_enable: bool = False,
         cleaner_map_entries: int | None = None,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.remote_storage_system_enable = remote_storage_system_enable
         # Keys one cleaning pass may map (log.cleaner.dedupe.buffer.size); None: unbounded
         self.cleaner_map_entries = cleaner_map_entries
         self.default_props = dict(default_config_props)
@@ -170,6 +172,10 @@ class LogManager:
     def config_for(self, topic_overrides: Mapping[str, str]) -> LogConfig:
         """A topic's LogConfig from its overrides over this broker's defaults."""
         return LogConfig.from_props(topic_overrides, self.default_props)
+
+    def remote_log_enabled(self, config: LogConfig) -> bool:
+        """Kafka's remoteLogEnabled: the broker has tiered storage and the topic opts in."""
+        return self.remote_storage_system_enable and config.remote_storage_enable
 
     # -- loading -------------------------------------------------------------------
     def load_logs(
@@ -262,14 +268,16 @@ class LogManager:
             found[tp] = path
 
         def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
+            config = self.config_for(topic_configs(tp[0]))
             return UnifiedLog.open(
                 path,
-                self.config_for(topic_configs(tp[0])),
+                config,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=start_offsets.get(tp),
                 clean_shutdown=clean and tp in recovery_points,
                 clock=self.clock,
                 caches=self.caches,
+                remote_log_enabled=self.remote_log_enabled(config),
             )
 
         started = time.monotonic()
@@ -358,7 +366,13 @@ class LogManager:
                     logger.warning("%s: leftover directory of a new partition; removing it", path)
                     shutil.rmtree(path)
                 try:
-                    log = UnifiedLog.open(path, config, clock=self.clock, caches=self.caches)
+                    log = UnifiedLog.open(
+                        path,
+                        config,
+                        clock=self.clock,
+                        caches=self.caches,
+                        remote_log_enabled=self.remote_log_enabled(config),
+                    )
                 except BaseException:
                     shutil.rmtree(path, ignore_errors=True)
                     raise
@@ -431,6 +445,7 @@ class LogManager:
         for (log_topic, _), log in [*self._logs.items(), *self._future.items()]:
             if log_topic == topic:
                 log.update_config(config)
+                log.remote_log_enabled = self.remote_log_enabled(config)
 
     # -- log dirs (DescribeLogDirs, AlterReplicaLogDirs, failures) ----------------
     @property

@@ -73,32 +73,13 @@ class TransactionIndex:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
-        usable = len(data) - len(data) % _ENTRY.size  # a torn last entry is dropped
-        entries = []
-        for pos in range(0, usable, _ENTRY.size):
-            version, *fields = _ENTRY.unpack_from(data, pos)
-            if version != ENTRY_VERSION:
-                raise CorruptRecordError(f"{self.path}: unknown entry version {version}")
-            entries.append(AbortedTxn(*fields))
-        return entries
+        return parse_entries(data, str(self.path))
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """Aborted transactions overlapping ``[fetch_offset, upper_bound)``, and whether
-        the search is complete (an entry decided at or after ``upper_bound``: later
-        segments cannot add any)."""
+        the search is complete (see ``collect_aborted``)."""
         entries = self.entries()
-        if not entries:
-            return [], False
-        start = bisect_left(self._last_offsets, fetch_offset)
-        if start and entries[start - 1].last_stable_offset >= upper_bound:
-            return [], True  # last stable offsets only grow: decided before the range
-        found = []
-        for txn in entries[start:]:
-            if txn.first_offset < upper_bound:
-                found.append(txn)
-            if txn.last_stable_offset >= upper_bound:
-                return found, True
-        return found, False
+        return collect_aborted(entries, self._last_offsets, fetch_offset, upper_bound)
 
     # -- writing -----------------------------------------------------------------------
     def append(self, txn: AbortedTxn) -> None:
@@ -164,3 +145,35 @@ class TransactionIndex:
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def collect_aborted(
+    entries: list[AbortedTxn], last_offsets: list[int], fetch_offset: int, upper_bound: int
+) -> tuple[list[AbortedTxn], bool]:
+    """Aborted transactions of one index overlapping ``[fetch_offset, upper_bound)``, and
+    whether the search is complete (an entry decided at or after ``upper_bound``: later
+    segments cannot add any). ``last_offsets``: the entries' last offsets."""
+    if not entries:
+        return [], False
+    start = bisect_left(last_offsets, fetch_offset)
+    if start and entries[start - 1].last_stable_offset >= upper_bound:
+        return [], True  # last stable offsets only grow: decided before the range
+    found = []
+    for txn in entries[start:]:
+        if txn.first_offset < upper_bound:
+            found.append(txn)
+        if txn.last_stable_offset >= upper_bound:
+            return found, True
+    return found, False
+
+
+def parse_entries(data: bytes, source: str) -> list[AbortedTxn]:
+    """The entries of a transaction index file's bytes (a torn last entry is dropped)."""
+    usable = len(data) - len(data) % _ENTRY.size
+    entries = []
+    for pos in range(0, usable, _ENTRY.size):
+        version, *fields = _ENTRY.unpack_from(data, pos)
+        if version != ENTRY_VERSION:
+            raise CorruptRecordError(f"{source}: unknown entry version {version}")
+        entries.append(AbortedTxn(*fields))
+    return entries

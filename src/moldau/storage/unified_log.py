@@ -19,13 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from moldau.config.topic import LogConfig
-from moldau.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
+from moldau.protocol.errors import (
+    InvalidRecordError,
+    OffsetMovedToTieredStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
 from moldau.records.batch import (
     INT32_MAX,
     BatchInfo,
+    recompress_batches,
     set_log_append_time,
     stamp_base_offset,
 )
+from moldau.records.compression import CODEC_BY_NAME
 from moldau.records.control import EndTxnMarker, read_marker
 from moldau.storage.epoch_cache import LeaderEpochFileCache
 from moldau.storage.files import StorageCaches, default_caches
@@ -61,12 +68,22 @@ class UnifiedLog:
         epoch_cache: LeaderEpochFileCache,
         producer_state: ProducerStateManager,
         snapshot_offset: int = -1,
+        *,
+        local_log_start_offset: int | None = None,
+        remote_log_enabled: bool = False,
     ) -> None:
         self.local_log = local_log
         self.epoch_cache = epoch_cache
         self.producer_state = producer_state
-        self._log_start_offset = log_start_offset
+        self._log_start_offset = log_start_offset  # over both tiers
+        self._local_log_start_offset = (
+            log_start_offset if local_log_start_offset is None else local_log_start_offset
+        )
         self._snapshot_offset = snapshot_offset  # end offset of the newest producer snapshot
+        # Tiered storage (KIP-405): copies leave local segments only once copied; what is
+        # copied is the RemoteLogManager's to say (from COPY_SEGMENT_FINISHED events).
+        self.remote_log_enabled = remote_log_enabled
+        self._highest_offset_in_remote_storage = -1
 
     @classmethod
     def open(
@@ -79,8 +96,11 @@ class UnifiedLog:
         clean_shutdown: bool = False,
         clock: Callable[[], float] = time.time,
         caches: StorageCaches | None = None,
+        remote_log_enabled: bool = False,
     ) -> UnifiedLog:
-        """Load (creating if needed) the log in ``directory`` (see ``LogLoader``)."""
+        """Load (creating if needed) the log in ``directory`` (see ``LogLoader``). A tiered
+        log keeps a checkpointed log start offset below its local segments (the remote tier
+        holds those records)."""
         loaded = LogLoader(
             directory,
             config,
@@ -90,12 +110,18 @@ class UnifiedLog:
             log_start_offset,
             clean_shutdown,
         ).load()
+        local_start = loaded.log_start_offset
+        start = local_start
+        if remote_log_enabled and log_start_offset is not None:
+            start = min(log_start_offset, local_start)
         return cls(
             loaded.local_log,
-            loaded.log_start_offset,
+            start,
             loaded.epoch_cache,
             loaded.producer_state,
             loaded.snapshot_offset,
+            local_log_start_offset=local_start,
+            remote_log_enabled=remote_log_enabled,
         )
 
     # -- state ---------------------------------------------------------------------
@@ -135,6 +161,28 @@ class UnifiedLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on this disk (the log start offset unless tiered)."""
+        return self._local_log_start_offset
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """The last offset copied to the remote tier (-1: none)."""
+        return self._highest_offset_in_remote_storage
+
+    def update_highest_offset_in_remote_storage(self, offset: int) -> None:
+        """A copy finished (or a new leader found what its predecessors copied)."""
+        self._highest_offset_in_remote_storage = max(self._highest_offset_in_remote_storage, offset)
+
+    def update_log_start_offset_from_remote_tier(self, offset: int) -> None:
+        """The remote tier's log start after its retention deleted segments (Kafka's
+        updateLogStartOffsetFromRemoteTier): never beyond the local log start."""
+        with self.local_log.lock:
+            offset = min(offset, self._local_log_start_offset)
+            if offset > self._log_start_offset:
+                self._move_log_start(offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -193,6 +241,8 @@ class UnifiedLog:
                     self._log_start_offset,
                     duplicate=True,
                 )
+        if self.config.compression_type != "producer":
+            records, infos = self._recompress(records, infos)
         base_offset = next_offset = self.log_end_offset
         for info in infos:
             stamp_base_offset(records, info, next_offset, leader_epoch)
@@ -210,6 +260,21 @@ class UnifiedLog:
             now if log_append_time else -1,
             self._log_start_offset,
         )
+
+    def _recompress(
+        self, records: bytearray | memoryview, infos: list[BatchInfo]
+    ) -> tuple[bytearray | memoryview, list[BatchInfo]]:
+        """Batches in the topic's ``compression.type`` codec, still within max.message.bytes."""
+        config = self.config
+        codec = CODEC_BY_NAME[config.compression_type]
+        records, infos = recompress_batches(records, infos, codec, config.compression_level)
+        for info in infos:
+            if info.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {info.size} bytes recompressed to {config.compression_type} "
+                    f"exceeds max.message.bytes {config.max_message_bytes}"
+                )
+        return records, infos
 
     def append_as_follower(
         self, records: bytearray | memoryview, infos: list[BatchInfo]
@@ -300,7 +365,9 @@ class UnifiedLog:
             return  # up to date, or nothing a snapshot would save replaying
         self.producer_state.write_snapshot(self.dir, leo, sync=sync)
         self._snapshot_offset = leo
-        for _, path in list_snapshots(self.dir)[:-SNAPSHOTS_TO_KEEP]:
+        for offset, path in list_snapshots(self.dir)[:-SNAPSHOTS_TO_KEEP]:
+            if self.remote_log_enabled and offset > self._highest_offset_in_remote_storage + 1:
+                continue  # the copy of the segment ending here takes it along (KIP-405)
             path.unlink(missing_ok=True)
 
     # -- read ----------------------------------------------------------------------
@@ -318,10 +385,15 @@ class UnifiedLog:
         Raises OffsetOutOfRangeError outside [log start offset, log end offset] and
         StorageError when the files cannot be read.
         """
+        if self._log_start_offset <= offset < self._local_log_start_offset:
+            raise OffsetMovedToTieredStorageError(
+                f"offset {offset} of {self.dir.name} is in the remote tier (local log start "
+                f"{self._local_log_start_offset})"
+            )
         return self.local_log.read(
             offset,
             max_bytes,
-            log_start_offset=self._log_start_offset,
+            log_start_offset=self._local_log_start_offset,
             max_offset=max_offset,
             min_one_batch=min_one_batch,
         )
@@ -359,7 +431,7 @@ class UnifiedLog:
         found = self.local_log.offset_for_timestamp(timestamp)
         if found is None:
             return None
-        offset = max(found[0], self._log_start_offset)
+        offset = max(found[0], self._local_log_start_offset)
         if max_offset is not None and offset >= max_offset:
             return None
         return offset, found[1]
@@ -372,7 +444,8 @@ class UnifiedLog:
     # -- deletion ------------------------------------------------------------------
     def delete_records_before(self, offset: int, high_watermark: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (-1 = high watermark)
-        and delete the whole segments below it. Kafka rejects offsets above the HW."""
+        and delete the whole local segments below it (the RemoteLogManager deletes remote
+        ones). Kafka rejects offsets above the HW."""
         if offset == -1:
             offset = high_watermark
         if offset < 0 or offset > high_watermark:
@@ -383,38 +456,47 @@ class UnifiedLog:
             if offset > self._log_start_offset:
                 self._move_log_start(offset)
             self._delete_old_segments(
-                lambda segment, next_base: next_base <= self._log_start_offset, high_watermark
+                lambda segment, next_base: next_base <= self._local_log_start_offset,
+                high_watermark,
             )
         return self._log_start_offset
 
     def _move_log_start(self, offset: int) -> None:
         self._log_start_offset = offset
+        self._local_log_start_offset = max(self._local_log_start_offset, offset)
         self.producer_state.remove_before(offset)
         self.epoch_cache.truncate_from_start(offset)
 
     def enforce_retention(self, high_watermark: int, now_ms: int | None = None) -> int:
-        """Delete whole old segments past retention.ms / retention.bytes (never the
-        active one, never above the HW); returns how many were deleted."""
+        """Delete whole old local segments past retention.ms / retention.bytes (never the
+        active one, never above the HW); returns how many were deleted.
+
+        A tiered log applies local.retention.* instead and deletes only segments already
+        copied to the remote tier (total retention is the RemoteLogManager's)."""
         now = self._now() if now_ms is None else now_ms
         self.purge_deleted(now)
         with self.local_log.lock:
             deleted = self._delete_old_segments(
-                lambda segment, next_base: next_base <= self._log_start_offset,
+                lambda segment, next_base: next_base <= self._local_log_start_offset,
                 high_watermark,
                 now,
             )
             config = self.config
             if not config.delete_enabled:
                 return deleted
-            if config.retention_ms >= 0:
-                deadline = now - config.retention_ms
+            retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
+            if self.remote_log_enabled:
+                retention_ms = config.local_log_retention_ms
+                retention_bytes = config.local_log_retention_bytes
+            if retention_ms >= 0:
+                deadline = now - retention_ms
                 deleted += self._delete_old_segments(
                     lambda segment, _: segment.largest_timestamp() < deadline,
                     high_watermark,
                     now,
                 )
-            if config.retention_bytes >= 0:
-                excess = self.size_bytes - config.retention_bytes
+            if retention_bytes >= 0:
+                excess = self.size_bytes - retention_bytes
 
                 def over_size(segment: Segment, _: int) -> bool:
                     nonlocal excess
@@ -432,8 +514,10 @@ class UnifiedLog:
         high_watermark: int,
         now_ms: int | None = None,
     ) -> int:
-        """Delete the oldest segments while ``predicate(segment, next base offset)`` holds
-        and the next segment starts at or below the high watermark."""
+        """Delete the oldest local segments while ``predicate(segment, next base offset)``
+        holds and the next segment starts at or below the high watermark; in a tiered log
+        also only while the segment is copied (below the local log start, retention and
+        DeleteRecords already removed the records from the log)."""
         segments = self.segments
         count = 0
         for segment, following in zip(segments, segments[1:], strict=False):
@@ -441,12 +525,20 @@ class UnifiedLog:
                 segment, following.base_offset
             ):
                 break
+            if (
+                self.remote_log_enabled
+                and following.base_offset > self._log_start_offset
+                and following.base_offset - 1 > self._highest_offset_in_remote_storage
+            ):
+                break  # not copied yet: it stays until it is
             count += 1
         if not count:
             return 0
-        start = max(self._log_start_offset, segments[count].base_offset)
-        if start > self._log_start_offset:
-            self._move_log_start(start)
+        start = segments[count].base_offset
+        if start > self._local_log_start_offset:
+            self._local_log_start_offset = start
+            if not self.remote_log_enabled:
+                self._move_log_start(start)
         self.local_log.remove_oldest_segments(count, self._now() if now_ms is None else now_ms)
         return count
 
@@ -515,7 +607,7 @@ class UnifiedLog:
         the log is emptied and restarts at ``offset``."""
         if offset >= self.log_end_offset:
             return
-        if offset < self._log_start_offset:
+        if offset < self._local_log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
         with self.local_log.lock:
@@ -523,12 +615,19 @@ class UnifiedLog:
             self._truncate_epoch_cache()
         self.producer_state, self._snapshot_offset = rebuild_producer_state(self.local_log, {})
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(
+        self, offset: int, *, log_start_offset: int | None = None
+    ) -> None:
         """Delete every segment and restart empty at ``offset``, which becomes the log
-        start offset (a follower too far behind the leader's log start)."""
+        start offset (a follower too far behind the leader's log start), or only the local
+        one when ``log_start_offset`` is lower (a tiered follower restarting after the
+        remote tier, which holds the rest)."""
         with self.local_log.lock:
             self.local_log.truncate_fully_and_start_at(offset, self._now())
-            self._log_start_offset = offset
+            self._local_log_start_offset = offset
+            self._log_start_offset = min(
+                offset, log_start_offset if log_start_offset is not None else offset
+            )
             self.epoch_cache.clear()
             self._truncate_epoch_cache()
             for _, path in list_snapshots(self.dir):

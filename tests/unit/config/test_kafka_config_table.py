@@ -46,6 +46,14 @@ def test_every_kafka_config_is_known() -> None:
         "cluster.id",
         "super.users",
         "allow.everyone.if.no.acl.found",
+        # Kafka reads these under the metadata manager's prefix (rlmm.config.<key>), which
+        # Moldau honours too; unprefixed they are Moldau's defaults for the same settings.
+        "remote.log.metadata.topic.replication.factor",
+        "remote.log.metadata.topic.num.partitions",
+        "remote.log.metadata.topic.retention.ms",
+        # Kafka's internal (undocumented) backoff of the remote log manager's tasks.
+        "remote.log.manager.task.retry.backoff.ms",
+        "remote.log.manager.task.retry.backoff.max.ms",
     }
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import moldau.protocol.coordinator_records as coordinator_records
 import moldau.protocol.messages as messages
 import moldau.protocol.metadata_records as metadata_records
+import moldau.protocol.remote_log_metadata_records as remote_log_metadata_records
 from moldau.protocol import codegen
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages import REQUESTS, RESPONSES
@@ -42,7 +43,7 @@ from moldau.protocol.primitives import (
 
 from .schema_strategies import full_message, joined, message_strategy, models
 
-PACKAGES = (messages, metadata_records, coordinator_records)
+PACKAGES = (messages, metadata_records, coordinator_records, remote_log_metadata_records)
 
 
 def all_message_classes():
@@ -212,6 +213,7 @@ def test_schemas_are_vendored_in_the_package_with_kafkas_license():
         "group-coordinator",
         "transaction-coordinator",
         "raft",
+        "storage",
     }
     # every generated module names the vendored schema it came from
     for package in PACKAGES:

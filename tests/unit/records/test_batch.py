@@ -16,12 +16,14 @@ from moldau.records.batch import (
     RECORD_COUNT_OFFSET,
     increment_sequence,
     read_batch_header,
+    recompress_batches,
     scan_batches,
     scan_log_prefix,
     set_log_append_time,
     stamp_base_offset,
 )
 from moldau.records.compression import Compression
+from moldau.records.control import build_marker_batch
 from moldau.records.record import build_batch, decode_records
 
 
@@ -202,3 +204,23 @@ def test_scanning_an_mmap_lets_it_close(tmp_path):
         assert [i.record_count for i in infos] == [2, 3]
         assert read_batch_header(mm, infos[1].position) == infos[1]
     assert valid == path.stat().st_size - 6
+
+
+@pytest.mark.parametrize("source", list(Compression))
+@pytest.mark.parametrize("target", list(Compression))
+def test_recompress_rewrites_codec_length_and_crc_keeping_producer_fields(source, target):
+    txn = make(
+        5, compression=source, producer_id=7, producer_epoch=2, base_sequence=40,
+        is_transactional=True,
+    )  # fmt: skip
+    marker = bytes(build_marker_batch(7, 2, committed=True, coordinator_epoch=1, timestamp=1))
+    buf = bytearray(txn + marker)
+    out, infos = recompress_batches(buf, scan_batches(buf, strict=False), target, None)
+    assert [i.compression for i in infos] == [target, Compression.NONE]
+    assert out[infos[1].position :] == marker, "control batches stay as written"
+    first = scan_batches(out[: infos[0].size])[0]  # CRC verified
+    assert (first.producer_id, first.producer_epoch, first.base_sequence) == (7, 2, 40)
+    assert first.is_transactional and first.record_count == 5
+    assert decode_records(out[: infos[0].size]) == decode_records(txn)
+    if source == target:
+        assert out is buf, "nothing to do costs nothing"

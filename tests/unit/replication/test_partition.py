@@ -82,6 +82,25 @@ def test_isr_shrinks_after_replica_lag_time_max():
     assert p.isr == (1, 2) and p.pending is None
 
 
+def test_a_replica_the_controller_took_out_of_the_isr_stops_holding_back_the_hw():
+    """A follower whose log dir failed leaves the ISR by its own AlterPartition and never
+    fetches the partition again: once the new ISR is applied the HW must not wait for it
+    as a replica "about to join" for replica.lag.time.max.ms (Kafka's leader completes
+    the delayed produces at once)."""
+    p = leader(now=T0)
+    p.update_follower_fetch(2, 10, 0, 10, T0 + 1)
+    p.update_follower_fetch(3, 10, 0, 10, T0 + 1)
+    assert p.high_watermark == 10
+    p.update_follower_fetch(2, 20, 0, 20, T0 + 2)  # replica 3 stopped fetching at 10
+    assert p.high_watermark == 10
+    assert p.make_leader(reg(isr=(1, 2), partition_epoch=1), 20, T0 + 3) is False
+    assert p.high_watermark == 20
+    # A later fetch at the leader's end makes it caught up again (it may rejoin).
+    p.update_follower_fetch(3, 20, 0, 20, T0 + 4)
+    p.update_follower_fetch(2, 30, 0, 30, T0 + 5)
+    assert p.high_watermark == 20  # 3 is caught up as of its fetch at T0 + 4: waits
+
+
 def test_caught_up_as_of_the_previous_fetch_counts():
     """Kafka's rule: a fetch at the LEO the leader had at the previous fetch means the
     follower was caught up at the previous fetch's time."""

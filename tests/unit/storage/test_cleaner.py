@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from storage_helpers import FakeClock, append
 
 from moldau.config.topic import LogConfig
+from moldau.records.batch import DELETE_HORIZON_FLAG
 from moldau.records.compression import Compression
 from moldau.records.record import build_batch, decode_all
 from moldau.storage import local_log as local_log_module
@@ -142,23 +143,52 @@ def test_compressed_batches_stay_compressed(
     assert any(len(records) < info.last_offset_delta + 1 for info, records in after)
 
 
-def test_tombstones_kept_within_delete_retention_then_removed(
+def test_tombstones_go_once_the_delete_horizon_the_first_pass_stamped_is_reached(
     tmp_path: Path, clock: FakeClock
 ) -> None:
+    """KIP-534: the tombstone's old timestamp does not count; the first pass that keeps it
+    stamps its batch with now + delete.retention.ms, and only a pass at or after that
+    horizon drops it."""
     log = open_log(tmp_path / "t-0", compact_config(), clock)
     put(log, [(b"gone", b"old value")])
     tombstone = put(log, [(b"gone", None)])
     written = fill(log, 40, 3)
-    end = clean(log, 0, NOW + 1000)
+    first_pass = NOW + 3 * DAY_MS  # long after the records' timestamps + delete.retention.ms
+    end = clean(log, 0, first_pass)
     assert (tombstone, b"gone", None) in records_of(log)
     assert not any(key == b"gone" and value is not None for _, key, value in records_of(log))
+    raw = log.read_bytes(log.log_start_offset, 1 << 30)
+    stamped = {info.base_offset: (info, records) for info, records in decode_all(raw)}
+    info, records = stamped[tombstone]
+    assert info.attributes & DELETE_HORIZON_FLAG
+    assert info.delete_horizon_ms == info.base_timestamp == first_pass + DAY_MS
+    assert info.max_timestamp == NOW and [r.timestamp for r in records] == [NOW]
+    # Batches without tombstones are not stamped.
+    assert all(i.delete_horizon_ms is None for o, (i, _) in stamped.items() if o != tombstone)
 
-    assert clean(log, end, NOW + DAY_MS - 1, force=True) == end
+    assert clean(log, end, first_pass + DAY_MS - 1, force=True) == end
     assert (tombstone, b"gone", None) in records_of(log)
+    assert read_all(log)[0][0].delete_horizon_ms == first_pass + DAY_MS  # not stamped again
 
-    clean(log, end, NOW + DAY_MS + 1, force=True)
+    clean(log, end, first_pass + DAY_MS, force=True)
     assert not any(key == b"gone" for _, key, _ in records_of(log))
     assert latest(records_of(log)) == latest(written)
+
+
+def test_a_tombstone_in_a_batch_with_other_records_keeps_them_when_it_goes(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The stamped batch keeps its horizon when a later pass rewrites it."""
+    log = open_log(tmp_path / "t-0", compact_config(), clock)
+    base = put(log, [(b"dead", None), (b"alive", b"value")])
+    fill(log, 40, 3)
+    end = clean(log, 0, NOW)
+    assert [(base, b"dead", None), (base + 1, b"alive", b"value")] == records_of(log)[:2]
+    clean(log, end, NOW + DAY_MS, force=True)
+    info, records = read_all(log)[0]
+    assert records == [(base + 1, b"alive", b"value")]
+    assert (info.base_offset, info.last_offset) == (base, base + 1)
+    assert info.delete_horizon_ms == NOW + DAY_MS
 
 
 def test_null_keys_are_dropped(tmp_path: Path, clock: FakeClock) -> None:
@@ -448,6 +478,22 @@ def test_full_offset_map_cleans_in_several_passes(tmp_path: Path, clock: FakeClo
     assert passes >= 3
     assert records_of(log) == expected_after_clean(written, end)
     assert latest(records_of(log))[b"key-7"] == b"value-87"
+
+
+def test_a_tombstone_past_a_full_offset_maps_end_stays_past_its_horizon(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The map did not see what such a tombstone supersedes: it waits for a later pass."""
+    log = open_log(tmp_path / "t-0", compact_config(), clock)
+    put(log, [(b"a", b"x")])
+    put(log, [(b"b", b"y")])
+    tombstone = put(log, [(b"gone", None)])
+    fill(log, 40, 3)
+    clean(log, 0, NOW)  # stamps the tombstone's horizon: NOW + one day
+    assert clean(log, 0, NOW + 2 * DAY_MS, force=True, max_map_entries=2) == tombstone
+    assert (tombstone, b"gone", None) in records_of(log)
+    clean(log, 0, NOW + 2 * DAY_MS, force=True)
+    assert not any(key == b"gone" for _, key, _ in records_of(log))
 
 
 def test_offset_map_capacity_is_kafkas() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from storage_helpers import FakeClock, append
 
 from moldau.config.topic import LogConfig
-from moldau.records.batch import scan_batches
+from moldau.records.batch import DELETE_HORIZON_FLAG, BatchInfo, scan_batches
 from moldau.records.control import build_marker_batch, read_marker
 from moldau.records.record import build_batch, decode_all
 from moldau.storage.cleaner import clean_log
@@ -107,14 +107,34 @@ def test_markers_go_after_delete_retention_once_their_data_is_gone(tmp_path: Pat
     w.put(b"x", b"aborted", pid=2)
     w.end(2, commit=False)
     w.put(b"z", b"plain")
-    roll_and_clean(log, NOW)
-    roll_and_clean(log, NOW + 2 * DAY_MS)  # past delete.retention.ms (one day)
+    roll_and_clean(log, NOW)  # removes v1 and the aborted data
+    # KIP-534: the markers' timestamps are long past delete.retention.ms (one day), but
+    # the pass that first finds a marker's transaction without data only stamps its
+    # delete horizon (now + one day) on it.
+    second = NOW + 2 * DAY_MS
+    roll_and_clean(log, second)
+    first_marker, _, abort_marker = (b for b in batches(log) if b.is_control)
+    assert first_marker.attributes & DELETE_HORIZON_FLAG
+    assert first_marker.delete_horizon_ms == second + DAY_MS
+    assert first_marker.max_timestamp < NOW + DAY_MS  # its own time is kept
+    assert abort_marker.delete_horizon_ms == second + DAY_MS
+    roll_and_clean(log, second + DAY_MS - 1)
+    assert [(pid, committed) for _, pid, committed in contents(log)[1]] == [
+        (1, True),
+        (1, True),
+        (2, False),
+    ]
+    roll_and_clean(log, second + DAY_MS)
     data, markers = contents(log)
     assert [(k, v) for _, k, v in data] == [(b"k", b"v2"), (b"z", b"plain")]
     # Producer 1's second marker covers v2 (kept); producer 2's abort marker is its
     # producer's last batch, kept for the epoch; producer 1's first marker went.
     assert [(pid, committed) for _, pid, committed in markers] == [(1, True), (2, False)]
     log.close()
+
+
+def batches(log: UnifiedLog) -> list[BatchInfo]:
+    return [info for info, _ in decode_all(log.read_bytes(log.log_start_offset, 1 << 30))]
 
 
 def test_aborted_transaction_with_data_keeps_marker_and_index(tmp_path: Path) -> None:

@@ -25,18 +25,20 @@ from moldau.replication.replica_manager import FetchParams, FetchRequestPartitio
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.security.quotas import FETCH
 from moldau.server.fetch_session import INVALID_SESSION_ID, FetchContext
+from moldau.storage.local_log import LogReadResult
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
-    from moldau.storage.local_log import LogReadResult
+    from moldau.storage.remote.remote_log_reader import RemoteLogReadResult
 
 API_KEY = ApiKey.FETCH
 MIN_VERSION = 4
 MAX_VERSION = 12
 SESSIONS_VERSION = 7  # KIP-227
+CLIENT_RACK_VERSION = 11  # KIP-392: rack_id, preferred_read_replica, reads from followers
 # Results up to this size are copied instead of sent with sendfile: a syscall per few
 # hundred bytes costs more than the copy, and a copied result holds no segment file open,
 # so a fetch over thousands of partitions stays within the descriptor budget.
@@ -65,6 +67,7 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
         last_stable_offset=r.last_stable_offset,
         log_start_offset=r.log_start_offset,
         records=_records(r.records),
+        preferred_read_replica=r.preferred_read_replica,
     )
     if r.diverging_epoch is not None:
         data.diverging_epoch = EpochEndOffset(*r.diverging_epoch)
@@ -76,11 +79,14 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
     return data
 
 
-def _records(read: LogReadResult | None) -> FileRecords | bytes:
-    """Never null records: librdkafka 2.0.2 cannot parse them (Kafka writes empty)."""
+def _records(read: LogReadResult | RemoteLogReadResult | None) -> FileRecords | bytes:
+    """Never null records: librdkafka 2.0.2 cannot parse them (Kafka writes empty).
+    Remote reads are bytes already."""
     if read is None or not read.size:
         return b""
-    return FileRecords(read) if read.size > INLINE_RECORDS_MAX else read.to_bytes()
+    if isinstance(read, LogReadResult) and read.size > INLINE_RECORDS_MAX:
+        return FileRecords(read)
+    return read.to_bytes()
 
 
 def _responses(
@@ -141,6 +147,9 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
         min_bytes=max(request.min_bytes, 1),
         max_bytes=request.max_bytes if window is None else min(request.max_bytes, int(window)),
         isolation_level=request.isolation_level,
+        rack_id=request.rack_id or ""
+        if consumer and ctx.api_version >= CLIENT_RACK_VERSION
+        else None,
     )
     requested = [
         FetchRequestPartition(

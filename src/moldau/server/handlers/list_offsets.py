@@ -20,13 +20,13 @@ if TYPE_CHECKING:
 
 API_KEY = ApiKey.LIST_OFFSETS
 MIN_VERSION = 1
-MAX_VERSION = 7
+MAX_VERSION = 9  # v8: earliest-local (-4), v9: latest-tiered (-5) offsets
 
 
-def lookup(
+async def lookup(
     services: Services, topic: str, p: ListOffsetsPartition, isolation_level: int
 ) -> ListOffsetsPartitionResponse:
-    found = services.replica_manager.offset_for_timestamp(
+    found = await services.replica_manager.list_offset(
         (topic, p.partition_index),
         p.timestamp,
         isolation_level=isolation_level,
@@ -52,7 +52,7 @@ async def handle(
             ListOffsetsTopicResponse(
                 name=t.name,
                 partitions=[
-                    lookup(services, t.name or "", p, request.isolation_level)
+                    await lookup(services, t.name or "", p, request.isolation_level)
                     if t.name in visible
                     else ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,

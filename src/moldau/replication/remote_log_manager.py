@@ -1,0 +1,578 @@
+"""Kafka's RemoteLogManager: copies a leader's closed segments to the remote tier, expires
+remote segments past total retention, and serves reads below the local log start.
+
+Decisions are the pure ``CopyScheduler`` / ``remote_segments_to_delete``; this object only
+moves bytes. All remote IO (the remote storage manager's blocking calls) runs on two thread
+pools: ``remote.log.manager.thread.pool.size`` workers for copies and deletions and
+``remote.log.reader.threads`` for reads, so the event loop never waits on the object store.
+Remote log metadata events go through the metadata manager (``__remote_log_metadata``);
+COPY_SEGMENT_FINISHED is published only once every object of the segment is in the store,
+and local retention deletes a segment only after that (``UnifiedLog``).
+
+A partition copies one segment at a time, in offset order; a failure (store down or slow)
+leaves the segment local and retries with backoff; a new leader continues from the highest
+offset its epoch lineage has in the remote tier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from moldau.clock import Clock
+from moldau.config.broker import BrokerConfig
+from moldau.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
+from moldau.replication.tier_state_machine import build_remote_log_aux_state
+from moldau.stats.counters import RemoteStorageStats
+from moldau.storage.producer_state import SNAPSHOT_SUFFIX
+from moldau.storage.remote.copy_scheduler import (
+    CopyCandidate,
+    CopyScheduler,
+    LocalSegment,
+    copy_lag,
+    highest_remote_offset,
+    remote_segments_to_delete,
+)
+from moldau.storage.remote.remote_log_reader import (
+    RemoteIndexCache,
+    RemoteLogReadResult,
+    collect_remote_aborted,
+    read_remote,
+    remote_offset_for_timestamp,
+    segment_for,
+)
+from moldau.storage.remote.segment import (
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    TopicIdPartition,
+)
+from moldau.storage.remote.storage_manager import RemoteStorageError, RemoteStorageManager
+from moldau.storage.segment import file_stem
+from moldau.storage.txn_index import AbortedTxn
+from moldau.storage.unified_log import UnifiedLog
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class RemoteLogMetadataManager(Protocol):
+    """What this module needs of tiered-remote's metadata manager (TIERED-INTERFACE.md):
+    durable publication of events and the caches it keeps per user partition, which it
+    keeps for the partitions this manager assigns (Kafka's onPartitionLeadershipChanges /
+    onStopPartitions); reads raise RemoteStorageError until a partition's are loaded."""
+
+    async def add_remote_log_segment_metadata(self, md: RemoteLogSegmentMetadata) -> None: ...
+
+    async def update_remote_log_segment_metadata(
+        self, update: RemoteLogSegmentMetadataUpdate
+    ) -> None: ...
+
+    async def put_remote_partition_delete_metadata(
+        self, md: RemotePartitionDeleteMetadata
+    ) -> None: ...
+
+    def segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        """COPY_SEGMENT_FINISHED segments by start offset."""
+        ...
+
+    def all_segments(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]: ...
+
+    def highest_offset_for_epoch(self, tp: TopicIdPartition, epoch: int) -> int | None: ...
+
+    def on_partition_assigned(self, tp: TopicIdPartition) -> None: ...
+
+    def on_partition_unassigned(self, tp: TopicIdPartition) -> None: ...
+
+    def is_ready(self, tp: TopicIdPartition) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogManagerConfig:
+    task_interval_ms: int = 30_000
+    thread_pool_size: int = 10
+    reader_threads: int = 10
+    index_cache_bytes: int = 1 << 30
+    retry_backoff_ms: int = 500
+    retry_backoff_max_ms: int = 30_000
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> RemoteLogManagerConfig:
+        return cls(
+            config.int("remote.log.manager.task.interval.ms"),
+            config.int("remote.log.manager.thread.pool.size"),
+            config.int("remote.log.reader.threads"),
+            config.int("remote.log.index.file.cache.total.size.bytes"),
+            config.int("remote.log.manager.task.retry.backoff.ms"),
+            config.int("remote.log.manager.task.retry.backoff.max.ms"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionTierSizes:
+    """One partition's remote tier as ``topics describe`` and the metrics show it."""
+
+    remote_log_size_bytes: int
+    remote_segments: int
+    copy_lag_bytes: int
+    copy_lag_segments: int
+
+
+@dataclass(slots=True)
+class _Replica:
+    tp: TopicIdPartition
+    log: UnifiedLog
+    leader_epoch: int  # -1: a follower
+    high_watermark: Callable[[], int]
+    scheduler: CopyScheduler | None = None
+    busy: bool = False  # a copy or expiry pass is running
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        broker_id: int,
+        config: RemoteLogManagerConfig,
+        rsm: RemoteStorageManager,
+        metadata: RemoteLogMetadataManager,
+        clock: Clock,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.rsm = rsm
+        self.metadata = metadata
+        self.clock = clock
+        self.index_cache = RemoteIndexCache(rsm, config.index_cache_bytes)
+        self.stats = RemoteStorageStats()
+        self._copiers = ThreadPoolExecutor(config.thread_pool_size, "remote-log-copier")
+        self._readers = ThreadPoolExecutor(config.reader_threads, "remote-log-reader")
+        self._replicas: dict[TopicPartition, _Replica] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._partition_deletes: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
+        self._deleted_segments: dict[TopicIdPartition, set[RemoteLogSegmentId]] = {}
+
+    # -- leadership ----------------------------------------------------------------
+    def on_leader(
+        self,
+        tp: TopicIdPartition,
+        replica_log: UnifiedLog,
+        leader_epoch: int,
+        high_watermark: Callable[[], int],
+    ) -> None:
+        """This broker leads ``tp`` (a tiered partition) from now on: copies start at the
+        next pass, from where the remote tier's lineage ends."""
+        self._replicas[(tp.topic, tp.partition)] = _Replica(
+            tp, replica_log, leader_epoch, high_watermark
+        )
+        self.metadata.on_partition_assigned(tp)
+
+    def on_follower(self, tp: TopicIdPartition, replica_log: UnifiedLog) -> None:
+        """A follower copies nothing but follows the remote tier's progress, so its local
+        retention may delete what the leader copied."""
+        self._replicas[(tp.topic, tp.partition)] = _Replica(tp, replica_log, -1, lambda: -1)
+        self.metadata.on_partition_assigned(tp)
+
+    async def rebuild_follower(self, tp: TopicPartition) -> int:
+        """KIP-405's follower path: restart this follower's log right after the remote
+        tier, with the epochs and producer state read from there (tier_state_machine); the
+        offset to fetch from next. RemoteStorageError (the store, or the metadata still
+        loading) or KafkaError (not a tiered follower here): retry later."""
+        replica = self._replicas.get(tp)
+        if replica is None or replica.leader_epoch >= 0:
+            raise KafkaError(
+                f"{tp[0]}-{tp[1]} is not a tiered follower here", ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        loop = asyncio.get_running_loop()
+        return await build_remote_log_aux_state(
+            replica.log,
+            self.metadata.segments(replica.tp),
+            self.rsm,
+            lambda fn, *args: loop.run_in_executor(self._readers, fn, *args),
+        )
+
+    def stop_partition(self, tp: TopicPartition, *, delete_remote: bool = False) -> None:
+        """Not a replica here any more (a copy in flight finishes on its own). With
+        ``delete_remote`` (topic deletion, on the partition's last leader) its remote
+        segments, listed now while its metadata is still kept, are deleted in the
+        background."""
+        replica = self._replicas.pop(tp, None)
+        if replica is None:
+            return
+        if delete_remote:
+            if self.metadata.is_ready(replica.tp):
+                segments = self.metadata.all_segments(replica.tp)
+                task = asyncio.get_running_loop().create_task(
+                    self._delete_remote_log(replica.tp, segments)
+                )
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                log.warning("%s: deleted while its remote log metadata was loading", replica.tp)
+        self.metadata.on_partition_unassigned(replica.tp)
+
+    async def _delete_remote_log(
+        self, tp: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]
+    ) -> None:
+        """Retried with backoff while the store is down, for as long as the broker runs
+        (the store is emptied of the topic when it can be)."""
+        backoff = self.config.retry_backoff_ms
+        while True:
+            try:
+                if await self.delete_partition(tp, segments):
+                    return
+            except (RemoteStorageError, KafkaError, ValueError) as e:
+                log.warning("%s: deleting the remote log failed, will retry: %s", tp, e)
+            await asyncio.sleep(backoff / 1000)
+            backoff = min(backoff * 2, self.config.retry_backoff_max_ms)
+
+    # -- the periodic pass -----------------------------------------------------------
+    def run_once(self) -> None:
+        """Start the copies and expiry passes that are due (called on the event loop)."""
+        for replica in list(self._replicas.values()):
+            self._step(replica, expire=True)
+
+    def _step(self, replica: _Replica, *, expire: bool) -> None:
+        if replica.busy or not self.metadata.is_ready(replica.tp):
+            return  # busy, or its remote log metadata is still loading
+        if self._replicas.get((replica.tp.topic, replica.tp.partition)) is not replica:
+            return  # stopped or replaced meanwhile
+        self._follow_remote_tier(replica)
+        if replica.leader_epoch < 0:
+            return
+        candidate = self._next_copy(replica, self.clock.now_ms())
+        if candidate is not None:
+            self._spawn(replica, self._copy(replica, candidate))
+        elif expire and replica.log.config.delete_enabled:
+            self._spawn(replica, self._expire(replica))
+
+    def _spawn(self, replica: _Replica, work: Coroutine[Any, Any, None]) -> None:
+        replica.busy = True
+
+        async def run() -> None:
+            try:
+                await work
+            finally:
+                replica.busy = False
+            self._step(replica, expire=False)  # a finished copy lets the next one start
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _follow_remote_tier(self, replica: _Replica) -> None:
+        replica_log, tp = replica.log, replica.tp
+        highest = highest_remote_offset(
+            replica_log.epoch_cache.entries,
+            replica_log.log_end_offset,
+            lambda epoch: self.metadata.highest_offset_for_epoch(tp, epoch),
+        )
+        replica_log.update_highest_offset_in_remote_storage(highest)
+        segments = self.metadata.segments(tp)
+        if segments:
+            replica_log.update_log_start_offset_from_remote_tier(segments[0].start_offset)
+
+    def _next_copy(self, replica: _Replica, now: int) -> CopyCandidate | None:
+        replica_log = replica.log
+        if replica_log.config.remote_log_copy_disable:
+            return None
+        if replica.scheduler is None:
+            replica.scheduler = CopyScheduler(
+                replica_log.highest_offset_in_remote_storage,
+                now,
+                interval_ms=self.config.task_interval_ms,
+                backoff_ms=self.config.retry_backoff_ms,
+                backoff_max_ms=self.config.retry_backoff_max_ms,
+            )
+        lso = replica_log.last_stable_offset(replica.high_watermark())
+        return replica.scheduler.next_copy(
+            now, _local_segments(replica_log), lso, replica_log.local_log_start_offset
+        )
+
+    # -- copy ------------------------------------------------------------------------
+    async def _copy(self, replica: _Replica, candidate: CopyCandidate) -> None:
+        scheduler = replica.scheduler
+        assert scheduler is not None
+        replica_log, tp = replica.log, replica.tp
+        try:
+            md, data = self._prepare_copy(replica, candidate)
+            await self.metadata.add_remote_log_segment_metadata(md)
+            loop = asyncio.get_running_loop()
+            custom = await loop.run_in_executor(
+                self._copiers, self.rsm.copy_log_segment_data, md, data
+            )
+            await self.metadata.update_remote_log_segment_metadata(
+                RemoteLogSegmentMetadataUpdate(
+                    md.segment_id,
+                    self.clock.now_ms(),
+                    RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                    self.broker_id,
+                    custom,
+                )
+            )
+        except (RemoteStorageError, OSError, KafkaError) as e:
+            self.stats.failed_copy_requests += 1
+            scheduler.failed(candidate, self.clock.now_ms())
+            log.warning(
+                "%s: copying the segment at %d to the remote tier failed (retry %d): %s",
+                tp,
+                candidate.base_offset,
+                scheduler.failures,
+                e,
+            )
+            return
+        self.stats.copy_requests += 1
+        self.stats.copy_bytes += candidate.size
+        scheduler.copied(candidate)
+        replica_log.update_highest_offset_in_remote_storage(candidate.end_offset)
+        log.info(
+            "%s: copied offsets %d-%d to the remote tier",
+            tp,
+            candidate.base_offset,
+            candidate.end_offset,
+        )
+
+    def _prepare_copy(
+        self, replica: _Replica, candidate: CopyCandidate
+    ) -> tuple[RemoteLogSegmentMetadata, LogSegmentData]:
+        replica_log = replica.log
+        segment = next(
+            (s for s in replica_log.segments if s.base_offset == candidate.base_offset), None
+        )
+        if segment is None:
+            raise OffsetOutOfRangeError(f"segment {candidate.base_offset} is gone")
+        entries = [(e, o) for e, o in replica_log.epoch_cache.entries if o <= candidate.end_offset]
+        first = replica_log.epoch_cache.epoch_for_offset(candidate.base_offset)
+        epochs = {e: o for e, o in entries if o > candidate.base_offset}
+        epochs[first if first is not None else replica.leader_epoch] = candidate.base_offset
+        md = RemoteLogSegmentMetadata(
+            RemoteLogSegmentId.generate(replica.tp),
+            candidate.base_offset,
+            candidate.end_offset,
+            candidate.max_timestamp,
+            self.broker_id,
+            self.clock.now_ms(),
+            candidate.size,
+            epochs,
+        )
+        snapshot = replica_log.dir / (file_stem(candidate.end_offset + 1) + SNAPSHOT_SUFFIX)
+        checkpoint = "\n".join(["0", str(len(entries)), *(f"{e} {o}" for e, o in entries)])
+        data = LogSegmentData(
+            segment.path,
+            segment.offset_index.path,
+            segment.time_index.path,
+            segment.txn_index.path if segment.txn_index.path.exists() else None,
+            snapshot if snapshot.exists() else None,
+            (checkpoint + "\n").encode(),
+        )
+        return md, data
+
+    # -- expiry ----------------------------------------------------------------------
+    async def _expire(self, replica: _Replica) -> None:
+        """Total retention, DeleteRecords and lineage over the remote tier; then the log
+        start offset follows the first remaining remote segment."""
+        replica_log, tp = replica.log, replica.tp
+        segments = self.metadata.segments(tp)
+        if not segments:
+            return
+        config = replica_log.config
+        highest = replica_log.highest_offset_in_remote_storage
+        doomed = remote_segments_to_delete(
+            segments,
+            now_ms=self.clock.now_ms(),
+            log_start_offset=replica_log.log_start_offset,
+            retention_ms=config.retention_ms,
+            retention_bytes=config.retention_bytes,
+            local_only_bytes=sum(s.size for s in replica_log.segments if s.base_offset > highest),
+            epochs=replica_log.epoch_cache.entries,
+        )
+        for md in doomed:
+            if not await self._delete_segment(md):
+                return
+        remaining = self.metadata.segments(tp)
+        start = remaining[0].start_offset if remaining else replica_log.local_log_start_offset
+        replica_log.update_log_start_offset_from_remote_tier(start)
+
+    async def _delete_segment(self, md: RemoteLogSegmentMetadata) -> bool:
+        """DELETE_SEGMENT_STARTED, delete the objects, DELETE_SEGMENT_FINISHED (a retry
+        repeats the same steps: the transitions allow it and deletion is idempotent)."""
+        try:
+            await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+            await asyncio.get_running_loop().run_in_executor(
+                self._copiers, self.rsm.delete_log_segment_data, md
+            )
+            await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+        except (RemoteStorageError, KafkaError) as e:
+            self.stats.failed_delete_requests += 1
+            log.warning("%s: deleting remote segment failed: %s", md.segment_id, e)
+            return False
+        self.stats.delete_requests += 1
+        self.index_cache.remove(md.segment_id)
+        return True
+
+    async def _segment_state(
+        self, md: RemoteLogSegmentMetadata, state: RemoteLogSegmentState
+    ) -> None:
+        await self.metadata.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                md.segment_id, self.clock.now_ms(), state, self.broker_id
+            )
+        )
+
+    async def delete_partition(
+        self, tp: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]
+    ) -> bool:
+        """Topic deletion: the partition's remote ``segments`` go, recorded with Kafka's
+        partition delete states (marked, started, finished); False if the store failed
+        (call again: states and deletions already done are skipped)."""
+        for state in (
+            RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+            RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+        ):
+            if self._partition_deletes.get(tp, -1) >= state:
+                continue  # a retry: the states only go forward
+            await self.metadata.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(tp, state, self.clock.now_ms(), self.broker_id)
+            )
+            self._partition_deletes[tp] = state
+        done = self._deleted_segments.setdefault(tp, set())
+        for md in segments:
+            if md.segment_id in done:
+                continue
+            if not await self._delete_segment(md):
+                return False
+            done.add(md.segment_id)
+        await self.metadata.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(
+                tp,
+                RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
+                self.clock.now_ms(),
+                self.broker_id,
+            )
+        )
+        self._partition_deletes.pop(tp, None)
+        self._deleted_segments.pop(tp, None)
+        return True
+
+    # -- read ------------------------------------------------------------------------
+    async def read(
+        self,
+        tp: TopicIdPartition,
+        replica_log: UnifiedLog,
+        offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int,
+        min_one_batch: bool,
+        committed: bool,
+    ) -> tuple[RemoteLogReadResult, list[AbortedTxn] | None]:
+        """Whole batches of the remote segment holding ``offset`` (and, for
+        read_committed, the aborted transactions they overlap) on a reader thread.
+        Raises OffsetOutOfRangeError if no copied segment holds it and RemoteStorageError
+        if the store fails."""
+        segments = self.metadata.segments(tp)
+        md = segment_for(segments, offset)
+        if md is None or offset < replica_log.log_start_offset:
+            raise OffsetOutOfRangeError(f"offset {offset} of {tp} is in no remote segment")
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(
+                self._readers,
+                lambda: read_remote(
+                    self.rsm,
+                    self.index_cache,
+                    md,
+                    offset,
+                    max_bytes,
+                    max_offset=max_offset,
+                    min_one_batch=min_one_batch,
+                ),
+            )
+            aborted = None
+            if committed:
+                aborted, complete = await loop.run_in_executor(
+                    self._readers,
+                    collect_remote_aborted,
+                    self.index_cache,
+                    segments,
+                    offset,
+                    result.next_offset,
+                )
+                if not complete:
+                    aborted += replica_log.collect_aborted_transactions(
+                        replica_log.local_log_start_offset, result.next_offset
+                    )
+        except RemoteStorageError:
+            self.stats.failed_fetch_requests += 1
+            raise
+        self.stats.fetch_requests += 1
+        self.stats.fetch_bytes += result.size
+        return result, aborted
+
+    async def offset_for_timestamp(
+        self, tp: TopicIdPartition, replica_log: UnifiedLog, timestamp: int
+    ) -> tuple[int, int] | None:
+        """ListOffsets by timestamp over the remote tier (None: not in it)."""
+        segments = self.metadata.segments(tp)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._readers,
+            remote_offset_for_timestamp,
+            self.rsm,
+            self.index_cache,
+            segments,
+            timestamp,
+            replica_log.log_start_offset,
+        )
+
+    # -- operations ------------------------------------------------------------------
+    def tier_sizes(self, tp: TopicPartition) -> PartitionTierSizes | None:
+        replica = self._replicas.get(tp)
+        if replica is None or not self.metadata.is_ready(replica.tp):
+            return None
+        segments = self.metadata.segments(replica.tp)
+        replica_log = replica.log
+        lag = (0, 0)
+        if replica.leader_epoch >= 0:
+            lso = replica_log.last_stable_offset(replica.high_watermark())
+            lag = copy_lag(
+                _local_segments(replica_log), replica_log.highest_offset_in_remote_storage, lso
+            )
+        return PartitionTierSizes(sum(s.segment_size_bytes for s in segments), len(segments), *lag)
+
+    def leader_tier_sizes(self) -> list[tuple[TopicPartition, PartitionTierSizes]]:
+        """The tier sizes of the partitions led here (the metrics' view)."""
+        out = []
+        for tp, replica in list(self._replicas.items()):
+            if replica.leader_epoch >= 0 and (sizes := self.tier_sizes(tp)) is not None:
+                out.append((tp, sizes))
+        return out
+
+    async def close(self) -> None:
+        """Wait for copies in flight, then stop (tests; the broker calls ``shutdown``)."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._copiers.shutdown(wait=True, cancel_futures=True)
+        self._readers.shutdown(wait=True, cancel_futures=True)
+        await asyncio.to_thread(self.rsm.close)
+
+    def shutdown(self) -> None:
+        """The broker stops: no new work. A copy cut short stays COPY_SEGMENT_STARTED
+        (never read, deleted by retention) and its segment stays local: the next leader
+        copies it again."""
+        self._replicas.clear()
+        for task in self._tasks:
+            task.cancel()
+        self._copiers.shutdown(wait=False, cancel_futures=True)
+        self._readers.shutdown(wait=False, cancel_futures=True)
+
+
+def _local_segments(replica_log: UnifiedLog) -> list[LocalSegment]:
+    return [LocalSegment(s.base_offset, s.size, s.max_timestamp) for s in replica_log.segments]

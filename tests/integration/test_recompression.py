@@ -1,0 +1,75 @@
+"""Broker-side recompression to the topic's ``compression.type`` (Kafka's LogValidator):
+batches land on disk in the topic's codec, producer ids and sequences intact, and every
+record comes back through clients other than the producer's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from moldau.records.batch import read_batch_header
+from moldau.records.compression import Compression
+from moldau.testing import BrokerProcess
+from tests.integration.helpers import (
+    FreshBroker,
+    assert_log_matches,
+    consume_kafka_python,
+    consume_kcat,
+    create_topic,
+    make_records,
+    produce_confluent,
+)
+
+
+def disk_batches(data_dir: Path, topic: str) -> list[tuple[int, int, int]]:
+    """(codec, producer id, record count) of every batch in the topic's segment files."""
+    out = []
+    for log in sorted(data_dir.glob(f"{topic}-*/*.log")):
+        data = log.read_bytes()
+        pos = 0
+        while pos < len(data):
+            info = read_batch_header(data, pos)
+            out.append((info.compression, info.producer_id, info.record_count))
+            pos = info.end_position
+    return out
+
+
+@pytest.mark.parametrize(
+    ("producer_codec", "topic_config", "on_disk"),
+    [
+        ("lz4", {"compression.type": "zstd", "compression.zstd.level": "9"}, Compression.ZSTD),
+        ("snappy", {"compression.type": "uncompressed"}, Compression.NONE),
+        ("none", {"compression.type": "gzip", "compression.gzip.level": "1"}, Compression.GZIP),
+        ("gzip", {"compression.type": "producer"}, Compression.GZIP),
+    ],
+)
+def test_batches_are_stored_in_the_topic_codec(
+    broker: BrokerProcess,
+    topic: str,
+    producer_codec: str,
+    topic_config: dict[str, str],
+    on_disk: Compression,
+) -> None:
+    create_topic(broker.bootstrap, topic, 2, topic_config)
+    records = make_records(400, seed=19, text=True)
+    acked = produce_confluent(
+        broker.bootstrap, topic, records, producer_codec, **{"enable.idempotence": True}
+    )
+    batches = disk_batches(broker.data_dir, topic)
+    assert {codec for codec, _, _ in batches} == {on_disk}
+    assert all(producer_id >= 0 for _, producer_id, _ in batches), "producer id lost"
+    assert sum(count for _, _, count in batches) == len(records)
+    assert_log_matches(records, consume_kafka_python(broker.bootstrap, topic), acked=acked)
+    assert_log_matches(records, consume_kcat(broker.bootstrap, topic), acked=acked)
+
+
+def test_broker_default_compression_type_applies_to_new_topics(
+    fresh_broker: FreshBroker, topic: str
+) -> None:
+    b = fresh_broker({"compression.type": "zstd"})
+    create_topic(b.bootstrap, topic, 1)
+    records = make_records(200, seed=20, text=True)
+    acked = produce_confluent(b.bootstrap, topic, records, "snappy")
+    assert {codec for codec, _, _ in disk_batches(b.data_dir, topic)} == {Compression.ZSTD}
+    assert_log_matches(records, consume_kcat(b.bootstrap, topic), acked=acked)

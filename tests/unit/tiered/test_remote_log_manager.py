@@ -1,0 +1,218 @@
+"""The RemoteLogManager against real parts: a tiered UnifiedLog, the ``file`` remote
+storage manager and the topic-based metadata manager, whose injected IO (the broker's
+``__remote_log_metadata``) is an in-memory topic read back in order."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from moldau.clock import ManualClock
+from moldau.config.topic import LogConfig
+from moldau.protocol.errors import OffsetMovedToTieredStorageError
+from moldau.records.batch import scan_batches
+from moldau.records.control import build_marker_batch
+from moldau.records.record import Record, build_batch, decode_records
+from moldau.replication.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from moldau.storage.remote.file_storage import FileRemoteStorageManager
+from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
+from moldau.storage.remote.metadata_records import deserialize
+from moldau.storage.remote.segment import (
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    TopicIdPartition,
+)
+from moldau.storage.unified_log import UnifiedLog
+
+TP = TopicIdPartition(uuid.uuid4(), "orders", 0)
+CONFIG = LogConfig(
+    segment_bytes=600,
+    index_interval_bytes=100,
+    file_delete_delay_ms=0,
+    remote_storage_enable=True,
+    retention_ms=-1,
+    local_retention_bytes=0,
+)
+
+
+class MetadataTopic:
+    """``__remote_log_metadata`` as lists of values: what the broker's glue does with the
+    real topic (append, then read back in order and say when caught up)."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[int, list[bytes]] = {}
+        self.manager = TopicBasedRemoteLogMetadataManager(self.publish, num_partitions=3)
+
+    async def publish(self, partition: int, value: bytes) -> int:
+        values = self.partitions.setdefault(partition, [])
+        values.append(value)
+        asyncio.get_running_loop().call_soon(self.feed)
+        return len(values) - 1
+
+    def feed(self) -> None:
+        for p in self.manager.needed_metadata_partitions():
+            values = self.partitions.get(p, [])
+            for offset in range(self.manager.position(p), len(values)):
+                self.manager.on_record(p, offset, values[offset])
+            self.manager.on_caught_up(p, len(values))
+
+
+def produce(log: UnifiedLog, count: int) -> list[bytes]:
+    """``count`` one-record batches; every fifth batch in an aborted transaction."""
+    values = []
+    for i in range(count):
+        value = f"value-{i:04d}".encode() * 4
+        txn = i % 5 == 4
+        data = bytearray(
+            build_batch(
+                [Record(0, 1_000 + i, f"k{i}".encode(), value)],
+                producer_id=7 if txn else -1,
+                producer_epoch=0 if txn else -1,
+                base_sequence=i // 5 if txn else -1,
+                is_transactional=txn,
+            )
+        )
+        log.append_as_leader(data, scan_batches(data), leader_epoch=0)
+        if txn:
+            marker = build_marker_batch(7, 0, committed=False, coordinator_epoch=0, timestamp=0)
+            log.append_as_leader(marker, scan_batches(marker, strict=False), leader_epoch=0)
+        else:
+            values.append(value)
+    return values
+
+
+async def settle(rlm: RemoteLogManager, clock: ManualClock, rounds: int = 200) -> None:
+    """Run passes until no copy or expiry is in flight and nothing is left to do."""
+    for _ in range(rounds):
+        rlm.run_once()
+        await asyncio.sleep(0)
+        while rlm._tasks:
+            await asyncio.gather(*list(rlm._tasks))
+        clock.advance(1)
+        sizes = rlm.tier_sizes(("orders", 0))
+        if sizes is not None and sizes.copy_lag_segments == 0:
+            rlm.run_once()  # one expiry pass after the last copy
+            while rlm._tasks:
+                await asyncio.gather(*list(rlm._tasks))
+            return
+    raise AssertionError("copies did not finish")
+
+
+async def read_all(rlm: RemoteLogManager, log: UnifiedLog, *, committed: bool) -> list[bytes]:
+    """Every record from the log start, remote tier first, as a consumer would fetch."""
+    offset, values = log.log_start_offset, []
+    hw = log.log_end_offset
+    while offset < hw:
+        try:
+            data = log.read(offset, 300, max_offset=hw).to_bytes()
+            aborted = log.collect_aborted_transactions(offset, hw) if committed else []
+        except OffsetMovedToTieredStorageError:
+            result, found = await rlm.read(
+                TP, log, offset, 300, max_offset=hw, min_one_batch=True, committed=committed
+            )
+            data, aborted = result.to_bytes(), found or []
+        assert data, f"nothing read at {offset}"
+        for info in scan_batches(data, strict=False):
+            offset = info.next_offset
+            if info.is_control:
+                continue
+            if committed and any(
+                t.producer_id == info.producer_id and t.first_offset <= info.base_offset
+                for t in aborted
+            ):
+                continue
+            start = info.position
+            values += [r.value for r in decode_records(data[start : start + info.size])]
+    return values
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    clock = ManualClock(10_000)
+    rsm = FileRemoteStorageManager()
+    rsm.configure({"dir": str(tmp_path / "remote")})
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+    return clock, rsm, metadata, log, tmp_path / "remote"
+
+
+def test_copies_then_local_retention_then_reads_from_offset_zero(env) -> None:
+    clock, rsm, metadata, log, root = env
+
+    async def main() -> None:
+        rlm = RemoteLogManager(
+            1,
+            RemoteLogManagerConfig(thread_pool_size=2, reader_threads=2, index_cache_bytes=4096),
+            rsm,
+            metadata.manager,
+            clock,
+        )
+        committed_values = produce(log, 60)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()  # the glue reads the (empty) metadata partition: loaded
+        await settle(rlm, clock)
+        segments = metadata.manager.segments(TP)
+        assert len(segments) == len(log.segments) - 1  # every closed segment, once
+        starts = [s.start_offset for s in segments]
+        assert starts == sorted(set(starts))
+        assert log.highest_offset_in_remote_storage == segments[-1].end_offset
+        assert rlm.stats.copy_requests == len(segments)
+        assert log.enforce_retention(hw) == len(segments)
+        assert log.local_log_start_offset == segments[-1].end_offset + 1
+        assert log.log_start_offset == 0
+        everything = await read_all(rlm, log, committed=False)
+        assert len(everything) == 60
+        committed = await read_all(rlm, log, committed=True)
+        assert committed == committed_values
+        # ListOffsets by timestamp finds the record in the remote tier
+        assert await rlm.offset_for_timestamp(TP, log, 1_003) == (3, 1_003)
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+def test_total_retention_and_topic_deletion_delete_remote_objects(env) -> None:
+    clock, rsm, metadata, log, root = env
+
+    async def main() -> None:
+        rlm = RemoteLogManager(
+            1,
+            RemoteLogManagerConfig(thread_pool_size=2, reader_threads=2, index_cache_bytes=4096),
+            rsm,
+            metadata.manager,
+            clock,
+        )
+        produce(log, 60)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()  # the glue reads the (empty) metadata partition: loaded
+        await settle(rlm, clock)
+        log.enforce_retention(hw)
+        copied = metadata.manager.segments(TP)
+        # total retention: keep about the last two remote segments' bytes plus the local
+        keep = sum(s.segment_size_bytes for s in copied[-2:]) + log.size_bytes
+        log.update_config(CONFIG.__class__(**{**CONFIG.__dict__, "retention_bytes": keep}))
+        rlm.run_once()
+        while rlm._tasks:
+            await asyncio.gather(*list(rlm._tasks))
+        left = metadata.manager.segments(TP)
+        assert [s.segment_id for s in left] == [s.segment_id for s in copied[-2:]]
+        assert log.log_start_offset == left[0].start_offset
+        assert rlm.stats.delete_requests == len(copied) - 2
+        files = sorted(p.name for p in root.rglob("*") if p.is_file())
+        assert all(str(s.segment_id.id) not in " ".join(files) for s in copied[:-2])
+        rlm.stop_partition(("orders", 0), delete_remote=True)  # the topic is deleted
+        while rlm._tasks:
+            await asyncio.gather(*list(rlm._tasks))
+        assert [p for p in root.rglob("*") if p.is_file()] == []
+        events = [deserialize(v) for values in metadata.partitions.values() for v in values]
+        states = [e.state for e in events if isinstance(e, RemotePartitionDeleteMetadata)]
+        assert states == list(RemotePartitionDeleteState)
+        assert not metadata.manager.is_ready(TP)  # forgotten once deleted
+        await rlm.close()
+
+    asyncio.run(main())
