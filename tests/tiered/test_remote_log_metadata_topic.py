@@ -46,6 +46,8 @@ from moldau.testing import broker
 
 PARTITIONS = 4
 ORDERS_ID = uuid.UUID("5d2e4a1c-9f3b-4e8a-b7c6-1a2b3c4d5e6f")
+# a restarted node sees the same topic ids (its logs are matched to topics by id)
+METADATA_TOPIC_ID = uuid.UUID("0c4f7a2e-3b1d-4f6a-9e8c-7d5b3a1f2e4c")
 
 
 def topic(name: str, topic_id: uuid.UUID, partitions: int, leader: int, **configs: str):
@@ -55,7 +57,7 @@ def topic(name: str, topic_id: uuid.UUID, partitions: int, leader: int, **config
 
 def image(node: int, metadata_leader: int, port: int = 0) -> MetadataImage:
     topics = [
-        topic(REMOTE_LOG_METADATA_TOPIC, uuid.uuid4(), PARTITIONS, metadata_leader),
+        topic(REMOTE_LOG_METADATA_TOPIC, METADATA_TOPIC_ID, PARTITIONS, metadata_leader),
         topic("orders", ORDERS_ID, 2, node, **{"remote.storage.enable": "true"}),
     ]
     brokers = {
