@@ -72,19 +72,7 @@ class Broker:
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self.serving = asyncio.Event()  # registered, unfenced, coordinators loaded
         self.budget = DescriptorBudget.from_config(config)
-        self.log_manager = LogManager(
-            config.log_dirs,
-            self.dynamic_config.log_defaults,
-            clock=self.clock.time,
-            budget=self.budget,
-            recovery_threads=config.int("num.recovery.threads.per.data.dir"),
-            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
-            cleaner_map_entries=offset_map_capacity(
-                config.int("log.cleaner.dedupe.buffer.size"),
-                config.int("log.cleaner.threads"),
-                CLEANER_MAP_LOAD_FACTOR,
-            ),
-        )
+        self.log_manager = self._log_manager()
         self.publisher = MetadataPublisher(self.node_id)
         self.replica_manager = ReplicaManager(
             self.node_id,
@@ -109,13 +97,7 @@ class Broker:
             self._inter_broker_address,
             FetcherConfig.from_config(config),
         )
-        self.tiered_storage = (
-            TieredStorage(
-                config, self.replica_manager, self.publisher, channel, self._inter_broker_address
-            )
-            if config.bool("remote.log.storage.system.enable")
-            else None
-        )
+        self.tiered_storage = self._tiered_storage()
         self.transactions = self._transaction_coordinator()
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
@@ -149,6 +131,34 @@ class Broker:
             channel.call,
             self.replica_manager,
             lambda: self.publisher.image,
+        )
+
+    def _log_manager(self) -> LogManager:
+        config = self.config
+        return LogManager(
+            config.log_dirs,
+            self.dynamic_config.log_defaults,
+            clock=self.clock.time,
+            budget=self.budget,
+            recovery_threads=config.int("num.recovery.threads.per.data.dir"),
+            remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
+            cleaner_map_entries=offset_map_capacity(
+                config.int("log.cleaner.dedupe.buffer.size"),
+                config.int("log.cleaner.threads"),
+                CLEANER_MAP_LOAD_FACTOR,
+            ),
+        )
+
+    def _tiered_storage(self) -> TieredStorage | None:
+        """The remote tier's parts, with ``remote.log.storage.system.enable`` only."""
+        if not self.config.bool("remote.log.storage.system.enable"):
+            return None
+        return TieredStorage(
+            self.config,
+            self.replica_manager,
+            self.publisher,
+            self.channel,
+            self._inter_broker_address,
         )
 
     # -- lifecycle ------------------------------------------------------------------
