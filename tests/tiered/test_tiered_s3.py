@@ -55,11 +55,13 @@ def test_store_frozen_then_thawed_loses_nothing(
     seaweedfs.pause()
     try:
         started = time.monotonic()
+        frozen_from = len(acked)  # the first offset written while the store is frozen
         acked += produce_batches(b, "frozen", "during", 10)  # producing goes on
         assert time.monotonic() - started < 30
-        waiting = local_bases(b, "frozen")
         time.sleep(3)  # copies fail meanwhile; the segments stay on the disk
-        assert local_bases(b, "frozen")[0] <= waiting[0]
+        # Copies finished before the freeze may still leave the disk; nothing written
+        # during it can have been copied, so none of it may be gone.
+        assert local_bases(b, "frozen")[0] <= frozen_from
         assert len(local_bases(b, "frozen")) >= 10
     finally:
         seaweedfs.resume()
