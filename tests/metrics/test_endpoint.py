@@ -294,16 +294,24 @@ def test_replicas_logs_and_controller(scraped: Samples):
 def test_connections_per_listener_follow_the_clients(metered: tuple[BrokerProcess, str]):
     broker, url = metered
     conns = "kafka_server_socket_server_metrics_connection_count"
+
+    def count() -> float:
+        return Samples.scrape(url).value(conns, listener="PLAINTEXT")
+
+    def wait_until(ok, what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not ok(count()):
+            assert time.monotonic() < deadline, what
+            time.sleep(0.1)
+
+    before = count()
     clients = [Producer({"bootstrap.servers": broker.bootstrap}) for _ in range(3)]
     for client in clients:
         client.list_topics(timeout=10)  # connected
-    with_clients = Samples.scrape(url).value(conns, listener="PLAINTEXT")
-    assert with_clients >= 3
-    del client, clients  # librdkafka closes its connections when the client goes
-    deadline = time.monotonic() + 10
-    while Samples.scrape(url).value(conns, listener="PLAINTEXT") > with_clients - 3:
-        assert time.monotonic() < deadline, "connections of closed clients still counted"
-        time.sleep(0.1)
+    wait_until(lambda n: n >= before + 3, "connections of new clients not counted")
+    for client in clients:
+        client.close()  # librdkafka closes every connection of the client
+    wait_until(lambda n: n <= before, "connections of closed clients still counted")
 
 
 def test_no_endpoint_without_metrics_port():
