@@ -299,8 +299,8 @@ def delete(
 ) -> None:
     """Delete inactive consumer groups and their committed offsets."""
     admin = admin_client(bootstrap, properties, command_config)
-    futures = admin.delete_consumer_groups(groups, **ADMIN_TIMEOUTS)
-    report_each(futures, groups, "cannot delete group {!r}: ", "Deleted consumer group {}.")
+    deleted = admin.delete_consumer_groups(groups, **ADMIN_TIMEOUTS)
+    report_each(deleted, groups, "cannot delete group {!r}: ", "Deleted consumer group {}.")
 
 
 def _describe(admin: AdminClient, group: str) -> ConsumerGroupDescription | None:

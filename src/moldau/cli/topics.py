@@ -207,8 +207,12 @@ def delete(
 ) -> None:
     """Delete topics."""
     admin = admin_client(bootstrap, properties, command_config)
-    futures = admin.delete_topics(names, **TOPIC_OP_TIMEOUTS)
-    report_each(futures, names, "cannot delete topic {!r}: ", "Deleted topic {}.")
+    report_each(
+        admin.delete_topics(names, **TOPIC_OP_TIMEOUTS),
+        names,
+        "cannot delete topic {!r}: ",
+        "Deleted topic {}.",
+    )
 
 
 def _is_internal(name: str) -> bool:
