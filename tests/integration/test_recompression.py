@@ -123,3 +123,15 @@ def test_a_fetch_below_v10_of_a_zstd_topic_is_refused(broker: BrokerProcess, top
         (ErrorCode.NONE, True),
     ]
     assert fetch_errors(broker.bootstrap, plain, [4, 9]) == [(ErrorCode.NONE, True)] * 2
+
+
+def test_big_batches_are_recompressed_off_the_event_loop(broker: BrokerProcess, topic: str) -> None:
+    """Batches over RECOMPRESS_INLINE_MAX take the worker-thread path: same outcome."""
+    create_topic(broker.bootstrap, topic, 1, {"compression.type": "zstd"})
+    records = make_records(2000, seed=22, text=True)
+    big = {"batch.num.messages": 5000, "linger.ms": 300, "batch.size": 4 << 20}
+    acked = produce_confluent(broker.bootstrap, topic, records, "lz4", **big)
+    batches = disk_batches(broker.data_dir, topic)
+    assert {codec for codec, _, _ in batches} == {Compression.ZSTD}
+    assert max(count for _, _, count in batches) >= 500, "big batches were produced"
+    assert_log_matches(records, consume_kafka_python(broker.bootstrap, topic), acked=acked)
