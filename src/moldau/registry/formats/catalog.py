@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from moldau.registry.formats import SchemaFormat
 from moldau.registry.formats.avro import AvroFormat
+from moldau.registry.formats.json_schema import JsonSchemaFormat
 
 DEFAULT_SCHEMA_TYPE = "AVRO"
 
 FORMATS: dict[str, SchemaFormat] = {
     "AVRO": AvroFormat(),
+    "JSON": JsonSchemaFormat(),
 }
