@@ -27,7 +27,7 @@ def obj(props: dict[str, object], **keywords: object) -> dict[str, object]:
     return {"type": "object", "properties": props, **keywords}
 
 
-S, I = {"type": "string"}, {"type": "integer"}
+S, INT = {"type": "string"}, {"type": "integer"}
 CLOSED = {"additionalProperties": False}
 
 # (old schema, new schema, difference Confluent reports or None when backward compatible):
@@ -35,63 +35,63 @@ CLOSED = {"additionalProperties": False}
 BACKWARD_CASES = [
     # open content model: adding a property breaks (old documents may hold anything under
     # its name), removing one does not
-    (obj({"a": S}), obj({"a": S, "b": I}), "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
+    (obj({"a": S}), obj({"a": S, "b": INT}), "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"),
     (obj({"a": S}), obj({"a": S, "b": {}}), None),
-    (obj({"a": S, "b": I}), obj({"a": S}), None),
+    (obj({"a": S, "b": INT}), obj({"a": S}), None),
     # closed content model: the reverse
-    (obj({"a": S}, **CLOSED), obj({"a": S, "b": I}, **CLOSED), None),
+    (obj({"a": S}, **CLOSED), obj({"a": S, "b": INT}, **CLOSED), None),
     (
-        obj({"a": S, "b": I}, **CLOSED),
+        obj({"a": S, "b": INT}, **CLOSED),
         obj({"a": S}, **CLOSED),
         "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
     ),
     (
         obj({"a": S}, **CLOSED),
-        obj({"a": S, "b": I}, **CLOSED, required=["b"]),
+        obj({"a": S, "b": INT}, **CLOSED, required=["b"]),
         "REQUIRED_ATTRIBUTE_ADDED",
     ),
     # partially open content model: covered when the old additionalProperties fit
     (
-        obj({"a": S}, additionalProperties=I),
-        obj({"a": S, "b": {"type": "number"}}, additionalProperties=I),
+        obj({"a": S}, additionalProperties=INT),
+        obj({"a": S, "b": {"type": "number"}}, additionalProperties=INT),
         None,
     ),
     (
-        obj({"a": S}, additionalProperties=I),
-        obj({"a": S, "b": S}, additionalProperties=I),
+        obj({"a": S}, additionalProperties=INT),
+        obj({"a": S, "b": S}, additionalProperties=INT),
         "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
     ),
     (
-        obj({"a": S, "b": I}, additionalProperties={"type": "number"}),
+        obj({"a": S, "b": INT}, additionalProperties={"type": "number"}),
         obj({"a": S}, additionalProperties={"type": "number"}),
         None,
     ),
     (
-        obj({"a": S, "b": S}, additionalProperties=I),
-        obj({"a": S}, additionalProperties=I),
+        obj({"a": S, "b": S}, additionalProperties=INT),
+        obj({"a": S}, additionalProperties=INT),
         "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
     ),
     (obj({"a": S}), obj({"a": S}, **CLOSED), "ADDITIONAL_PROPERTIES_REMOVED"),
     (obj({"a": S}, **CLOSED), obj({"a": S}), None),
     (
         obj({}, additionalProperties={"type": "number"}),
-        obj({}, additionalProperties=I),
+        obj({}, additionalProperties=INT),
         "ADDITIONAL_PROPERTIES_NARROWED",
     ),
     (
-        obj({}, patternProperties={"^x_": I}),
-        obj({"x_b": {"type": "number"}}, patternProperties={"^x_": I}),
+        obj({}, patternProperties={"^x_": INT}),
+        obj({"x_b": {"type": "number"}}, patternProperties={"^x_": INT}),
         None,
     ),
     # required
     (obj({"a": S}), obj({"a": S}, required=["a"]), "REQUIRED_ATTRIBUTE_ADDED"),
     (obj({"a": S}, required=["a"]), obj({"a": S}), None),
     # types widen, never narrow
-    (I, {"type": "number"}, None),
-    ({"type": "number"}, I, "TYPE_NARROWED"),
+    (INT, {"type": "number"}, None),
+    ({"type": "number"}, INT, "TYPE_NARROWED"),
     (S, {"type": ["string", "null"]}, None),
     ({"type": ["string", "null"]}, S, "TYPE_NARROWED"),
-    (S, I, "TYPE_CHANGED"),
+    (S, INT, "TYPE_CHANGED"),
     ({}, S, "TYPE_NARROWED"),
     (S, {}, None),
     (S, True, None),
@@ -147,47 +147,47 @@ BACKWARD_CASES = [
     (obj({}), obj({}, maxProperties=3), "MAX_PROPERTIES_ADDED_OR_DECREASED"),
     ({"type": "array"}, {"type": "array", "minItems": 1}, "MIN_ITEMS_ADDED_OR_INCREASED"),
     # arrays
-    ({"type": "array", "items": I}, {"type": "array", "items": {"type": "number"}}, None),
+    ({"type": "array", "items": INT}, {"type": "array", "items": {"type": "number"}}, None),
     (
         {"type": "array", "items": {"type": "number"}},
-        {"type": "array", "items": I},
+        {"type": "array", "items": INT},
         "TYPE_NARROWED",
     ),
     ({"type": "array"}, {"type": "array", "uniqueItems": True}, "UNIQUE_ITEMS_ADDED"),
     (
         {"type": "array", "items": [S], "additionalItems": False},
-        {"type": "array", "items": [S, I], "additionalItems": False},
+        {"type": "array", "items": [S, INT], "additionalItems": False},
         None,
     ),
     (
         {"type": "array", "items": [S]},
-        {"type": "array", "items": [S, I]},
+        {"type": "array", "items": [S, INT]},
         "ITEM_ADDED_TO_OPEN_CONTENT_MODEL",
     ),
     (
-        {"type": "array", "items": [S, I]},
+        {"type": "array", "items": [S, INT]},
         {"type": "array", "items": [S], "additionalItems": False},
         "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL",
     ),
-    ({"type": "array", "items": [S, I]}, {"type": "array", "items": [S]}, None),
+    ({"type": "array", "items": [S, INT]}, {"type": "array", "items": [S]}, None),
     ({"type": "array", "items": S}, {"type": "array", "items": [S]}, "TYPE_CHANGED"),
     # combined schemas: sums may grow, products shrink
-    ({"oneOf": [S, I]}, {"oneOf": [S, I, {"type": "boolean"}]}, None),
-    ({"oneOf": [S, I]}, {"oneOf": [I, S]}, None),
-    ({"oneOf": [S, I]}, {"oneOf": [S]}, "SUM_TYPE_NARROWED"),
-    ({"anyOf": [S, I]}, {"anyOf": [S, {"type": "number"}]}, None),
-    ({"allOf": [obj({"a": S}), obj({"b": I})]}, {"allOf": [obj({"a": S})]}, None),
+    ({"oneOf": [S, INT]}, {"oneOf": [S, INT, {"type": "boolean"}]}, None),
+    ({"oneOf": [S, INT]}, {"oneOf": [INT, S]}, None),
+    ({"oneOf": [S, INT]}, {"oneOf": [S]}, "SUM_TYPE_NARROWED"),
+    ({"anyOf": [S, INT]}, {"anyOf": [S, {"type": "number"}]}, None),
+    ({"allOf": [obj({"a": S}), obj({"b": INT})]}, {"allOf": [obj({"a": S})]}, None),
     (
         {"allOf": [obj({"a": S})]},
-        {"allOf": [obj({"a": S}), obj({"b": I})]},
+        {"allOf": [obj({"a": S}), obj({"b": INT})]},
         "PRODUCT_TYPE_EXTENDED",
     ),
-    ({"oneOf": [S, I]}, {"anyOf": [S, I]}, None),
-    ({"anyOf": [S, I]}, {"oneOf": [S, I]}, "COMBINED_TYPE_CHANGED"),
-    (S, {"oneOf": [S, I]}, None),
-    (S, {"oneOf": [I, {"type": "boolean"}]}, "SUM_TYPE_NARROWED"),
-    ({"oneOf": [S, I]}, S, "TYPE_CHANGED"),
-    ({"oneOf": [S, I]}, {"type": ["string", "integer"]}, None),
+    ({"oneOf": [S, INT]}, {"anyOf": [S, INT]}, None),
+    ({"anyOf": [S, INT]}, {"oneOf": [S, INT]}, "COMBINED_TYPE_CHANGED"),
+    (S, {"oneOf": [S, INT]}, None),
+    (S, {"oneOf": [INT, {"type": "boolean"}]}, "SUM_TYPE_NARROWED"),
+    ({"oneOf": [S, INT]}, S, "TYPE_CHANGED"),
+    ({"oneOf": [S, INT]}, {"type": ["string", "integer"]}, None),
     # not: the new schema may refuse less, not more
     ({"not": S}, {"not": {"type": "string", "maxLength": 1}}, None),
     ({"not": {"type": "string", "maxLength": 1}}, {"not": S}, "NOT_TYPE_EXTENDED"),
@@ -239,7 +239,7 @@ def test_references_by_name_resolve_against_the_id() -> None:
 def test_local_and_recursive_refs() -> None:
     node = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$defs": {"node": obj({"value": I, "next": {"$ref": "#/$defs/node"}})},
+        "$defs": {"node": obj({"value": INT, "next": {"$ref": "#/$defs/node"}})},
         "$ref": "#/$defs/node",
     }
     wider = json.loads(json.dumps(node).replace('"integer"', '"number"'))
@@ -302,8 +302,8 @@ def test_what_the_confluent_json_serializer_registers() -> None:
 
 
 V1 = obj({"a": S}, **CLOSED)
-V2 = obj({"a": S, "b": I}, **CLOSED)  # optional b added to a closed model
-V3 = obj({"a": S, "b": I}, **CLOSED, required=["b"])
+V2 = obj({"a": S, "b": INT}, **CLOSED)  # optional b added to a closed model
+V3 = obj({"a": S, "b": INT}, **CLOSED, required=["b"])
 
 LEVEL_MATRIX = [
     ("BACKWARD", [V1], V2, True),
