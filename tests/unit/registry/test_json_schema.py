@@ -143,6 +143,7 @@ BACKWARD_CASES = [
         "MULTIPLE_OF_CHANGED",
     ),
     ({"type": "number"}, {"type": "number", "multipleOf": 2}, "MULTIPLE_OF_ADDED"),
+    ({"type": "number", "multipleOf": 0.3}, {"type": "number", "multipleOf": 0.1}, None),
     (S, {"type": "string", "maximum": 3}, None),  # a number keyword on strings asserts nothing
     (obj({}), obj({}, maxProperties=3), "MAX_PROPERTIES_ADDED_OR_DECREASED"),
     ({"type": "array"}, {"type": "array", "minItems": 1}, "MIN_ITEMS_ADDED_OR_INCREASED"),

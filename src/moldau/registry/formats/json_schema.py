@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
@@ -42,9 +43,22 @@ _DEFAULT_DRAFT = jsonschema.Draft7Validator
 
 _TYPES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
 _COMBINERS = ("allOf", "anyOf", "oneOf")
-# Keywords that only annotate: changing them changes no document's validity.
+# Keywords that assert nothing about a document: changing them changes no document's validity.
 _ANNOTATIONS = frozenset(
-    {"title", "description", "default", "examples", "$comment", "$id", "id", "$schema"}
+    {
+        "title",
+        "description",
+        "default",
+        "examples",
+        "$comment",
+        "$id",
+        "id",
+        "$schema",
+        "$anchor",
+        "$vocabulary",
+        "definitions",
+        "$defs",
+    }
 )
 
 
@@ -273,7 +287,7 @@ class _Checker:
                 kind = f"{'EXCLUSIVE_' if new[1] else ''}{name}_ADDED_OR_{'DECREASED' if upper else 'INCREASED'}"
                 self._fail(kind, path, f"{old} -> {new} (bound, exclusive)")
         new, old = reader.get("multipleOf"), writer.get("multipleOf")
-        if new is not None and (old is None or old / new != int(old / new)):
+        if new is not None and (old is None or Decimal(str(old)) % Decimal(str(new)) != 0):
             kind = "MULTIPLE_OF_ADDED" if old is None else "MULTIPLE_OF_CHANGED"
             self._fail(kind, f"{path}/multipleOf", f"{old} -> {new}")
 
