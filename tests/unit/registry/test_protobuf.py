@@ -231,6 +231,14 @@ def test_what_the_confluent_protobuf_serializer_registers() -> None:
     as_text = parse(PERSON, refs={"acme/common/address.proto": ADDRESS})
     assert registered.canonical() == as_text.canonical()
     assert registered.read_errors(as_text) == [] and as_text.read_errors(registered) == []
+    # what GET /schemas/ids/{id}?format=serialized gives back builds in the client's pool
+    from confluent_kafka.schema_registry.common.protobuf import _str_to_proto
+
+    client_pool = descriptor_pool.DescriptorPool()
+    client_pool.Add(address)
+    client_pool.Add(_str_to_proto("person.proto", as_text.serialized()))
+    fields = client_pool.FindMessageTypeByName("acme.Person").fields_by_name
+    assert fields["home"].message_type.full_name == "acme.common.Address"
     # a descriptor whose types do not resolve is refused like text
     broken = descriptor_pb2.FileDescriptorProto()
     broken.CopyFrom(person)

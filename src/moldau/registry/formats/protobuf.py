@@ -72,6 +72,11 @@ class ProtobufSchema:
         (by number) sorted: declaration order carries no meaning on the wire."""
         return _Printer(self.file, sort=True).text()
 
+    def serialized(self) -> str:
+        """Base64 of the FileDescriptorProto: Confluent's `format=serialized` form, which
+        confluent-kafka's Protobuf deserializer asks for when it fetches a writer schema."""
+        return base64.standard_b64encode(self.file.SerializeToString()).decode("ascii")
+
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, ProtobufSchema):
             return [f"cannot read {writer.schema_type} data with a PROTOBUF schema"]
