@@ -128,6 +128,16 @@ def test_proto2_required_fields() -> None:
     )
 
 
+def test_proto2_text_round_trips() -> None:
+    body = (
+        'message M {\n  optional string a = 1 [default = "x"];\n  required int32 b = 2;\n'
+        "  repeated int64 c = 3 [packed = true];\n  extensions 100 to max;\n  reserved 5 to 7;\n}\n"
+    )
+    parsed = parse(body, syntax="proto2")
+    assert parsed.canonical() == f'syntax = "proto2";\npackage acme;\n{body}'
+    assert PROTOBUF.parse(parsed.canonical(), {}).canonical() == parsed.canonical()
+
+
 def test_package_and_syntax_changes() -> None:
     body = "message M { int32 a = 1; }"
     assert "PACKAGE_CHANGED" in parse(body, package="b").read_errors(parse(body, package="a"))[0]
