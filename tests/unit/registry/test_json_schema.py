@@ -237,6 +237,14 @@ def test_references_by_name_resolve_against_the_id() -> None:
     assert relative.read_errors(v1) == []
 
 
+def test_a_reference_with_an_unresolvable_ref_is_refused() -> None:
+    broken = obj({"zip": {"$ref": "zip.json"}})
+    with pytest.raises(InvalidSchemaError, match="zip.json"):
+        parse(obj({"home": {"$ref": "address.json"}}), {"address.json": broken})
+    fixed = parse(obj({"home": {"$ref": "address.json"}}), {"address.json": broken, "zip.json": S})
+    assert fixed.read_errors(fixed) == []
+
+
 def test_references_by_their_own_id() -> None:
     address = {"$id": "https://acme.example/schemas/address", **ADDRESS}
     person = obj({"home": {"$ref": "https://acme.example/schemas/address"}})

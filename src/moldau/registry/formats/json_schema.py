@@ -562,6 +562,8 @@ class JsonSchemaFormat:
         root = _specification(schema).create_resource(schema)
         uri = base if isinstance(base, str) else ""
         registry = registry.with_resource(uri, root).crawl()
+        for ref_uri, resource in resources:  # a reference's own $refs must resolve too
+            _check_refs(resource.contents, registry.resolver(base_uri=ref_uri))
         resolver = registry.resolver(base_uri=uri)
         _check_refs(schema, resolver)
         return JsonSchema(schema, resolver)
