@@ -10,6 +10,7 @@ shard's timers. Every change is written as Kafka's coordinator records.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -85,6 +86,10 @@ class ConsumerGroupManager:
         self.timers = timers
         self._ids = ids
 
+    def _new_member_id(self) -> str:
+        """Kafka's Uuid.toString: the UUID's 16 bytes in URL-safe base64, unpadded."""
+        return base64.urlsafe_b64encode(self._ids.uuid4().bytes).decode().rstrip("=")
+
     def heartbeat(self, hb: ConsumerHeartbeat, topics: TopicsView) -> HeartbeatResult:
         try:
             self._validate(hb)
@@ -154,7 +159,7 @@ class ConsumerGroupManager:
                     f"The consumer group has reached its maximum capacity of "
                     f"{self.config.consumer_max_size} members.",
                 )
-            return ConsumerGroupMember(hb.member_id or self._ids.uuid4(), hb.instance_id)
+            return ConsumerGroupMember(hb.member_id or self._new_member_id(), hb.instance_id)
         member = group.members.get(hb.member_id)
         if member is None:
             raise HeartbeatError(
@@ -188,7 +193,7 @@ class ConsumerGroupManager:
         self, group: ConsumerGroup, previous: ConsumerGroupMember, hb: ConsumerHeartbeat
     ) -> ConsumerGroupMember:
         """A restarted static member takes over its predecessor's target assignment."""
-        new_id = hb.member_id or self._ids.uuid4()
+        new_id = hb.member_id or self._new_member_id()
         target = group.target_assignment.get(previous.member_id)
         self._remove_member(group, previous.member_id)
         member = replace(previous, member_id=new_id)

@@ -301,9 +301,13 @@ class GroupCoordinator:
                 results[group_id] = ErrorCode.NONE
         return results, self._end()
 
-    def list_groups(self, states_filter: Iterable[str] = ()) -> list[GroupOverview]:
-        """ListGroups; the v4+ states filter is case-insensitive, empty means all."""
+    def list_groups(
+        self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()
+    ) -> list[GroupOverview]:
+        """ListGroups; the v4+ states and v5+ types filters are case-insensitive, empty
+        means all."""
         states = {s.lower() for s in states_filter}
+        types = {t.lower() for t in types_filter}
         overviews = [
             GroupOverview(g.group_id, g.protocol_type or "", g.state.value, "classic")
             for g in self._groups.values()
@@ -312,7 +316,11 @@ class GroupCoordinator:
             GroupOverview(g.group_id, "consumer", g.state.value, "consumer")
             for g in self._consumer_groups.values()
         ]
-        return [o for o in overviews if not states or o.state.lower() in states]
+        return [
+            o
+            for o in overviews
+            if (not states or o.state.lower() in states) and (not types or o.group_type in types)
+        ]
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """DescribeGroups; unknown groups describe as Dead. Metadata only when Stable. A
@@ -325,7 +333,9 @@ class GroupCoordinator:
                 "consumer",
                 "",
                 tuple(
-                    MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
+                    MemberDescription(
+                        m.member_id, m.instance_id, m.client_id, m.client_host, b"", b""
+                    )
                     for m in consumer.members.values()
                 ),
             )
@@ -388,9 +398,7 @@ class GroupCoordinator:
         """Copies of the named groups (every group when None) and of the timers."""
         if group_ids is None:
             groups: dict[str, Group | None] = dict(copy.deepcopy(self._groups))
-            consumer: dict[str, ConsumerGroup | None] = dict(
-                copy.deepcopy(self._consumer_groups)
-            )
+            consumer: dict[str, ConsumerGroup | None] = dict(copy.deepcopy(self._consumer_groups))
         else:
             groups = {g: copy.deepcopy(self._groups.get(g)) for g in group_ids}
             consumer = {g: copy.deepcopy(self._consumer_groups.get(g)) for g in group_ids}
