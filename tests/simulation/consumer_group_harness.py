@@ -127,7 +127,8 @@ class ConsumerGroupSimulation:
         self.crash(name)
 
     def stall(self, name: str, ms: int) -> None:
-        self.members[name].stalled_until = self.now + ms
+        m = self.members[name]
+        m.stalled_until = max(m.stalled_until, self.now + ms)
 
     def grow_topic(self) -> None:
         self.partitions += 1
