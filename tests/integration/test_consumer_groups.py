@@ -6,6 +6,7 @@ report (ConsumerGroupDescribe, ListGroups with its type filter, committed offset
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ from confluent_kafka import ConsumerGroupType, KafkaError, TopicPartition
 from moldau.testing import BrokerProcess
 from tests.integration.group_helpers import Member, group_offsets, poll_all
 from tests.integration.helpers import admin, create_topic, make_records, produce_confluent
+from tests.integration.test_cli import moldau
 
 BROKER = {"group.consumer.heartbeat.interval.ms": "500"}
 
@@ -123,6 +125,18 @@ def test_members_share_partitions_exactly_once(cbroker: BrokerProcess, topic: st
         assert group in {g.group_id for g in listed.result(30).valid}
         committed = group_offsets(bootstrap, group)
         assert sum(committed[(topic, p)] for p in range(4)) == 160
+
+        cli = json.loads(moldau(cbroker, f"groups describe {group} --json").stdout)
+        assert (cli["type"], cli["state"]) == ("consumer", "STABLE")
+        targets = {
+            m["client_id"]: {tp["partition"] for tp in m["target_assignment"]}
+            for m in cli["members"]
+        }
+        assert targets == described
+        listed_cli = json.loads(moldau(cbroker, "groups list --json").stdout)
+        assert {"group": group, "type": "consumer"}.items() <= next(
+            g for g in listed_cli if g["group"] == group
+        ).items()
     finally:
         a.consumer.close()
         if b is not None:

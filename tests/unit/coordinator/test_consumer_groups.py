@@ -9,6 +9,7 @@ from moldau.coordinator.group import GroupConfig, GroupCoordinator
 from moldau.coordinator.group.assignors import AssignmentMember, range_assign, uniform_assign
 from moldau.coordinator.group.consumer_group import TopicMetadata
 from moldau.coordinator.group.consumer_groups import ConsumerHeartbeat, HeartbeatResult
+from moldau.coordinator.group.consumer_protocol import assignment_partitions, subscription_topics
 from moldau.coordinator.group.results import OffsetCommit
 from moldau.protocol.errors import ErrorCode
 
@@ -219,3 +220,23 @@ def test_uniform_is_sticky_and_balanced() -> None:
     )
     assert len(both["a"][FOO]) == len(both["b"][FOO]) == 3
     assert both["a"][FOO] <= first["a"][FOO]
+
+
+def test_describe_groups_shows_a_consumer_group_in_consumer_protocol_blobs() -> None:
+    c = GroupCoordinator(CONFIG)
+    hb(c, "a", 0, server_assignor="range", client_id="cid")
+    d = c.describe_group("g")
+    assert (d.state, d.protocol_type, d.protocol) == ("Stable", "consumer", "range")
+    (m,) = d.members
+    assert (m.member_id, m.client_id) == ("a", "cid")
+    assert subscription_topics(m.metadata) == ["foo"]
+    assert assignment_partitions(m.assignment) == {"foo": list(range(6))}
+
+
+def test_offset_fetch_checks_a_members_epoch() -> None:
+    c = GroupCoordinator(CONFIG)
+    hb(c, "a", 0)
+    assert c.offsets.validate_member("g", "a", 1) is None
+    assert c.offsets.validate_member("g", "a", 0) is ErrorCode.STALE_MEMBER_EPOCH
+    assert c.offsets.validate_member("g", "b", 1) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert c.offsets.validate_member("classic", "b", 1) is None

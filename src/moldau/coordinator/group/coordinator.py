@@ -22,6 +22,7 @@ from moldau.stats.counters import GroupStats
 from .config import GroupConfig
 from .consumer_group import ConsumerGroup
 from .consumer_groups import ConsumerGroupManager, ConsumerHeartbeat, HeartbeatResult, TopicsView
+from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, encode_subscription
 from .group import Group, GroupState
 from .loader import GroupLoader
 from .member import Member
@@ -327,18 +328,7 @@ class GroupCoordinator:
         consumer group answers with its state and members, without metadata (as Kafka)."""
         consumer = self._consumer_groups.get(group_id)
         if consumer is not None:
-            return GroupDescription(
-                group_id,
-                consumer.state.value,
-                "consumer",
-                "",
-                tuple(
-                    MemberDescription(
-                        m.member_id, m.instance_id, m.client_id, m.client_host, b"", b""
-                    )
-                    for m in consumer.members.values()
-                ),
-            )
+            return self._describe_consumer_group(consumer)
         group = self._groups.get(group_id)
         if group is None:
             return GroupDescription(group_id, GroupState.DEAD.value, "", "", ())
@@ -357,6 +347,31 @@ class GroupCoordinator:
         )
         return GroupDescription(
             group_id, group.state.value, group.protocol_type or "", protocol, members
+        )
+
+    def _describe_consumer_group(self, group: ConsumerGroup) -> GroupDescription:
+        """Kafka's ConsumerGroup.asDescribedGroup: the preferred server assignor as the
+        protocol, members' subscriptions and assignments in consumer protocol blobs."""
+        names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                encode_subscription(sorted(m.subscribed_topic_names), m.rack_id),
+                encode_assignment(
+                    {names[t]: list(ps) for t, ps in m.assignment.assigned.items() if t in names}
+                ),
+            )
+            for m in group.members.values()
+        )
+        return GroupDescription(
+            group.group_id,
+            group.state.value,
+            CONSUMER_PROTOCOL_TYPE,
+            group.preferred_assignor(self.config.consumer_assignors[0]),
+            members,
         )
 
     def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:

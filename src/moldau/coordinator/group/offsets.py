@@ -208,6 +208,13 @@ class OffsetMetadataManager:
         self._ops.frame(TxnBatch(producer_id, producer_epoch, committed, coordinator_epoch))
         return self._ops.end()
 
+    def validate_member(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9 of a KIP-848 group member: it must exist at that epoch."""
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is None:
+            return None
+        return _validate_consumer_commit(consumer, member_id, member_epoch)
+
     def fetch_offsets(
         self,
         group_id: str,

@@ -209,12 +209,20 @@ class GroupCoordinatorService:
         group_id: str,
         partitions: Iterable[TopicPartition] | None = None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> list[PartitionOffset]:
-        """Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
-        return self.runtime.read(
-            self.partition_for(group_id),
-            lambda c: c.offsets.fetch_offsets(group_id, partitions, require_stable),
-        )
+        """Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, and for a
+        KIP-848 member UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH)."""
+
+        def read(c: GroupCoordinator) -> list[PartitionOffset]:
+            if member_epoch >= 0:  # -1: not a member (admin tools)
+                error = c.offsets.validate_member(group_id, member_id or "", member_epoch)
+                if error is not None:
+                    raise KafkaError(f"OffsetFetch of group {group_id}", error)
+            return c.offsets.fetch_offsets(group_id, partitions, require_stable)
+
+        return self.runtime.read(self.partition_for(group_id), read)
 
     # -- transactions ----------------------------------------------------------------
     async def txn_commit_offsets(
