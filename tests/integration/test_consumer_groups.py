@@ -141,3 +141,21 @@ def test_members_share_partitions_exactly_once(cbroker: BrokerProcess, topic: st
         a.consumer.close()
         if b is not None:
             b.consumer.close()
+
+
+def test_regex_subscription_picks_up_a_topic_created_later(
+    cbroker: BrokerProcess, topic: str
+) -> None:
+    bootstrap, group = cbroker.bootstrap, f"group-{topic}"
+    first, later = f"{topic}-first", f"{topic}-later"
+    create_topic(bootstrap, first, partitions=2)
+    expected = produce(bootstrap, first, 20, 2, seed=3)
+    member = consumer_member(bootstrap, group, [f"^{topic}-.*"], "regex")
+    try:
+        poll_all([member], lambda: set(values([member])) == expected, "the first topic")
+        create_topic(bootstrap, later, partitions=3)
+        expected |= produce(bootstrap, later, 30, 3, seed=4)
+        poll_all([member], lambda: set(values([member])) == expected, "the topic created later")
+        assert max(values([member]).values()) == 1
+    finally:
+        member.consumer.close()
