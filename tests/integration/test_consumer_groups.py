@@ -159,3 +159,26 @@ def test_regex_subscription_picks_up_a_topic_created_later(
         assert max(values([member]).values()) == 1
     finally:
         member.consumer.close()
+
+
+def test_static_member_restart_gets_its_partitions_back(cbroker: BrokerProcess, topic: str) -> None:
+    """A static member closing (epoch -2) and coming back with its group.instance.id
+    gets the same partitions, and the other member is never asked to give any up."""
+    bootstrap, group = cbroker.bootstrap, f"group-{topic}"
+    create_topic(bootstrap, topic, partitions=4)
+    a = consumer_member(bootstrap, group, [topic], "a", **{"group.instance.id": "i-a"})
+    b = consumer_member(bootstrap, group, [topic], "b", **{"group.instance.id": "i-b"})
+    restarted: Member | None = None
+    try:
+        poll_all([a, b], lambda: len(a.owned()) == 2 and len(b.owned()) == 2, "two members")
+        held, kept = a.owned(), b.owned()
+        b.events.clear()
+        a.consumer.close()
+        restarted = consumer_member(bootstrap, group, [topic], "a2", **{"group.instance.id": "i-a"})
+        poll_all([restarted, b], lambda: restarted.owned() == held, "the restarted member")  # type: ignore[union-attr]
+        poll_all([b], lambda: True, "b's callbacks")
+        assert b.owned() == kept and b.revokes() == [], b.events
+    finally:
+        b.consumer.close()
+        if restarted is not None:
+            restarted.consumer.close()

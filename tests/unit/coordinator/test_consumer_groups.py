@@ -240,3 +240,18 @@ def test_offset_fetch_checks_a_members_epoch() -> None:
     assert c.offsets.validate_member("g", "a", 0) is ErrorCode.STALE_MEMBER_EPOCH
     assert c.offsets.validate_member("g", "b", 1) is ErrorCode.UNKNOWN_MEMBER_ID
     assert c.offsets.validate_member("classic", "b", 1) is None
+
+
+def test_empty_groups_are_deleted_with_their_records() -> None:
+    c = GroupCoordinator(CONFIG)
+    hb(c, "a", 0)
+    assert c.delete_groups(0, ["g"])[0] == {"g": ErrorCode.NON_EMPTY_GROUP}
+    assert hb(c, "a", -1).member_epoch == -1
+    assert c.consumer_groups["g"].state.value == "Empty"
+    results, effects = c.delete_groups(1, ["g"])
+    assert results == {"g": ErrorCode.NONE} and "g" not in c.consumer_groups
+    assert effects.records and all(r.value is None for r in effects.records)
+    hb(c, "b", 0)
+    hb(c, "b", -1)
+    c.tick(c.next_timer_ms())  # the retention check: no offsets, no members
+    assert "g" not in c.consumer_groups

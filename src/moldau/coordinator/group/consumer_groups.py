@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from moldau.ids import IdSource
@@ -397,6 +397,13 @@ class ConsumerGroupManager:
         for group in self.groups.values():
             for member in group.members.values():
                 self._schedule_session(group, member)
+
+    def delete_empty(self, keep: Callable[[str], bool]) -> None:
+        """Retention: an empty consumer group goes once ``keep`` (it still has offsets)
+        no longer holds, as Kafka deletes an empty group whose offsets expired."""
+        for group_id, group in list(self.groups.items()):
+            if not group.members and not keep(group_id):
+                self.delete(group_id)
 
     def delete(self, group_id: str) -> None:
         """Tombstone an empty group's records (DeleteGroups, or offsets all gone)."""

@@ -743,6 +743,7 @@ class GroupCoordinator:
     def _fire(self, key: tuple[str, ...]) -> None:
         if key == _CLEANUP:
             self.offsets.expire_offsets()
+            self.consumer.delete_empty(lambda group_id: group_id in self._groups)
             self._timers.set(_CLEANUP, self._now + self.config.offsets_retention_check_interval_ms)
             return
         kind, group_id, *member = key

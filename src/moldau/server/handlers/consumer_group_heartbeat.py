@@ -3,6 +3,7 @@ heartbeats, reconciles and leaves through this one API; the coordinator assigns.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from moldau.coordinator.group.consumer_group import TopicMetadata
@@ -29,13 +30,24 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def topics_view(image: MetadataImage) -> TopicsView:
-    """The image's topics as the coordinator sees them (internal ones excluded)."""
-    return {
-        name: TopicMetadata(t.topic_id, name, len(t.partitions))
-        for name, t in image.topics.items()
-        if not t.is_internal
-    }
+class ImageTopics(Mapping[str, TopicMetadata]):
+    """The image's topics as the coordinator sees them (internal ones excluded), read on
+    demand: a heartbeat looks up only its group's topics (all of them only for a regex)."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self._topics = image.topics
+
+    def __getitem__(self, name: str) -> TopicMetadata:
+        t = self._topics[name]
+        if t.is_internal:
+            raise KeyError(name)
+        return TopicMetadata(t.topic_id, name, len(t.partitions))
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, t in self._topics.items() if not t.is_internal)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 async def handle(
@@ -50,7 +62,7 @@ async def handle(
         ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""
     ):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    topics = topics_view(services.image)
+    topics: TopicsView = ImageTopics(services.image)
     names = request.subscribed_topic_names
     if names is not None:
         names = [
