@@ -255,3 +255,82 @@ def test_empty_groups_are_deleted_with_their_records() -> None:
     hb(c, "b", -1)
     c.tick(c.next_timer_ms())  # the retention check: no offsets, no members
     assert "g" not in c.consumer_groups
+
+
+def test_an_empty_group_changes_protocol_and_keeps_its_offsets() -> None:
+    c = GroupCoordinator(CONFIG)
+    hb(c, "a", 0)
+    c.offsets.commit_offsets(
+        0,
+        group_id="g",
+        member_id="a",
+        generation_id=1,
+        group_instance_id=None,
+        offsets=[OffsetCommit("foo", 0, 7)],
+    )
+
+    def join(member_id: str = "") -> ErrorCode:
+        effects = c.join_group(
+            "r",
+            0,
+            group_id="g",
+            member_id=member_id,
+            group_instance_id=None,
+            client_id="c",
+            client_host="h",
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            protocol_type="consumer",
+            protocols=[("range", b"")],
+            require_known_member_id=False,
+        )
+        return (
+            [x.result.error for x in effects.completions][0]
+            if effects.completions
+            else ErrorCode.NONE
+        )
+
+    assert join() is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    hb(c, "a", -1)
+    assert join() is ErrorCode.NONE  # parked in the join phase: a classic group now
+    assert "g" not in c.consumer_groups and c.groups["g"].members
+    assert hb(c, "b", 0).error is ErrorCode.GROUP_ID_NOT_FOUND
+    assert c.offsets.fetch_offsets("g", [("foo", 0)])[0].offset == 7
+
+
+def test_transactional_commit_checks_the_member_epoch() -> None:
+    c = GroupCoordinator(CONFIG)
+    hb(c, "a", 0)
+
+    def txn_commit(member: str, epoch: int) -> ErrorCode:
+        results, _ = c.offsets.txn_commit_offsets(
+            0,
+            group_id="g",
+            producer_id=5,
+            producer_epoch=0,
+            member_id=member,
+            generation_id=epoch,
+            group_instance_id=None,
+            offsets=[OffsetCommit("foo", 1, 3)],
+        )
+        return results[("foo", 1)]
+
+    assert txn_commit("a", 0) is ErrorCode.ILLEGAL_GENERATION
+    assert txn_commit("x", 1) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert txn_commit("a", 1) is ErrorCode.NONE
+
+
+def test_a_replaced_static_member_survives_a_reload() -> None:
+    c = GroupCoordinator(CONFIG)
+    log = []
+    for member_id, epoch in (("a", 0), ("a", -2), ("a2", 0)):
+        kw = {"rebalance_timeout_ms": 1, "subscribed_topic_names": ["foo"]} if epoch == 0 else {}
+        _, effects = c.consumer_group_heartbeat(
+            0, ConsumerHeartbeat("g", member_id, epoch, instance_id="i", **kw), TOPICS
+        )
+        log += [(r.key, r.value) for r in effects.records]
+    loaded = GroupCoordinator(CONFIG)
+    loaded.load(log, 1)
+    (member,) = loaded.consumer_groups["g"].members.values()
+    assert (member.member_id, member.subscribed_topic_names) == ("a2", ("foo",))
+    assert member.assignment == c.consumer_groups["g"].members["a2"].assignment

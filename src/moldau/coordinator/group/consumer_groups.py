@@ -199,6 +199,7 @@ class ConsumerGroupManager:
         member = replace(previous, member_id=new_id)
         member = replace(member, assignment=replace(member.assignment, member_epoch=0))
         group.put_member(member)
+        self._ops.append(*records.member_record(group.group_id, member))
         if target is not None:
             group.target_assignment[new_id] = target
             self._ops.append(*records.target_member_record(group.group_id, new_id, target))

@@ -169,9 +169,11 @@ class GroupCoordinator:
             self._fail_join(request_id, joining, ErrorCode.INVALID_SESSION_TIMEOUT)
         elif group is None and member_id:
             self._fail_join(request_id, joining, ErrorCode.UNKNOWN_MEMBER_ID)
-        elif group_id in self._consumer_groups:
+        elif (consumer := self._consumer_groups.get(group_id)) is not None and consumer.members:
             self._fail_join(request_id, joining, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         else:
+            # An empty consumer group becomes a classic one (its offsets stay).
+            self.consumer.delete(group_id)
             if group is None:
                 group = self._groups[group_id] = Group(group_id, now_ms)
             if member_id:

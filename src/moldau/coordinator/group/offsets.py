@@ -142,12 +142,19 @@ class OffsetMetadataManager:
     ) -> tuple[dict[TopicPartition, ErrorCode], Effects]:
         """TxnOffsetCommit: the offsets are written in the producer's transaction and stay
         pending until its marker (``complete_transaction``). As Kafka, a group that does not
-        exist is created; a member id or generation, when given, must match."""
+        exist is created; a member id or generation, when given, must match (for a KIP-848
+        group: the member and its epoch, ILLEGAL_GENERATION when stale)."""
         self._ops.begin(now_ms)
         group = self._groups.get(group_id)
         static = group.static_members.get(group_instance_id or "") if group else None
+        consumer = self._consumer_groups.get(group_id)
         error = None
-        if static is not None and static != member_id:
+        if consumer is not None:
+            if member_id or generation_id >= 0:
+                error = _validate_consumer_commit(consumer, member_id, generation_id)
+                if error is ErrorCode.STALE_MEMBER_EPOCH:
+                    error = ErrorCode.ILLEGAL_GENERATION
+        elif static is not None and static != member_id:
             error = ErrorCode.FENCED_INSTANCE_ID
         elif member_id and (group is None or member_id not in group.members):
             error = ErrorCode.UNKNOWN_MEMBER_ID
