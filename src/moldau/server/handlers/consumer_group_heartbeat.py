@@ -25,9 +25,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.CONSUMER_GROUP_HEARTBEAT
-MIN_VERSION = 0
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1
 
 
 class ImageTopics(Mapping[str, TopicMetadata]):
