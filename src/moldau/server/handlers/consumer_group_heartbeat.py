@@ -62,15 +62,11 @@ async def handle(
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     topics: TopicsView = ImageTopics(services.image)
     names = request.subscribed_topic_names
-    if names is not None:
-        names = [
-            n
-            for n in names
-            if n not in topics
-            or services.authorizer.allowed(
-                ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, n, log_denied=False
-            )
-        ]
+    if names and len(
+        services.authorizer.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+    ) < len(set(names)):
+        # As Kafka: subscribing to a topic the principal may not describe is refused.
+        return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     owned = (
         None
         if request.topic_partitions is None
@@ -84,7 +80,7 @@ async def handle(
             instance_id=request.instance_id,
             rack_id=request.rack_id,
             rebalance_timeout_ms=request.rebalance_timeout_ms,
-            subscribed_topic_names=names,
+            subscribed_topic_names=request.subscribed_topic_names,
             subscribed_topic_regex=request.subscribed_topic_regex,
             server_assignor=request.server_assignor,
             owned=owned,
