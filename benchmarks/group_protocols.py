@@ -100,7 +100,6 @@ class Member:
         self.proc.wait()
 
 
-
 def wait_for(members: list[Member], condition: Any, what: str) -> None:
     deadline = time.monotonic() + TIMEOUT_S
     while not condition():
