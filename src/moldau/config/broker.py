@@ -330,6 +330,27 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
         BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
         BrokerKey("group.max.size", int, "2147483647", "Members per group."),
+        BrokerKey(
+            "group.coordinator.rebalance.protocols",
+            str,
+            "classic,consumer,share",
+            "Group protocols the coordinator accepts.",
+            "Kafka 4.2's default; consumer (KIP-848) and share (KIP-932) groups are on.",
+        ),
+        BrokerKey(
+            "group.consumer.assignors",
+            str,
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+            "KIP-848 server-side assignors (class or short names: uniform, range); first is default.",
+        ),
+        BrokerKey(
+            "group.consumer.session.timeout.ms", int, "45000", "Consumer-group member session."
+        ),
+        BrokerKey(
+            "group.consumer.heartbeat.interval.ms", int, "5000", "Consumer-group heartbeat interval."
+        ),
+        BrokerKey("group.consumer.max.size", int, "2147483647", "Members per consumer group."),
         BrokerKey("producer.id.expiration.ms", int, "86400000", "Forget idle producers."),
         BrokerKey(
             "transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state."
