@@ -13,6 +13,7 @@ from moldau.cli.consume import consume
 from moldau.cli.leader_election import leader_election
 from moldau.cli.produce import produce
 from moldau.cli.reassign import reassign
+from moldau.cli.registry import registry
 from moldau.cli.server import server
 
 app = typer.Typer(
@@ -40,6 +41,7 @@ app.command("consume")(consume)
 app.add_typer(groups.app, name="groups")
 app.add_typer(spark.app, name="spark")
 app.command("console")(console)
+app.command("registry")(registry)
 app.add_typer(perf.app, name="perf")
 app.add_typer(storage.app, name="storage")
 app.add_typer(cluster.app, name="cluster")

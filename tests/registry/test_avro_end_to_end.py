@@ -1,0 +1,125 @@
+"""confluent-kafka's SchemaRegistryClient and Avro serializers against `moldau server` with
+its registry: records go through a topic framed with the registered ids and come back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.registry.conftest import RegistryBroker, call
+
+USER_V1 = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}],
+}
+USER_V2 = {
+    **USER_V1,
+    "fields": [*USER_V1["fields"], {"name": "email", "type": "string", "default": ""}],
+}
+
+
+def test_avro_records_round_trip(registry_broker: RegistryBroker) -> None:
+    client = SchemaRegistryClient({"url": registry_broker.url})
+    topic = "users-avro"
+    registry_broker.broker.create_topic(topic, partitions=1)
+    serializer = AvroSerializer(client, json.dumps(USER_V1))
+    context = SerializationContext(topic, MessageField.VALUE)
+    users = [{"name": f"user{i}", "age": i} for i in range(20)]
+    producer = Producer({"bootstrap.servers": registry_broker.broker.bootstrap})
+    for user in users:
+        producer.produce(topic, serializer(user, context))
+    assert producer.flush(30) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": registry_broker.broker.bootstrap,
+            "group.id": "avro-reader",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    # a fresh client: the ids must resolve through the registry, not a serializer's cache
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_broker.url}))
+    values, ids = [], set()
+    try:
+        while len(values) < len(users):
+            message = consumer.poll(30)
+            assert message is not None, f"only {len(values)} of {len(users)} records came back"
+            assert message.error() is None, message.error()
+            raw = message.value()
+            assert raw[0] == 0  # Confluent's framing: magic byte 0, then the id
+            ids.add(int.from_bytes(raw[1:5], "big"))
+            values.append(deserializer(raw, context))
+    finally:
+        consumer.close()
+    assert values == users
+    registered = client.get_latest_version(f"{topic}-value")
+    assert ids == {registered.schema_id}
+    assert json.loads(registered.schema.schema_str) == USER_V1
+
+
+def test_client_operations(registry_broker: RegistryBroker) -> None:
+    client = SchemaRegistryClient({"url": registry_broker.url})
+    subject = "client-ops-value"
+    first = client.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+    assert client.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO")) == first
+    assert client.test_compatibility(subject, Schema(json.dumps(USER_V2), "AVRO"))
+    second = client.register_schema(subject, Schema(json.dumps(USER_V2), "AVRO"))
+    assert second > first
+    assert client.get_versions(subject) == [1, 2]
+    found = client.lookup_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+    assert (found.schema_id, found.version) == (first, 1)
+    assert subject in client.get_subjects()
+    assert client.get_version(subject, 2).schema_id == second
+    # adding a field without a default breaks BACKWARD
+    broken = {**USER_V1, "fields": [*USER_V1["fields"], {"name": "x", "type": "long"}]}
+    assert not client.test_compatibility(subject, Schema(json.dumps(broken), "AVRO"))
+    with pytest.raises(SchemaRegistryError) as e:
+        client.register_schema(subject, Schema(json.dumps(broken), "AVRO"))
+    assert e.value.error_code == 409
+    client.set_compatibility(subject, "NONE")
+    assert client.get_compatibility(subject) == "NONE"
+    assert client.delete_version(subject, 1) == 1
+    assert client.get_versions(subject) == [2]
+    assert client.delete_subject(subject) == [2]
+    assert client.delete_subject(subject, permanent=True) == [1, 2]
+    assert subject not in client.get_subjects()
+
+
+def test_rest_error_codes(registry_broker: RegistryBroker) -> None:
+    url = registry_broker.url
+    assert call(url + "/subjects/none-such/versions") == (
+        404,
+        {"error_code": 40401, "message": "Subject 'none-such' not found."},
+    )
+    errs = {**USER_V1, "name": "Errs"}
+    status, body = call(url + "/subjects/errs/versions", "POST", {"schema": json.dumps(errs)})
+    assert status == 200 and set(body) == {"id"}
+    assert call(url + "/subjects/errs/versions/9")[1]["error_code"] == 40402
+    assert call(url + "/subjects/errs/versions/x")[1]["error_code"] == 42202
+    assert call(url + "/schemas/ids/987654")[1]["error_code"] == 40403
+    bad = call(url + "/subjects/errs/versions", "POST", {"schema": "{nope"})
+    assert bad[0] == 422 and bad[1]["error_code"] == 42201
+    assert call(url + "/config/errs")[1]["error_code"] == 40408
+    assert call(url + "/config", "PUT", {"compatibility": "nope"})[1]["error_code"] == 42203
+    assert call(url + "/mode", "PUT", {"mode": "nope"})[1]["error_code"] == 42204
+    assert call(url + "/mode/errs")[1]["error_code"] == 40409
+    assert call(url + "/mode") == (200, {"mode": "READWRITE"})
+    assert "AVRO" in call(url + "/schemas/types")[1]
+    status, versions = call(url + f"/schemas/ids/{body['id']}/versions")
+    assert versions == [{"subject": "errs", "version": 1}]
+    assert call(url + "/subjects/errs/versions/1/referencedby") == (200, [])
+    verbose = call(
+        url + "/compatibility/subjects/errs/versions/latest?verbose=true",
+        "POST",
+        {"schema": json.dumps({**errs, "fields": [{"name": "z", "type": "int"}]})},
+    )[1]
+    assert verbose["is_compatible"] is False and verbose["messages"]
+    assert call(url + "/nowhere")[0] == 404
