@@ -1,0 +1,12 @@
+"""The formats by Confluent's `schemaType` names (AVRO when a request names none)."""
+
+from __future__ import annotations
+
+from moldau.registry.formats import SchemaFormat
+from moldau.registry.formats.avro import AvroFormat
+
+DEFAULT_SCHEMA_TYPE = "AVRO"
+
+FORMATS: dict[str, SchemaFormat] = {
+    "AVRO": AvroFormat(),
+}
