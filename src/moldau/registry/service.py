@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from moldau.registry import errors
+from moldau.registry.compatibility import LEVELS
 from moldau.registry.errors import RegistryError
 from moldau.registry.formats import InvalidSchemaError, ParsedSchema, SchemaFormat
 from moldau.registry.records import CONFIG, DELETE_SUBJECT, MODE, SCHEMA, Key
@@ -24,15 +25,6 @@ from moldau.registry.state import (
     parse_references,
 )
 
-LEVELS = (
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-)
 DEFAULT_LEVEL = "BACKWARD"
 MODES = ("READWRITE", "READONLY", "IMPORT")
 DEFAULT_MODE = "READWRITE"
@@ -40,7 +32,7 @@ MAX_VERSION = 2**31 - 1
 
 Record = tuple[Key, dict[str, Any] | None]
 # (level, new schema, previous schemas oldest first) -> why the new one is incompatible
-Compatibility = Callable[[str, ParsedSchema, Sequence[ParsedSchema]], list[str]]
+Compatibility = Callable[[str, ParsedSchema, list[ParsedSchema]], list[str]]
 
 
 class Store(Protocol):
