@@ -4,6 +4,7 @@ its registry: records go through a topic framed with the registered ids and come
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -123,3 +124,32 @@ def test_rest_error_codes(registry_broker: RegistryBroker) -> None:
     )[1]
     assert verbose["is_compatible"] is False and verbose["messages"]
     assert call(url + "/nowhere")[0] == 404
+
+
+def test_schemas_cli(registry_broker: RegistryBroker, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from moldau.cli.main import app
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, ["schemas", *args, "--url", registry_broker.url])
+        return result.exit_code, result.output
+
+    v1, v2 = tmp_path / "v1.avsc", tmp_path / "v2.avsc"
+    v1.write_text(json.dumps({**USER_V1, "name": "CliUser"}))
+    v2.write_text(
+        json.dumps({**USER_V1, "name": "CliUser", "fields": [{"name": "other", "type": "int"}]})
+    )
+    code, printed = run("register", "cli-value", "--file", str(v1))
+    assert code == 0, printed
+    schema_id = int(printed)
+    assert json.loads(run("get", "cli-value")[1])["id"] == schema_id
+    code, printed = run("list", "--json")
+    assert {"subject": "cli-value", "versions": [1]} in json.loads(printed)
+    code, printed = run("check", "cli-value", "--file", str(v2))
+    assert code == 1 and "incompatible" in printed
+    assert run("config", "cli-value", "--level", "none") == (0, "NONE\n")
+    assert run("check", "cli-value", "--file", str(v2)) == (0, "compatible\n")
+    assert run("delete", "cli-value")[0] == 0
+    code, printed = run("get", "cli-value")
+    assert code == 1 and "40401" in printed

@@ -11,7 +11,7 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -25,6 +25,7 @@ from moldau.registry.service import SchemaRegistry, parse_bool
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 FORWARD_TIMEOUT_S = 60.0
+ELECTION_WAIT_S = 30.0
 
 
 class Primary(Protocol):
@@ -88,9 +89,7 @@ def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
     def write(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
-                if not primary.is_primary():
-                    return await _forward(request, primary.primary_url())
-                return await _answer(await handler(request))
+                return await _write(request, primary, lambda: _answer_later(handler, request))
             except RegistryError as e:
                 return error_response(e)
 
@@ -98,6 +97,9 @@ def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
 
     async def _answer(result: Any) -> Response:
         return result if isinstance(result, Response) else respond(result)
+
+    async def _answer_later(handler: Callable[[Request], Any], request: Request) -> Response:
+        return await _answer(await handler(request))
 
     def run(fn: Callable[..., Any], *args: Any) -> Any:
         return asyncio.to_thread(fn, *args)
@@ -244,10 +246,32 @@ def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
     )
 
 
-async def _forward(request: Request, url: str | None) -> Response:
+async def _write(
+    request: Request, primary: Primary, handle: Callable[[], Awaitable[Response]]
+) -> Response:
+    """Handle the write here if this node is the primary, else forward it to the primary.
+
+    While there is none, or it cannot be reached (it just died), the write waits up to
+    ELECTION_WAIT_S for the next election rather than fail at once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ELECTION_WAIT_S
+    while True:
+        if primary.is_primary():
+            return await handle()
+        url = primary.primary_url()
+        if url is not None:
+            try:
+                return await _forward(request, url)
+            except RegistryError:
+                if loop.time() > deadline:
+                    raise
+        elif loop.time() > deadline:
+            raise RegistryError(500, 50003, "Error while forwarding the request: no primary")
+        await asyncio.sleep(0.2)
+
+
+async def _forward(request: Request, url: str) -> Response:
     """Send the write to the primary; answer what it answered."""
-    if url is None:
-        raise RegistryError(500, 50003, "Error while forwarding the request: no primary elected")
     target = url.rstrip("/") + request.url.path
     if request.url.query:
         target += "?" + request.url.query

@@ -25,6 +25,7 @@ from moldau.registry.state import RegistryState
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 30.0  # Confluent's kafkastore.timeout.ms is 500 ms; a loaded cluster needs more
+WATERMARK_TRY_S = 5.0
 REPLICATION_FACTOR = 3  # Confluent's kafkastore.topic.replication.factor
 
 
@@ -68,7 +69,7 @@ class KafkaStore:
         self._producer = Producer(
             {**self.config, "acks": "all", "enable.idempotence": True, "linger.ms": 0}
         )
-        self._watermarks = Consumer({**self.config, "group.id": "_schemas-watermarks"})
+        self._watermarks = self._watermark_client()
         self._thread = threading.Thread(target=self._consume, name="registry-store", daemon=True)
         self._thread.start()
         self.catch_up(timeout)
@@ -96,11 +97,14 @@ class KafkaStore:
                     raise store_error(f"cannot create {self.topic}: {e}") from None
                 time.sleep(0.5)
 
+    def _watermark_client(self) -> Consumer:
+        return Consumer({**self.config, "group.id": "_schemas-watermarks"})
+
     def _consume(self) -> None:
         consumer = Consumer(
             {
                 **self.config,
-                "group.id": "_schemas-reader",  # never joins: partitions are assigned
+                "group.id": "_schemas-reader",  # never joins: the partition is assigned
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "fetch.wait.max.ms": 100,
@@ -147,13 +151,24 @@ class KafkaStore:
         if self._watermarks is None:
             raise store_error("the store is not started")
         deadline = time.monotonic() + timeout
-        try:
-            with self._watermarks_lock:
-                _, high = self._watermarks.get_watermark_offsets(
-                    TopicPartition(self.topic, 0), timeout=timeout
-                )
-        except KafkaException as e:
-            raise timeout_error(f"end offset of {self.topic}: {e}") from None
+        while True:  # short tries: a leader that just died must not take the whole timeout
+            try:
+                with self._watermarks_lock:
+                    if self._watermarks is None:
+                        raise store_error(self.error or "the store is closed")
+                    _, high = self._watermarks.get_watermark_offsets(
+                        TopicPartition(self.topic, 0), timeout=WATERMARK_TRY_S
+                    )
+                break
+            except KafkaException as e:
+                # a new client asks the metadata afresh: one that asked a leader that died
+                # may keep asking it
+                with self._watermarks_lock:
+                    if self._watermarks is not None:
+                        self._watermarks.close()
+                        self._watermarks = self._watermark_client()
+                if time.monotonic() + WATERMARK_TRY_S > deadline:
+                    raise timeout_error(f"end offset of {self.topic}: {e}") from None
         self._wait_for(high, deadline)
 
     def write(self, records: Sequence[Record], timeout: float = TIMEOUT_S) -> None:
@@ -184,5 +199,7 @@ class KafkaStore:
             self._thread.join(10)
         if self._producer is not None:
             self._producer.flush(5)
-        if self._watermarks is not None:
-            self._watermarks.close()
+        with self._watermarks_lock:
+            if self._watermarks is not None:
+                self._watermarks.close()
+                self._watermarks = None
