@@ -161,6 +161,62 @@ def _add_references(references: Mapping[str, str]) -> avro.name.Names:
     return names
 
 
+def _valid_default(schema: avro.schema.Schema, value: Any) -> bool:
+    """Whether `value` is a field default of `schema`'s type, in the JSON encoding the Avro
+    specification's field defaults table gives (bytes and fixed as strings, records as
+    objects...); a union's default may match any branch, as Avro 1.12's Java parser allows."""
+    kind = schema.type
+    if isinstance(schema, avro.schema.UnionSchema):
+        return any(_valid_default(branch, value) for branch in schema.schemas)
+    if kind == "null":
+        return value is None
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind in ("int", "long"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind in ("float", "double"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind in ("bytes", "string", "fixed"):
+        return isinstance(value, str)
+    if isinstance(schema, avro.schema.EnumSchema):
+        return value in schema.symbols
+    if isinstance(schema, avro.schema.ArraySchema):
+        return isinstance(value, list) and all(_valid_default(schema.items, v) for v in value)
+    if isinstance(schema, avro.schema.MapSchema):
+        return isinstance(value, dict) and all(
+            _valid_default(schema.values, v) for v in value.values()
+        )
+    if isinstance(schema, avro.schema.RecordSchema):
+        return isinstance(value, dict) and all(
+            _valid_default(f.type, value[f.name]) if f.name in value else f.has_default
+            for f in schema.fields
+        )
+    return True
+
+
+def _check_defaults(schema: avro.schema.Schema, seen: set[int]) -> None:
+    """Refuse a field default that does not match its type (Confluent's registry does)."""
+    if id(schema) in seen:
+        return
+    seen.add(id(schema))
+    if isinstance(schema, avro.schema.RecordSchema):
+        for field in schema.fields:
+            if field.has_default and not _valid_default(field.type, field.default):
+                raise InvalidSchemaError(
+                    f"invalid default {json.dumps(field.default)} for field {field.name!r} of {schema.fullname}"
+                )
+            _check_defaults(field.type, seen)
+    children: list[avro.schema.Schema] = []
+    if isinstance(schema, avro.schema.UnionSchema):
+        children = list(schema.schemas)
+    elif isinstance(schema, avro.schema.ArraySchema):
+        children = [schema.items]
+    elif isinstance(schema, avro.schema.MapSchema):
+        children = [schema.values]
+    for child in children:
+        _check_defaults(child, seen)
+
+
 class AvroFormat:
     """Avro: named types of references are resolved by their full names."""
 
@@ -176,4 +232,5 @@ class AvroFormat:
             raise
         except (avro.errors.AvroException, TypeError, ValueError, KeyError) as exc:
             raise InvalidSchemaError(f"invalid Avro schema: {exc}") from None
+        _check_defaults(schema, set())
         return AvroSchema(schema, reference_names)

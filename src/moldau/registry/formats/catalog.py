@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from moldau.registry.formats import SchemaFormat
 from moldau.registry.formats.avro import AvroFormat
+from moldau.registry.formats.json_schema import JsonSchemaFormat
+from moldau.registry.formats.protobuf import ProtobufFormat
 
 DEFAULT_SCHEMA_TYPE = "AVRO"
 
 FORMATS: dict[str, SchemaFormat] = {
     "AVRO": AvroFormat(),
+    "JSON": JsonSchemaFormat(),
+    "PROTOBUF": ProtobufFormat(),
 }
