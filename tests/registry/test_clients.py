@@ -1,16 +1,20 @@
-"""confluent-kafka's SchemaRegistryClient and Avro serializers against `moldau server` with
-its registry: records go through a topic framed with the registered ids and come back."""
+"""confluent-kafka's SchemaRegistryClient and its Avro, JSON Schema and Protobuf serializers
+against `moldau server` with its registry: records go through a topic framed with the
+registered ids and come back; the REST API's errors; `moldau schemas`."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.registry.conftest import RegistryBroker, call
@@ -26,44 +30,109 @@ USER_V2 = {
 }
 
 
-def test_avro_records_round_trip(registry_broker: RegistryBroker) -> None:
-    client = SchemaRegistryClient({"url": registry_broker.url})
-    topic = "users-avro"
-    registry_broker.broker.create_topic(topic, partitions=1)
-    serializer = AvroSerializer(client, json.dumps(USER_V1))
+def round_trip(
+    broker: RegistryBroker, topic: str, serializer: Any, deserializer: Any, values: list[Any]
+) -> set[int]:
+    """Produce `values` serialized, consume them back deserialized (in order); the ids the
+    records were framed with."""
+    broker.broker.create_topic(topic, partitions=1)
     context = SerializationContext(topic, MessageField.VALUE)
-    users = [{"name": f"user{i}", "age": i} for i in range(20)]
-    producer = Producer({"bootstrap.servers": registry_broker.broker.bootstrap})
-    for user in users:
-        producer.produce(topic, serializer(user, context))
+    producer = Producer({"bootstrap.servers": broker.broker.bootstrap})
+    for value in values:
+        producer.produce(topic, serializer(value, context))
     assert producer.flush(30) == 0
-
     consumer = Consumer(
         {
-            "bootstrap.servers": registry_broker.broker.bootstrap,
-            "group.id": "avro-reader",
+            "bootstrap.servers": broker.broker.bootstrap,
+            "group.id": f"{topic}-reader",
             "auto.offset.reset": "earliest",
         }
     )
     consumer.subscribe([topic])
-    # a fresh client: the ids must resolve through the registry, not a serializer's cache
-    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry_broker.url}))
-    values, ids = [], set()
+    back, ids = [], set()
     try:
-        while len(values) < len(users):
+        while len(back) < len(values):
             message = consumer.poll(30)
-            assert message is not None, f"only {len(values)} of {len(users)} records came back"
+            assert message is not None, f"only {len(back)} of {len(values)} records came back"
             assert message.error() is None, message.error()
             raw = message.value()
             assert raw[0] == 0  # Confluent's framing: magic byte 0, then the id
             ids.add(int.from_bytes(raw[1:5], "big"))
-            values.append(deserializer(raw, context))
+            back.append(deserializer(raw, context))
     finally:
         consumer.close()
-    assert values == users
-    registered = client.get_latest_version(f"{topic}-value")
+    assert back == values
+    return ids
+
+
+def test_avro_records_round_trip(registry_broker: RegistryBroker) -> None:
+    client = SchemaRegistryClient({"url": registry_broker.url})
+    users = [{"name": f"user{i}", "age": i} for i in range(20)]
+    # a fresh client deserializes: the ids must resolve through the registry, not a cache
+    ids = round_trip(
+        registry_broker,
+        "users-avro",
+        AvroSerializer(client, json.dumps(USER_V1)),
+        AvroDeserializer(SchemaRegistryClient({"url": registry_broker.url})),
+        users,
+    )
+    registered = client.get_latest_version("users-avro-value")
     assert ids == {registered.schema_id}
     assert json.loads(registered.schema.schema_str) == USER_V1
+
+
+def test_json_schema_records_round_trip(registry_broker: RegistryBroker) -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Payment",
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "amount": {"type": "number"}},
+        "required": ["id", "amount"],
+    }
+    client = SchemaRegistryClient({"url": registry_broker.url})
+    payments = [{"id": i, "amount": i * 1.5} for i in range(10)]
+    ids = round_trip(
+        registry_broker,
+        "payments-json",
+        JSONSerializer(json.dumps(schema), client),
+        JSONDeserializer(
+            None, schema_registry_client=SchemaRegistryClient({"url": registry_broker.url})
+        ),
+        payments,
+    )
+    registered = client.get_latest_version("payments-json-value")
+    assert ids == {registered.schema_id}
+    assert registered.schema.schema_type == "JSON"
+
+
+def order_class() -> Any:
+    """A Protobuf message class built at run time (no generated code needed)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop", syntax="proto3")
+    message = file.message_type.add(name="Order")
+    field = descriptor_pb2.FieldDescriptorProto
+    message.field.add(name="id", number=1, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
+    message.field.add(name="item", number=2, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_records_round_trip(registry_broker: RegistryBroker) -> None:
+    order = order_class()
+    client = SchemaRegistryClient({"url": registry_broker.url})
+    orders = [order(id=i, item=f"item{i}") for i in range(10)]
+    ids = round_trip(
+        registry_broker,
+        "orders-proto",
+        ProtobufSerializer(order, client, {"use.deprecated.format": False}),
+        ProtobufDeserializer(order, {"use.deprecated.format": False}),
+        orders,
+    )
+    registered = client.get_latest_version("orders-proto-value")
+    assert ids == {registered.schema_id}
+    assert registered.schema.schema_type == "PROTOBUF"
 
 
 def test_client_operations(registry_broker: RegistryBroker) -> None:
