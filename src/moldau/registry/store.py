@@ -113,9 +113,11 @@ class KafkaStore:
         consumer.assign([TopicPartition(self.topic, 0, 0)])
         try:
             while not self._stopping.is_set():
-                messages = consumer.consume(500, timeout=0.2)
-                if messages:
-                    self._apply(messages)
+                # poll() returns at the first record (consume() would wait out its timeout
+                # for a full batch), then whatever else is already there comes too
+                first = consumer.poll(0.2)
+                if first is not None:
+                    self._apply([first, *consumer.consume(500, timeout=0)])
         except Exception as e:  # the registry cannot serve without its state: say why
             log.exception("schema registry: consuming %s failed", self.topic)
             self.error = str(e)
