@@ -5,6 +5,8 @@ registered ids and come back; the REST API's errors; `moldau schemas`."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.registry.conftest import RegistryBroker, call
+from tests.registry.conftest import RegistryBroker, call, free_port, wait_ready
 
 USER_V1 = {
     "type": "record",
@@ -222,3 +224,34 @@ def test_schemas_cli(registry_broker: RegistryBroker, tmp_path: Path) -> None:
     assert run("delete", "cli-value")[0] == 0
     code, printed = run("get", "cli-value")
     assert code == 1 and "40401" in printed
+
+
+def test_standalone_registry_joins_the_in_server_one(registry_broker: RegistryBroker) -> None:
+    """`moldau registry` against the same cluster: one registry with two nodes (one
+    `_schemas`, one primary), whichever node a client asks."""
+    url = f"http://127.0.0.1:{free_port()}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "registry", "-b", registry_broker.broker.bootstrap]
+        + ["--listener", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_ready(url)
+        through_standalone = {"schema": json.dumps({**USER_V1, "name": "Standalone"})}
+        status, answer = call(
+            url + "/subjects/standalone-value/versions", "POST", through_standalone
+        )
+        assert status == 200, answer
+        found = call(registry_broker.url + "/subjects/standalone-value/versions/latest")[1]
+        assert found["id"] == answer["id"]
+        through_broker = {"schema": json.dumps({**USER_V1, "name": "InServer"})}
+        status, second = call(
+            registry_broker.url + "/subjects/in-server-value/versions", "POST", through_broker
+        )
+        assert status == 200 and second["id"] > answer["id"]
+        assert call(url + f"/schemas/ids/{second['id']}")[0] == 200
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=60)[0].decode(errors="replace")
+    assert process.returncode in (0, -15), output
