@@ -77,6 +77,7 @@ def _run(config: Path | None, override: list[str]) -> None:
 async def _start_registry(config: BrokerConfig, bound: list[Listener]) -> RegistryNode | None:
     """The schema registry of `schema.registry.listeners`, a Kafka client of this node's
     inter-broker listener (so it is one code path with `moldau registry`)."""
+    from moldau.registry.errors import RegistryError
     from moldau.registry.runner import RegistryNode
     from moldau.security.listeners import SecurityProtocol, listener_protocol
 
@@ -97,7 +98,10 @@ async def _start_registry(config: BrokerConfig, bound: list[Listener]) -> Regist
         advertised=config.get("schema.registry.advertised.listener") or None,
         replication_factor=min(3, max(1, len([v for v in voters.split(",") if v.strip()]))),
     )
-    await asyncio.to_thread(registry.start)
+    try:
+        await asyncio.to_thread(registry.start)
+    except RegistryError as e:
+        raise OSError(f"the schema registry did not start: {e.message}") from None
     print(f"schema registry on {registry.url}", flush=True)
     return registry
 
@@ -117,7 +121,11 @@ async def _serve(config: BrokerConfig) -> None:
     if metrics is not None:
         metrics.watch_node(node)
         print(f"metrics on {metrics.url}", flush=True)
-    registry = await _start_registry(config, bound)
+    try:
+        registry = await _start_registry(config, bound)
+    except BaseException:
+        await node.stop()  # a registry that cannot start stops the server, cleanly
+        raise
     stop = node.failed
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
