@@ -237,6 +237,23 @@ def test_references_by_name_resolve_against_the_id() -> None:
     assert relative.read_errors(v1) == []
 
 
+def test_a_reference_with_an_unresolvable_ref_is_refused() -> None:
+    broken = obj({"zip": {"$ref": "zip.json"}})
+    with pytest.raises(InvalidSchemaError, match="zip.json"):
+        parse(obj({"home": {"$ref": "address.json"}}), {"address.json": broken})
+    fixed = parse(obj({"home": {"$ref": "address.json"}}), {"address.json": broken, "zip.json": S})
+    assert fixed.read_errors(fixed) == []
+
+
+def test_references_by_their_own_id() -> None:
+    address = {"$id": "https://acme.example/schemas/address", **ADDRESS}
+    person = obj({"home": {"$ref": "https://acme.example/schemas/address"}})
+    parsed = parse(person, {"address-value": address})
+    assert parsed.read_errors(parse(obj({"home": S}))) == [
+        "TYPE_CHANGED at #/properties/home/type: ['string'] -> ['object']"
+    ]
+
+
 def test_local_and_recursive_refs() -> None:
     node = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

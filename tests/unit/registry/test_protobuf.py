@@ -128,6 +128,16 @@ def test_proto2_required_fields() -> None:
     )
 
 
+def test_proto2_text_round_trips() -> None:
+    body = (
+        'message M {\n  optional string a = 1 [default = "x"];\n  required int32 b = 2;\n'
+        "  repeated int64 c = 3 [packed = true];\n  extensions 100 to max;\n  reserved 5 to 7;\n}\n"
+    )
+    parsed = parse(body, syntax="proto2")
+    assert parsed.canonical() == f'syntax = "proto2";\npackage acme;\n{body}'
+    assert PROTOBUF.parse(parsed.canonical(), {}).canonical() == parsed.canonical()
+
+
 def test_package_and_syntax_changes() -> None:
     body = "message M { int32 a = 1; }"
     assert "PACKAGE_CHANGED" in parse(body, package="b").read_errors(parse(body, package="a"))[0]
@@ -231,6 +241,14 @@ def test_what_the_confluent_protobuf_serializer_registers() -> None:
     as_text = parse(PERSON, refs={"acme/common/address.proto": ADDRESS})
     assert registered.canonical() == as_text.canonical()
     assert registered.read_errors(as_text) == [] and as_text.read_errors(registered) == []
+    # what GET /schemas/ids/{id}?format=serialized gives back builds in the client's pool
+    from confluent_kafka.schema_registry.common.protobuf import _str_to_proto
+
+    client_pool = descriptor_pool.DescriptorPool()
+    client_pool.Add(address)
+    client_pool.Add(_str_to_proto("person.proto", as_text.serialized()))
+    fields = client_pool.FindMessageTypeByName("acme.Person").fields_by_name
+    assert fields["home"].message_type.full_name == "acme.common.Address"
     # a descriptor whose types do not resolve is refused like text
     broken = descriptor_pb2.FileDescriptorProto()
     broken.CopyFrom(person)

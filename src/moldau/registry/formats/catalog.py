@@ -7,8 +7,6 @@ from moldau.registry.formats.avro import AvroFormat
 from moldau.registry.formats.json_schema import JsonSchemaFormat
 from moldau.registry.formats.protobuf import ProtobufFormat
 
-DEFAULT_SCHEMA_TYPE = "AVRO"
-
 FORMATS: dict[str, SchemaFormat] = {
     "AVRO": AvroFormat(),
     "JSON": JsonSchemaFormat(),

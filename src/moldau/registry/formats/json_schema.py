@@ -104,16 +104,19 @@ class JsonSchema:
         return checker.errors
 
 
+_DATA_KEYWORDS = ("enum", "const", "default", "examples")  # their values are documents
+
+
 def _normalize(node: Any) -> Any:
     if isinstance(node, list):
         return [_normalize(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {key: _normalize(value) for key, value in node.items()}
-    if isinstance(out.get("required"), list):
-        out["required"] = sorted(set(out["required"]))
-    if isinstance(out.get("type"), list):
-        out["type"] = sorted(set(out["type"]))
+    out = {k: v if k in _DATA_KEYWORDS else _normalize(v) for k, v in node.items()}
+    for keyword in ("required", "type"):
+        names = out.get(keyword)
+        if isinstance(names, list) and all(isinstance(name, str) for name in names):
+            out[keyword] = sorted(set(names))
     return out
 
 
@@ -479,7 +482,7 @@ def _additional_for(schema: dict[str, Any], name: str) -> Any:
 
 def _items(schema: dict[str, Any]) -> tuple[list[Any] | None, Any]:
     """(tuple item schemas or None for a list, the schema of the items after them)."""
-    if "prefixItems" in schema:
+    if isinstance(schema.get("prefixItems"), list):  # 2020-12 (earlier drafts ignore it)
         return list(schema["prefixItems"]), schema.get("items", True)
     items = schema.get("items", True)
     if isinstance(items, list):
@@ -516,7 +519,7 @@ def _check_refs(node: Any, resolver: Resolver[Any]) -> None:
             except referencing.exceptions.Unresolvable as exc:
                 raise InvalidSchemaError(f"unresolvable $ref {node['$ref']!r}: {exc}") from None
         for key, value in node.items():
-            if key not in ("enum", "const", "default", "examples"):
+            if key not in _DATA_KEYWORDS:
                 _check_refs(value, resolver)
 
 
@@ -559,6 +562,8 @@ class JsonSchemaFormat:
         root = _specification(schema).create_resource(schema)
         uri = base if isinstance(base, str) else ""
         registry = registry.with_resource(uri, root).crawl()
+        for ref_uri, resource in resources:  # a reference's own $refs must resolve too
+            _check_refs(resource.contents, registry.resolver(base_uri=ref_uri))
         resolver = registry.resolver(base_uri=uri)
         _check_refs(schema, resolver)
         return JsonSchema(schema, resolver)

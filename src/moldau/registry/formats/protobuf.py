@@ -72,6 +72,11 @@ class ProtobufSchema:
         (by number) sorted: declaration order carries no meaning on the wire."""
         return _Printer(self.file, sort=True).text()
 
+    def serialized(self) -> str:
+        """Base64 of the FileDescriptorProto: Confluent's `format=serialized` form, which
+        confluent-kafka's Protobuf deserializer asks for when it fetches a writer schema."""
+        return base64.standard_b64encode(self.file.SerializeToString()).decode("ascii")
+
     def read_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, ProtobufSchema):
             return [f"cannot read {writer.schema_type} data with a PROTOBUF schema"]
@@ -230,10 +235,14 @@ class _Printer:
                 ]
                 self.lines += [inner + "  " + self._field(x, entries) for x in members]
                 self.lines.append(f"{inner}}}")
-        for reserved in message.reserved_range:
-            end = reserved.end - 1
-            span = str(reserved.start) if end == reserved.start else f"{reserved.start} to {end}"
-            self.lines.append(f"{inner}reserved {span};")
+        for keyword, ranges in (
+            ("extensions", message.extension_range),
+            ("reserved", message.reserved_range),
+        ):
+            for span in ranges:  # end exclusive; 2^29 is the largest field number + 1
+                end = "max" if span.end == 1 << 29 else str(span.end - 1)
+                text = str(span.start) if end == str(span.start) else f"{span.start} to {end}"
+                self.lines.append(f"{inner}{keyword} {text};")
         if message.reserved_name:
             names = sorted(message.reserved_name) if self.sort else message.reserved_name
             self.lines.append(f"{inner}reserved {', '.join(json.dumps(n) for n in names)};")
