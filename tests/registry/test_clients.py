@@ -4,6 +4,7 @@ registered ids and come back; the REST API's errors; `moldau schemas`."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -129,12 +130,23 @@ def test_protobuf_records_round_trip(registry_broker: RegistryBroker) -> None:
         registry_broker,
         "orders-proto",
         ProtobufSerializer(order, client, {"use.deprecated.format": False}),
-        ProtobufDeserializer(order, {"use.deprecated.format": False}),
+        # with a registry client it fetches the writer's schema (format=serialized)
+        ProtobufDeserializer(
+            order,
+            {"use.deprecated.format": False},
+            schema_registry_client=SchemaRegistryClient({"url": registry_broker.url}),
+        ),
         orders,
     )
     registered = client.get_latest_version("orders-proto-value")
     assert ids == {registered.schema_id}
     assert registered.schema.schema_type == "PROTOBUF"
+    assert "message Order" in registered.schema.schema_str  # stored as .proto text
+    from google.protobuf import descriptor_pb2
+
+    serialized = call(f"{registry_broker.url}/schemas/ids/{registered.schema_id}?format=serialized")
+    file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized[1]["schema"]))
+    assert [m.name for m in file.message_type] == ["Order"]
 
 
 def test_client_operations(registry_broker: RegistryBroker) -> None:

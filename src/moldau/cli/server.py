@@ -77,13 +77,19 @@ def _run(config: Path | None, override: list[str]) -> None:
 async def _start_registry(config: BrokerConfig, bound: list[Listener]) -> RegistryNode | None:
     """The schema registry of `schema.registry.listeners`, a Kafka client of this node's
     inter-broker listener (so it is one code path with `moldau registry`)."""
-    from moldau.registry.errors import RegistryError
-    from moldau.registry.runner import RegistryNode
     from moldau.security.listeners import SecurityProtocol, listener_protocol
 
     url = config.schema_registry_listener
     if url is None:
         return None
+    try:  # the registry's dependencies are an extra
+        from moldau.registry.errors import RegistryError
+        from moldau.registry.runner import RegistryNode
+    except ImportError as e:
+        raise ConfigError(
+            f"schema.registry.listeners: the registry is unavailable ({e}); install "
+            "'moldau[registry]'"
+        ) from None
     name = config.get("inter.broker.listener.name")
     own = [b for b in bound if b.name == name]
     if not own or listener_protocol(config, name) != SecurityProtocol.PLAINTEXT:

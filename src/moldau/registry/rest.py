@@ -116,8 +116,8 @@ def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
 
     async def version(request: Request) -> Any:
         p = request.path_params
-        found = await run(registry.version, p["subject"], p["version"], query(request, "deleted"))
-        return found.to_json()
+        deleted, fmt = query(request, "deleted"), request.query_params.get("format")
+        return await run(registry.version_json, p["subject"], p["version"], deleted, fmt)
 
     async def version_schema(request: Request) -> Any:
         p = request.path_params
@@ -149,8 +149,8 @@ def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
         return await run(registry.delete_version, p["subject"], p["version"], permanent)
 
     async def schema_by_id(request: Request) -> Any:
-        subject = request.query_params.get("subject")
-        return await run(registry.schema_by_id, _schema_id(request), subject)
+        subject, fmt = request.query_params.get("subject"), request.query_params.get("format")
+        return await run(registry.schema_by_id, _schema_id(request), subject, fmt)
 
     async def schema_text_by_id(request: Request) -> Any:
         found = await run(registry.schema_by_id, _schema_id(request))

@@ -120,7 +120,9 @@ class SchemaRegistry:
         stored = parsed.normalized() if normalize else parsed.canonical()
         return Schema(parsed.schema_type, stored, refs), parsed
 
-    def schema_by_id(self, schema_id: int, subject: str | None = None) -> dict[str, Any]:
+    def schema_by_id(
+        self, schema_id: int, subject: str | None = None, fmt: str | None = None
+    ) -> dict[str, Any]:
         with self._reading() as state:
             schema = state.schemas.get(schema_id)
             if schema is None or (
@@ -128,7 +130,22 @@ class SchemaRegistry:
                 and not any(v.id == schema_id for v in state.versions(subject, True))
             ):
                 raise errors.schema_not_found(f"Schema {schema_id} not found")
-            return schema.to_json()
+            return {**schema.to_json(), **self._formatted(state, schema, fmt)}
+
+    def version_json(
+        self, subject: str, version: str, deleted: bool, fmt: str | None = None
+    ) -> dict[str, Any]:
+        with self._reading() as state:
+            found = self._version(state, subject, version, deleted)
+            return {**found.to_json(), **self._formatted(state, found.schema, fmt)}
+
+    def _formatted(self, state: RegistryState, schema: Schema, fmt: str | None) -> dict[str, str]:
+        """`format=serialized`: a Protobuf schema as its base64 FileDescriptorProto (what
+        confluent-kafka's Protobuf deserializer asks for); other formats ignore it."""
+        if fmt != "serialized" or schema.schema_type != "PROTOBUF":
+            return {}
+        serialized = getattr(self.parse(state, schema), "serialized", None)
+        return {"schema": serialized()} if callable(serialized) else {}
 
     def subjects_of_id(self, schema_id: int, deleted: bool) -> list[dict[str, Any]]:
         """The (subject, version) pairs that hold the id."""
