@@ -71,16 +71,129 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
+def _query(request: Request, name: str) -> bool:
+    return parse_bool(request.query_params.get(name))
+
+
+def _run(fn: Callable[..., Any], *args: Any) -> Any:
+    """Registry operations may wait on the store: off the event loop."""
+    return asyncio.to_thread(fn, *args)
+
+
+class Endpoints:
+    """One method per REST endpoint: request in, JSON-able answer (or Response) out."""
+
+    def __init__(self, registry: SchemaRegistry) -> None:
+        self.registry = registry
+
+    async def root(self, request: Request) -> Any:
+        return {}
+
+    async def subjects(self, request: Request) -> Any:
+        return await _run(self.registry.subjects, _query(request, "deleted"))
+
+    async def versions(self, request: Request) -> Any:
+        s = request.path_params["subject"]
+        return await _run(self.registry.version_numbers, s, _query(request, "deleted"))
+
+    async def version(self, request: Request) -> Any:
+        p = request.path_params
+        deleted, fmt = _query(request, "deleted"), request.query_params.get("format")
+        return await _run(self.registry.version_json, p["subject"], p["version"], deleted, fmt)
+
+    async def version_schema(self, request: Request) -> Any:
+        p = request.path_params
+        deleted = _query(request, "deleted")
+        found = await _run(self.registry.version, p["subject"], p["version"], deleted)
+        return Response(found.schema.text, media_type=CONTENT_TYPE)
+
+    async def referenced_by(self, request: Request) -> Any:
+        p = request.path_params
+        return await _run(self.registry.referenced_by, p["subject"], p["version"])
+
+    async def register(self, request: Request) -> Any:
+        s, body = request.path_params["subject"], await _body(request)
+        return {"id": await _run(self.registry.register, s, body, _query(request, "normalize"))}
+
+    async def lookup(self, request: Request) -> Any:
+        s, body = request.path_params["subject"], await _body(request)
+        normalize, deleted = _query(request, "normalize"), _query(request, "deleted")
+        return await _run(self.registry.lookup, s, body, normalize, deleted)
+
+    async def delete_subject(self, request: Request) -> Any:
+        s = request.path_params["subject"]
+        return await _run(self.registry.delete_subject, s, _query(request, "permanent"))
+
+    async def delete_version(self, request: Request) -> Any:
+        p, permanent = request.path_params, _query(request, "permanent")
+        return await _run(self.registry.delete_version, p["subject"], p["version"], permanent)
+
+    async def schema_by_id(self, request: Request) -> Any:
+        subject, fmt = request.query_params.get("subject"), request.query_params.get("format")
+        return await _run(self.registry.schema_by_id, _schema_id(request), subject, fmt)
+
+    async def schema_text_by_id(self, request: Request) -> Any:
+        found = await _run(self.registry.schema_by_id, _schema_id(request))
+        return Response(found["schema"], media_type=CONTENT_TYPE)
+
+    async def id_subjects(self, request: Request) -> Any:
+        deleted = _query(request, "deleted")
+        pairs = await _run(self.registry.subjects_of_id, _schema_id(request), deleted)
+        return sorted({p["subject"] for p in pairs})
+
+    async def id_versions(self, request: Request) -> Any:
+        deleted = _query(request, "deleted")
+        return await _run(self.registry.subjects_of_id, _schema_id(request), deleted)
+
+    async def types(self, request: Request) -> Any:
+        return self.registry.types()
+
+    async def compatibility(self, request: Request) -> Any:
+        p, body = request.path_params, await _body(request)
+        messages = await _run(
+            self.registry.check, p["subject"], p.get("version"), body, _query(request, "normalize")
+        )
+        answer: dict[str, Any] = {"is_compatible": not messages}
+        if _query(request, "verbose"):
+            answer["messages"] = messages
+        return answer
+
+    async def get_config(self, request: Request) -> Any:
+        s = request.path_params.get("subject")
+        return await _run(self.registry.config, s, _query(request, "defaultToGlobal"))
+
+    async def put_config(self, request: Request) -> Any:
+        s = request.path_params.get("subject")
+        return await _run(self.registry.set_config, s, await _body(request))
+
+    async def delete_config(self, request: Request) -> Any:
+        return await _run(self.registry.delete_config, request.path_params.get("subject"))
+
+    async def get_mode(self, request: Request) -> Any:
+        s = request.path_params.get("subject")
+        return await _run(self.registry.mode, s, _query(request, "defaultToGlobal"))
+
+    async def put_mode(self, request: Request) -> Any:
+        s, body = request.path_params.get("subject"), await _body(request)
+        return await _run(self.registry.set_mode, s, body, _query(request, "force"))
+
+    async def delete_mode(self, request: Request) -> Any:
+        return await _run(self.registry.delete_mode, request.path_params.get("subject"))
+
+
+async def _answer(handler: Callable[[Request], Any], request: Request) -> Response:
+    result = await handler(request)
+    return result if isinstance(result, Response) else respond(result)
+
+
 def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
     """The ASGI app serving `registry`'s API."""
-
-    def query(request: Request, name: str) -> bool:
-        return parse_bool(request.query_params.get(name))
+    api = Endpoints(registry)
 
     def read(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
-                return await _answer(await handler(request))
+                return await _answer(handler, request)
             except RegistryError as e:
                 return error_response(e)
 
@@ -89,161 +202,53 @@ def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
     def write(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
-                return await _write(request, primary, lambda: _answer_later(handler, request))
+                return await _write(request, primary, lambda: _answer(handler, request))
             except RegistryError as e:
                 return error_response(e)
 
         return endpoint
 
-    async def _answer(result: Any) -> Response:
-        return result if isinstance(result, Response) else respond(result)
-
-    async def _answer_later(handler: Callable[[Request], Any], request: Request) -> Response:
-        return await _answer(await handler(request))
-
-    def run(fn: Callable[..., Any], *args: Any) -> Any:
-        return asyncio.to_thread(fn, *args)
-
-    async def root(request: Request) -> Any:
-        return {}
-
-    async def subjects(request: Request) -> Any:
-        return await run(registry.subjects, query(request, "deleted"))
-
-    async def versions(request: Request) -> Any:
-        s = request.path_params["subject"]
-        return await run(registry.version_numbers, s, query(request, "deleted"))
-
-    async def version(request: Request) -> Any:
-        p = request.path_params
-        deleted, fmt = query(request, "deleted"), request.query_params.get("format")
-        return await run(registry.version_json, p["subject"], p["version"], deleted, fmt)
-
-    async def version_schema(request: Request) -> Any:
-        p = request.path_params
-        found = await run(registry.version, p["subject"], p["version"], query(request, "deleted"))
-        return Response(found.schema.text, media_type=CONTENT_TYPE)
-
-    async def referenced_by(request: Request) -> Any:
-        p = request.path_params
-        return await run(registry.referenced_by, p["subject"], p["version"])
-
-    async def register(request: Request) -> Any:
-        s = request.path_params["subject"]
-        body = await _body(request)
-        return {"id": await run(registry.register, s, body, query(request, "normalize"))}
-
-    async def lookup(request: Request) -> Any:
-        s = request.path_params["subject"]
-        body = await _body(request)
-        normalize, deleted = query(request, "normalize"), query(request, "deleted")
-        return await run(registry.lookup, s, body, normalize, deleted)
-
-    async def delete_subject(request: Request) -> Any:
-        s = request.path_params["subject"]
-        return await run(registry.delete_subject, s, query(request, "permanent"))
-
-    async def delete_version(request: Request) -> Any:
-        p = request.path_params
-        permanent = query(request, "permanent")
-        return await run(registry.delete_version, p["subject"], p["version"], permanent)
-
-    async def schema_by_id(request: Request) -> Any:
-        subject, fmt = request.query_params.get("subject"), request.query_params.get("format")
-        return await run(registry.schema_by_id, _schema_id(request), subject, fmt)
-
-    async def schema_text_by_id(request: Request) -> Any:
-        found = await run(registry.schema_by_id, _schema_id(request))
-        return Response(found["schema"], media_type=CONTENT_TYPE)
-
-    async def id_subjects(request: Request) -> Any:
-        pairs = await run(registry.subjects_of_id, _schema_id(request), query(request, "deleted"))
-        return sorted({p["subject"] for p in pairs})
-
-    async def id_versions(request: Request) -> Any:
-        return await run(registry.subjects_of_id, _schema_id(request), query(request, "deleted"))
-
-    async def types(request: Request) -> Any:
-        return registry.types()
-
-    async def compatibility(request: Request) -> Any:
-        p = request.path_params
-        body = await _body(request)
-        messages = await run(
-            registry.check, p["subject"], p.get("version"), body, query(request, "normalize")
-        )
-        answer: dict[str, Any] = {"is_compatible": not messages}
-        if query(request, "verbose"):
-            answer["messages"] = messages
-        return answer
-
-    async def get_config(request: Request) -> Any:
-        s = request.path_params.get("subject")
-        return await run(registry.config, s, query(request, "defaultToGlobal"))
-
-    async def put_config(request: Request) -> Any:
-        s = request.path_params.get("subject")
-        return await run(registry.set_config, s, await _body(request))
-
-    async def delete_config(request: Request) -> Any:
-        return await run(registry.delete_config, request.path_params.get("subject"))
-
-    async def get_mode(request: Request) -> Any:
-        s = request.path_params.get("subject")
-        return await run(registry.mode, s, query(request, "defaultToGlobal"))
-
-    async def put_mode(request: Request) -> Any:
-        s = request.path_params.get("subject")
-        return await run(registry.set_mode, s, await _body(request), query(request, "force"))
-
-    async def delete_mode(request: Request) -> Any:
-        return await run(registry.delete_mode, request.path_params.get("subject"))
-
     subject = "/subjects/{subject:path}"
+    compatibility = "/compatibility" + subject + "/versions"
     routes = [
-        Route("/", read(root)),
-        Route("/subjects", read(subjects)),
-        Route(subject + "/versions/{version}/schema", read(version_schema)),
-        Route(subject + "/versions/{version}/referencedby", read(referenced_by)),
-        Route(subject + "/versions/{version}", read(version), methods=["GET"]),
-        Route(subject + "/versions/{version}", write(delete_version), methods=["DELETE"]),
-        Route(subject + "/versions", read(versions), methods=["GET"]),
-        Route(subject + "/versions", write(register), methods=["POST"]),
-        Route(subject, read(lookup), methods=["POST"]),
-        Route(subject, write(delete_subject), methods=["DELETE"]),
-        Route("/schemas/types", read(types)),
-        Route("/schemas/ids/{id}", read(schema_by_id)),
-        Route("/schemas/ids/{id}/schema", read(schema_text_by_id)),
-        Route("/schemas/ids/{id}/subjects", read(id_subjects)),
-        Route("/schemas/ids/{id}/versions", read(id_versions)),
-        Route(
-            "/compatibility" + subject + "/versions/{version}",
-            read(compatibility),
-            methods=["POST"],
-        ),
-        Route("/compatibility" + subject + "/versions", read(compatibility), methods=["POST"]),
+        Route("/", read(api.root)),
+        Route("/subjects", read(api.subjects)),
+        Route(subject + "/versions/{version}/schema", read(api.version_schema)),
+        Route(subject + "/versions/{version}/referencedby", read(api.referenced_by)),
+        Route(subject + "/versions/{version}", read(api.version), methods=["GET"]),
+        Route(subject + "/versions/{version}", write(api.delete_version), methods=["DELETE"]),
+        Route(subject + "/versions", read(api.versions), methods=["GET"]),
+        Route(subject + "/versions", write(api.register), methods=["POST"]),
+        Route(subject, read(api.lookup), methods=["POST"]),
+        Route(subject, write(api.delete_subject), methods=["DELETE"]),
+        Route("/schemas/types", read(api.types)),
+        Route("/schemas/ids/{id}", read(api.schema_by_id)),
+        Route("/schemas/ids/{id}/schema", read(api.schema_text_by_id)),
+        Route("/schemas/ids/{id}/subjects", read(api.id_subjects)),
+        Route("/schemas/ids/{id}/versions", read(api.id_versions)),
+        Route(compatibility + "/{version}", read(api.compatibility), methods=["POST"]),
+        Route(compatibility, read(api.compatibility), methods=["POST"]),
     ]
     for path in ("/config", "/config/{subject:path}"):
-        routes.append(Route(path, read(get_config), methods=["GET"]))
-        routes.append(Route(path, write(put_config), methods=["PUT"]))
-        routes.append(Route(path, write(delete_config), methods=["DELETE"]))
+        routes.append(Route(path, read(api.get_config), methods=["GET"]))
+        routes.append(Route(path, write(api.put_config), methods=["PUT"]))
+        routes.append(Route(path, write(api.delete_config), methods=["DELETE"]))
     for path in ("/mode", "/mode/{subject:path}"):
-        routes.append(Route(path, read(get_mode), methods=["GET"]))
-        routes.append(Route(path, write(put_mode), methods=["PUT"]))
-        routes.append(Route(path, write(delete_mode), methods=["DELETE"]))
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        status = getattr(exc, "status_code", 404)
-        return respond(
-            {"error_code": status, "message": f"HTTP {status}: {request.url.path}"}, status
-        )
-
-    async def internal(request: Request, exc: Exception) -> Response:
-        return respond({"error_code": 50001, "message": f"Internal error: {exc}"}, 500)
-
+        routes.append(Route(path, read(api.get_mode), methods=["GET"]))
+        routes.append(Route(path, write(api.put_mode), methods=["PUT"]))
+        routes.append(Route(path, write(api.delete_mode), methods=["DELETE"]))
     return Starlette(
-        routes=routes, exception_handlers={404: not_found, 405: not_found, 500: internal}
+        routes=routes, exception_handlers={404: _not_found, 405: _not_found, 500: _internal}
     )
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 404)
+    return respond({"error_code": status, "message": f"HTTP {status}: {request.url.path}"}, status)
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    return respond({"error_code": 50001, "message": f"Internal error: {exc}"}, 500)
 
 
 async def _write(
