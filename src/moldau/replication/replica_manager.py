@@ -515,14 +515,13 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, Writable],
         *,
         required_acks: int,
-        timeout_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         allow_zstd: bool = True,
         transactional_id: str | None = None,
     ) -> dict[TopicPartition, AppendResult]:
-        """Produce: append every partition, then (acks=all) wait until the HW passes each
-        appended batch or ``timeout_ms`` passes. A transactional producer's first batch on
-        a partition is verified with its coordinator first (KIP-890)."""
+        """Produce: append every partition, without waiting for the followers (acks=all
+        then waits with :meth:`await_replication`). A transactional producer's first batch
+        on a partition is verified with its coordinator first (KIP-890)."""
         refused: dict[TopicPartition, ErrorCode] = {}
         guards: dict[TopicPartition, Guard] = {}
         if transactional_id and origin is AppendOrigin.CLIENT:
@@ -542,8 +541,6 @@ class ReplicaManager:
             )
             for tp, records in entries.items()
         }
-        if required_acks == -1:
-            await self.await_replication(results, timeout_ms)
         return results
 
     async def _recompress_big_batches(
