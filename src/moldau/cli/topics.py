@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Annotated
 
 import typer
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -18,7 +20,8 @@ from confluent_kafka.admin import (
     TopicMetadata,
 )
 
-from moldau.admin.tiers import PartitionTiers, partition_tiers
+from moldau.admin.log_dirs import partition_sizes
+from moldau.admin.tiers import PartitionTiers, java_uuid, partition_tiers, remote_log_sizes
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -28,6 +31,7 @@ from moldau.cli.common import (
     JsonOption,
     PropertyOption,
     admin_client,
+    client_config,
     cluster_metadata,
     out,
     parse_pairs,
@@ -37,6 +41,7 @@ from moldau.cli.common import (
     table,
     topic_metadata,
 )
+from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC
 
 app = typer.Typer(help="Create, list, describe, alter and delete topics.", no_args_is_help=True)
 
@@ -128,11 +133,17 @@ def describe(
         topics = [everything[name] for name in sorted(everything) if not _is_internal(name)]
     overrides = _config_overrides(admin, [str(t.topic) for t in topics])
     brokers = cluster_metadata(admin).brokers
-    tiers = {
-        str(t.topic): _tiers(t, brokers)
-        for t in topics
-        if overrides[str(t.topic)].get("remote.storage.enable") == "true"
-    }
+    tiered = [t for t in topics if overrides[str(t.topic)].get("remote.storage.enable") == "true"]
+    tiers = (
+        _tiers(
+            admin,
+            tiered,
+            brokers,
+            client_config(bootstrap, properties, command_config=command_config),
+        )
+        if tiered
+        else {}
+    )
     if json_output:
         print_json(
             [
@@ -145,14 +156,46 @@ def describe(
         _print_topic(topic, overrides[str(topic.topic)], tiers.get(str(topic.topic)))
 
 
-def _tiers(topic: TopicMetadata, brokers: dict) -> dict[int, PartitionTiers | None]:
-    """A tiered topic's log start, local log start and last tiered offset per partition."""
-    leaders = {
-        p.id: (brokers[p.leader].host, brokers[p.leader].port)
-        for p in topic.partitions.values()
-        if p.leader in brokers
-    }
-    return asyncio.run(partition_tiers(str(topic.topic), leaders))
+def _tiers(
+    admin: AdminClient, topics: list[TopicMetadata], brokers: dict, config: dict
+) -> dict[str, dict[int, PartitionTiers | None]]:
+    """Per tiered topic and partition: log start, local log start, last tiered offset,
+    log end, and the local and remote sizes."""
+    names = [str(t.topic) for t in topics]
+    described = admin.describe_topics(TopicCollection(names))
+    local = asyncio.run(partition_sizes(config["bootstrap.servers"]))
+    meta = cluster_metadata(admin).topics.get(REMOTE_LOG_METADATA_TOPIC)
+    found: dict[str, dict[int, PartitionTiers | None]] = {}
+    for topic in topics:
+        name = str(topic.topic)
+        leaders = {
+            p.id: (brokers[p.leader].host, brokers[p.leader].port)
+            for p in topic.partitions.values()
+            if p.leader in brokers
+        }
+        offsets = asyncio.run(partition_tiers(name, leaders))
+        remote = {}
+        if meta is not None:
+            tid = result(described[name]).topic_id
+            remote = remote_log_sizes(
+                config,
+                java_uuid(tid.get_most_significant_bits(), tid.get_least_significant_bits()),
+                name,
+                sorted(topic.partitions),
+                len(meta.partitions),
+            )
+        found[name] = {
+            p: None
+            if tier is None
+            else replace(
+                tier,
+                local_size_bytes=local.get((name, p)),
+                remote_size_bytes=remote[p].size_bytes if p in remote else None,
+                remote_segments=remote[p].segments if p in remote else None,
+            )
+            for p, tier in offsets.items()
+        }
+    return found
 
 
 @app.command()
@@ -257,6 +300,10 @@ def _topic_json(
                 "log_start_offset": tier.log_start_offset,
                 "local_log_start_offset": tier.local_log_start_offset,
                 "highest_offset_in_remote_storage": tier.highest_offset_in_remote_storage,
+                "log_end_offset": tier.log_end_offset,
+                "local_size_bytes": tier.local_size_bytes,
+                "remote_size_bytes": tier.remote_size_bytes,
+                "remote_segments": tier.remote_segments,
             }
         rows.append(row)
     return {
@@ -284,24 +331,34 @@ def _print_topic(
     )
     columns = ["PARTITION", "LEADER", "REPLICAS", "ISR"]
     if tiers is not None:
-        columns += ["LOG-START", "LOCAL-LOG-START", "TIERED-OFFSET"]
+        columns += ["REMOTE", "REMOTE-SIZE", "LOCAL", "LOCAL-SIZE"]
     grid = table(*columns)
     for p in partitions:
         row = [str(p.id), str(p.leader), _ids(p.replicas), _ids(p.isrs)]
         if tiers is not None:
             tier = tiers.get(p.id)
-            row += (
-                ["?"] * 3
-                if tier is None
-                else [
-                    str(tier.log_start_offset),
-                    str(tier.local_log_start_offset),
-                    str(tier.highest_offset_in_remote_storage),
-                ]
-            )
+            row += ["?"] * 4 if tier is None else _tier_cells(tier)
         grid.add_row(*row)
     out.print(grid)
     out.print()
+
+
+def _tier_cells(tier: PartitionTiers) -> list[str]:
+    """The remote and local offset ranges (first-last, "-" when empty) and sizes."""
+    remote_end = tier.highest_offset_in_remote_storage
+    local_end = tier.log_end_offset - 1
+    return [
+        f"{tier.log_start_offset}-{remote_end}" if remote_end >= tier.log_start_offset else "-",
+        _size(tier.remote_size_bytes),
+        f"{tier.local_log_start_offset}-{local_end}"
+        if local_end >= tier.local_log_start_offset
+        else "-",
+        _size(tier.local_size_bytes),
+    ]
+
+
+def _size(n: int | None) -> str:
+    return "?" if n is None else f"{n} B"
 
 
 def _ids(broker_ids: list[int]) -> str:
