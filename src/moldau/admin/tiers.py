@@ -12,9 +12,10 @@ import asyncio
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
+from moldau.admin.log_dirs import partition_sizes
 from moldau.protocol.client import Address, NetworkClient
 from moldau.protocol.messages.list_offsets_request import (
     ListOffsetsPartition,
@@ -29,6 +30,9 @@ from moldau.storage.remote.metadata_records import (
     metadata_partition,
 )
 from moldau.storage.remote.segment import TopicIdPartition
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient, TopicMetadata
 
 LIST_OFFSETS_VERSION = 9
 LATEST, EARLIEST, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -4, -5
@@ -168,3 +172,51 @@ def java_uuid(msb: int, lsb: int) -> uuid.UUID:
     """A Kafka Uuid from its two signed longs (confluent-kafka's ``Uuid``)."""
     mask = (1 << 64) - 1
     return uuid.UUID(int=((msb & mask) << 64) | (lsb & mask))
+
+
+def describe_tiers(
+    admin: AdminClient, topics: list[TopicMetadata], brokers: dict, config: dict
+) -> dict[str, dict[int, PartitionTiers | None]]:
+    """Per tiered topic and partition (``topics``: the Metadata of each, ``brokers`` its
+    brokers by id, ``config`` a librdkafka configuration of the cluster): log start, local
+    log start, last tiered offset, log end, and the local and remote sizes."""
+    from confluent_kafka import TopicCollection
+
+    names = [str(t.topic) for t in topics]
+    described = admin.describe_topics(TopicCollection(names))
+    local = asyncio.run(partition_sizes(config["bootstrap.servers"]))
+    meta = admin.list_topics(
+        REMOTE_LOG_METADATA_TOPIC, timeout=REQUEST_TIMEOUT_MS / 1000
+    ).topics.get(REMOTE_LOG_METADATA_TOPIC)
+    meta = meta if meta is not None and meta.error is None else None
+    found: dict[str, dict[int, PartitionTiers | None]] = {}
+    for topic in topics:
+        name = str(topic.topic)
+        leaders = {
+            p.id: (brokers[p.leader].host, brokers[p.leader].port)
+            for p in topic.partitions.values()
+            if p.leader in brokers
+        }
+        offsets = asyncio.run(partition_tiers(name, leaders))
+        remote = {}
+        if meta is not None:
+            tid = described[name].result().topic_id
+            remote = remote_log_sizes(
+                config,
+                java_uuid(tid.get_most_significant_bits(), tid.get_least_significant_bits()),
+                name,
+                sorted(topic.partitions),
+                len(meta.partitions),
+            )
+        found[name] = {
+            p: None
+            if tier is None
+            else replace(
+                tier,
+                local_size_bytes=local.get((name, p)),
+                remote_size_bytes=remote[p].size_bytes if p in remote else None,
+                remote_segments=remote[p].segments if p in remote else None,
+            )
+            for p, tier in offsets.items()
+        }
+    return found

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import replace
 from typing import Annotated
 
 import typer
-from confluent_kafka import TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -20,8 +17,7 @@ from confluent_kafka.admin import (
     TopicMetadata,
 )
 
-from moldau.admin.log_dirs import partition_sizes
-from moldau.admin.tiers import PartitionTiers, java_uuid, partition_tiers, remote_log_sizes
+from moldau.admin.tiers import PartitionTiers, describe_tiers
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -41,7 +37,6 @@ from moldau.cli.common import (
     table,
     topic_metadata,
 )
-from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC
 
 app = typer.Typer(help="Create, list, describe, alter and delete topics.", no_args_is_help=True)
 
@@ -135,7 +130,7 @@ def describe(
     brokers = cluster_metadata(admin).brokers
     tiered = [t for t in topics if overrides[str(t.topic)].get("remote.storage.enable") == "true"]
     tiers = (
-        _tiers(
+        describe_tiers(
             admin,
             tiered,
             brokers,
@@ -154,48 +149,6 @@ def describe(
         return
     for topic in topics:
         _print_topic(topic, overrides[str(topic.topic)], tiers.get(str(topic.topic)))
-
-
-def _tiers(
-    admin: AdminClient, topics: list[TopicMetadata], brokers: dict, config: dict
-) -> dict[str, dict[int, PartitionTiers | None]]:
-    """Per tiered topic and partition: log start, local log start, last tiered offset,
-    log end, and the local and remote sizes."""
-    names = [str(t.topic) for t in topics]
-    described = admin.describe_topics(TopicCollection(names))
-    local = asyncio.run(partition_sizes(config["bootstrap.servers"]))
-    meta = cluster_metadata(admin).topics.get(REMOTE_LOG_METADATA_TOPIC)
-    found: dict[str, dict[int, PartitionTiers | None]] = {}
-    for topic in topics:
-        name = str(topic.topic)
-        leaders = {
-            p.id: (brokers[p.leader].host, brokers[p.leader].port)
-            for p in topic.partitions.values()
-            if p.leader in brokers
-        }
-        offsets = asyncio.run(partition_tiers(name, leaders))
-        remote = {}
-        if meta is not None:
-            tid = result(described[name]).topic_id
-            remote = remote_log_sizes(
-                config,
-                java_uuid(tid.get_most_significant_bits(), tid.get_least_significant_bits()),
-                name,
-                sorted(topic.partitions),
-                len(meta.partitions),
-            )
-        found[name] = {
-            p: None
-            if tier is None
-            else replace(
-                tier,
-                local_size_bytes=local.get((name, p)),
-                remote_size_bytes=remote[p].size_bytes if p in remote else None,
-                remote_segments=remote[p].segments if p in remote else None,
-            )
-            for p, tier in offsets.items()
-        }
-    return found
 
 
 @app.command()
