@@ -190,7 +190,19 @@ def disk_part(store: SeaweedFS, total_mib: float, local_mib: float, step_mib: fl
                     "at_s": round(time.monotonic() - started, 1),
                 }
             )
+        # then the copies catch up and local retention brings the disk back down
+        produced_at = time.monotonic()
+        wait(
+            lambda: local_segments(b.data_dir, "long") <= local_mib * MIB / SEGMENT + 2,
+            "local retention",
+        )
         return {
+            "produce_mib_s": round(total_mib / (produced_at - started), 1),
+            "copied_mib_s": round(
+                remote_bytes(store, "d/") / MIB / (time.monotonic() - started), 1
+            ),
+            "settled_after_s": round(time.monotonic() - produced_at, 1),
+            "settled_local_mib": round(local_bytes(b.data_dir, "long") / MIB, 2),
             "local_retention_mib": local_mib,
             "segment_mib": SEGMENT / MIB,
             "max_local_mib": max(s["local_mib"] for s in samples),
