@@ -16,6 +16,8 @@ from tests.console.conftest import start_console, stop_console
 from tests.console.test_browser import cells
 from tests.tiered.test_tiered_broker import TIERED, local_bases, wait_for
 
+pytestmark = pytest.mark.slow  # a broker, the console and Chromium: ~35 s
+
 TOPIC = "tiered-shown"
 
 
