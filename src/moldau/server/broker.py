@@ -37,6 +37,7 @@ from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
+from moldau.server.schema_validation import SchemaValidation
 from moldau.server.services import Services
 from moldau.server.tiered_storage import TieredStorage
 from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
@@ -103,6 +104,7 @@ class Broker:
         self.transactions = self._transaction_coordinator()
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
+        self.schema_validation = SchemaValidation(self.topic_log_config)
         for listener in (
             self.dynamic_config,
             self.replica_manager,
@@ -277,6 +279,7 @@ class Broker:
             transactions=self.transactions,
             authorizer=self.authorizer,
             quotas=self.quotas,
+            schema_validation=self.schema_validation,
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:
