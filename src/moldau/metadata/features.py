@@ -42,7 +42,14 @@ LEVELS: dict[int, tuple[str, bool]] = {
 }
 MINIMUM_KRAFT_LEVEL = 1
 LATEST_LEVEL = 7  # 3.3-IV3
-SUPPORTED: dict[str, tuple[int, int]] = {METADATA_VERSION: (MINIMUM_KRAFT_LEVEL, LATEST_LEVEL)}
+GROUP_VERSION = "group.version"
+"""Level 1: KIP-848 consumer groups (ConsumerGroupHeartbeat); finalized at bootstrap."""
+SUPPORTED: dict[str, tuple[int, int]] = {
+    METADATA_VERSION: (MINIMUM_KRAFT_LEVEL, LATEST_LEVEL),
+    GROUP_VERSION: (0, 1),
+}
+BOOTSTRAP_LEVELS: dict[str, int] = {GROUP_VERSION: 1}
+"""Features besides metadata.version that a new cluster finalizes, as Kafka 4 does."""
 
 
 class UpgradeType(IntEnum):

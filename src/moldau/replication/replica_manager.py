@@ -376,6 +376,19 @@ class ReplicaManager:
         leader = part.leader if part.leader >= 0 else part.replicas[0] if part.replicas else -1
         return leader == self.node_id
 
+    def _waiting_for_remote_tier(self, tp: TopicPartition) -> str:
+        """For a tiered partition whose closed segments are not copied yet (the remote
+        store is down or slow), why its disk keeps filling: local retention deletes only
+        copied segments."""
+        rlm = self.remote_log_manager
+        sizes = rlm.tier_sizes(tp) if rlm is not None else None
+        if sizes is None or not sizes.copy_lag_segments:
+            return ""
+        return (
+            f"; {sizes.copy_lag_segments} closed segments ({sizes.copy_lag_bytes} bytes) wait "
+            "to be copied to the remote tier and stay on this disk until then"
+        )
+
     def _stop_replica(
         self, tp: TopicPartition, topic_id: bytes, *, delete_remote: bool = False
     ) -> None:
@@ -491,7 +504,7 @@ class ReplicaManager:
         except KafkaError as e:
             return AppendResult(e.code, str(e))
         except OSError as e:
-            log.error("append to %s-%d failed: %s", *tp, e)
+            log.error("append to %s-%d failed: %s%s", *tp, e, self._waiting_for_remote_tier(tp))
             self.log_manager.report_error(tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
         self.topic_stats.appended(tp[0], len(records), appended.base_offset, appended.last_offset)

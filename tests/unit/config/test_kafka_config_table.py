@@ -54,6 +54,9 @@ def test_every_kafka_config_is_known() -> None:
         # Kafka's internal (undocumented) backoff of the remote log manager's tasks.
         "remote.log.manager.task.retry.backoff.ms",
         "remote.log.manager.task.retry.backoff.max.ms",
+        # The schema registry inside the server (docs/schema-registry.md).
+        "schema.registry.listeners",
+        "schema.registry.advertised.listener",
     }
 
 

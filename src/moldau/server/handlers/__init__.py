@@ -20,6 +20,8 @@ from moldau.server.handlers import (
     alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -117,6 +119,8 @@ _MODULES: list[ModuleType] = [
     offset_for_leader_epoch,
     describe_log_dirs,
     alter_replica_log_dirs,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 ]
 
 

@@ -1,4 +1,4 @@
-"""ListGroups, with the v4 states filter."""
+"""ListGroups, with the v4 states filter and the v5 types filter (KIP-848)."""
 
 from __future__ import annotations
 
@@ -14,21 +14,27 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.LIST_GROUPS, 0, 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.LIST_GROUPS, 0, 5
 
 
 async def handle(
     services: Services, ctx: RequestContext, request: ListGroupsRequest
 ) -> ListGroupsResponse:
     states = request.states_filter or ()
-    if None in states:  # entries are non-nullable strings: a null one is a broken request
+    types = request.types_filter or ()
+    if None in states or None in types:  # entries are non-nullable strings: a null one is a broken request
         return ListGroupsResponse(error_code=ErrorCode.INVALID_REQUEST)
     access = services.authorizer
     everything = access.cluster(ctx, AclOperation.DESCRIBE, log_denied=False)
     return ListGroupsResponse(
         groups=[
-            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
-            for g in services.groups.list_groups(states)
+            ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type=g.group_type,
+            )
+            for g in services.groups.list_groups(states, types)
             if everything
             or access.allowed(
                 ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False
