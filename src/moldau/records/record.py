@@ -81,17 +81,6 @@ class _Reader:
         n = self.varint()
         return None if n == -1 else self.take(n)
 
-    def head(self, size: int) -> bytes | None:
-        """The first ``size`` bytes of a nullable field, skipping the rest of it."""
-        n = self.varint()
-        if n == -1:
-            return None
-        start = self.pos
-        if n < 0 or start + n > len(self.buf):
-            raise InvalidRecordError("record field runs past its batch")
-        self.pos = start + n
-        return bytes(self.buf[start : start + min(n, size)])
-
 
 def _read_record(reader: _Reader, info: BatchInfo) -> Record:
     length = reader.varint()
@@ -130,27 +119,45 @@ def decode_records(batch: Buffer) -> list[Record]:
     return records
 
 
-def key_value_heads(batch: Buffer, size: int) -> Iterator[tuple[bytes | None, bytes | None]]:
+def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """(zigzag varint at ``pos``, the position after it); IndexError past the end."""
+    raw = shift = 0
+    while shift < 64:
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+    raise InvalidRecordError("malformed varint in record")
+
+
+def key_value_heads(batch: Buffer, size: int) -> list[tuple[bytes | None, bytes | None]]:
     """The first ``size`` bytes of each record's key and value in one whole batch (None for
-    a null one), without copying the bodies: what a check of their framing needs."""
+    a null one), skipping the rest: what a check of their framing needs, in one loop."""
     info = read_batch_header(batch)
     if not BATCH_HEADER_SIZE <= info.size <= len(batch):
         raise CorruptRecordError("batch size does not match its buffer")
-    body = memoryview(batch)[RECORDS_OFFSET : info.size]
-    records = body if info.compression == Compression.NONE else decompress(info.compression, body)
-    reader = _Reader(records)  # type: ignore[arg-type]  # a memoryview reads the same
-    for _ in range(info.record_count):
-        length = reader.varint()
-        end = reader.pos + length
-        reader.pos += 1  # record attributes
-        reader.varint()  # timestamp delta
-        reader.varint()  # offset delta
-        key = reader.head(size)
-        value = reader.head(size)
-        if end > len(reader.buf) or reader.pos > end:
-            raise InvalidRecordError("record runs past its batch")
-        reader.pos = end
-        yield key, value
+    buf = decompress(info.compression, memoryview(batch)[RECORDS_OFFSET : info.size])
+    heads: list[tuple[bytes | None, bytes | None]] = []
+    pos = 0
+    try:
+        for _ in range(info.record_count):
+            length, pos = _varint_at(buf, pos)
+            end = pos + length
+            _, pos = _varint_at(buf, pos + 1)  # after the attributes: the timestamp delta
+            _, pos = _varint_at(buf, pos)  # offset delta
+            key_length, pos = _varint_at(buf, pos)
+            key = None if key_length < 0 else buf[pos : pos + min(key_length, size)]
+            value_length, pos = _varint_at(buf, pos + max(key_length, 0))
+            value = None if value_length < 0 else buf[pos : pos + min(value_length, size)]
+            if pos + max(value_length, 0) > end or end > len(buf):
+                raise InvalidRecordError("record runs past its batch")
+            heads.append((key, value))
+            pos = end
+    except IndexError:
+        raise InvalidRecordError("record runs past its batch") from None
+    return heads
 
 
 def iter_batches(
