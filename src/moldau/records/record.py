@@ -134,7 +134,10 @@ def _varint_at(buf: bytes, pos: int) -> tuple[int, int]:
 
 def key_value_heads(batch: Buffer, size: int) -> list[tuple[bytes | None, bytes | None]]:
     """The first ``size`` bytes of each record's key and value in one whole batch (None for
-    a null one), skipping the rest: what a check of their framing needs, in one loop."""
+    a null one), skipping the rest: what a check of their framing needs.
+
+    The produce hot path of validating topics: one loop, single-byte varints decoded inline
+    and the two deltas skipped without decoding (a few times faster than a decoder call per field)."""
     info = read_batch_header(batch)
     if not BATCH_HEADER_SIZE <= info.size <= len(batch):
         raise CorruptRecordError("batch size does not match its buffer")
@@ -143,15 +146,39 @@ def key_value_heads(batch: Buffer, size: int) -> list[tuple[bytes | None, bytes 
     pos = 0
     try:
         for _ in range(info.record_count):
-            length, pos = _varint_at(buf, pos)
+            byte = buf[pos]
+            if byte < 0x80:
+                length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                length, pos = _varint_at(buf, pos)
             end = pos + length
-            _, pos = _varint_at(buf, pos + 1)  # after the attributes: the timestamp delta
-            _, pos = _varint_at(buf, pos)  # offset delta
-            key_length, pos = _varint_at(buf, pos)
-            key = None if key_length < 0 else buf[pos : pos + min(key_length, size)]
-            value_length, pos = _varint_at(buf, pos + max(key_length, 0))
-            value = None if value_length < 0 else buf[pos : pos + min(value_length, size)]
-            if pos + max(value_length, 0) > end or end > len(buf):
+            pos += 1  # the record's attributes
+            while buf[pos] & 0x80:  # the timestamp delta
+                pos += 1
+            pos += 1
+            while buf[pos] & 0x80:  # the offset delta
+                pos += 1
+            byte = buf[pos + 1]
+            if byte < 0x80:
+                key_length, pos = (byte >> 1) ^ -(byte & 1), pos + 2
+            else:
+                key_length, pos = _varint_at(buf, pos + 1)
+            if key_length < 0:
+                key = None
+            else:
+                key = buf[pos : pos + (size if key_length > size else key_length)]
+                pos += key_length
+            byte = buf[pos]
+            if byte < 0x80:
+                value_length, pos = (byte >> 1) ^ -(byte & 1), pos + 1
+            else:
+                value_length, pos = _varint_at(buf, pos)
+            if value_length < 0:
+                value = None
+            else:
+                value = buf[pos : pos + (size if value_length > size else value_length)]
+                pos += value_length
+            if pos > end or end > len(buf):
                 raise InvalidRecordError("record runs past its batch")
             heads.append((key, value))
             pos = end

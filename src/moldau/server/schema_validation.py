@@ -32,22 +32,16 @@ class SchemaIds(Protocol):
 
 
 class _Check:
-    """One side (key or value) of a topic to check, with the ids that pass."""
+    """One side (key or value) of a topic to check: the five-byte frames that pass."""
 
-    __slots__ = ("part", "subject", "ids")
+    __slots__ = ("part", "subject", "frames")
 
     def __init__(self, part: str, subject: str | None, ids: frozenset[int]) -> None:
         self.part = part
         self.subject = subject
-        self.ids = ids
+        self.frames = frozenset(FRAME.pack(0, i) for i in ids)
 
-    def error(self, index: int, head: bytes | None) -> str | None:
-        if head is None:  # a null key or a tombstone: nothing to frame
-            return None
-        if len(head) == FRAME.size:
-            magic, schema_id = FRAME.unpack(head)
-            if magic == 0 and schema_id in self.ids:
-                return None
+    def error(self, index: int) -> str:
         where = f"subject {self.subject}" if self.subject else "any subject"
         return f"record {index}: {self.part} is not framed by a schema id registered for {where}"
 
@@ -114,18 +108,19 @@ def _first_error(checks: list[_Check], records: Buffer) -> tuple[int, str] | Non
         infos = scan_batches(records, verify_crc=False, strict=False)
     except KafkaError:
         return None  # not whole batches: the append refuses them with the reason
-    key_check = next((c for c in checks if c.part == "key"), None)
-    value_check = next((c for c in checks if c.part == "value"), None)
+    by_part = {c.part: c for c in checks}
+    keys = by_part["key"].frames if "key" in by_part else None
+    values = by_part["value"].frames if "value" in by_part else None
     view = memoryview(records)
     index = 0
     try:
         for info in infos:
-            for key, value in key_value_heads(view[info.position : info.end_position], FRAME.size):
-                error = (key_check and key_check.error(index, key)) or (
-                    value_check and value_check.error(index, value)
-                )
-                if error:
-                    return index, error
+            heads = key_value_heads(view[info.position : info.end_position], FRAME.size)
+            for key, value in heads:  # None: a null key or a tombstone, nothing to frame
+                if keys is not None and key is not None and key not in keys:
+                    return index, by_part["key"].error(index)
+                if values is not None and value is not None and value not in values:
+                    return index, by_part["value"].error(index)
                 index += 1
     except KafkaError as e:
         return index, f"record {index}: malformed ({e})"
