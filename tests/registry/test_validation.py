@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import ConfigResource
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -17,7 +18,14 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from moldau.protocol.errors import ErrorCode
 from moldau.records.compression import Compression
 from moldau.records.record import build_batch
-from tests.integration.helpers import PRODUCE_VERSION, RawClient, produce_request
+from tests.integration.helpers import (
+    PRODUCE_VERSION,
+    RawClient,
+    admin,
+    alter_topic_config,
+    produce_request,
+    wait_until,
+)
 from tests.registry.conftest import RegistryBroker
 
 PING = {"type": "record", "name": "Ping", "fields": [{"name": "n", "type": "int"}]}
@@ -134,3 +142,22 @@ def test_plain_topic_is_unaffected(registry_broker: RegistryBroker) -> None:
     records = [(b"k", b"plain text"), (None, framed(123456))]
     assert produce_batch(registry_broker, topic, records) == [None, None]
     assert stored(registry_broker, topic) == records
+
+
+def described(bootstrap: str, topic: str) -> str:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    client = admin(bootstrap)  # must outlive its futures
+    configs = client.describe_configs([resource])[resource].result(timeout=30)
+    return str(configs["confluent.value.schema.validation"].value)
+
+
+def test_validation_switched_on_later(registry_broker: RegistryBroker) -> None:
+    """IncrementalAlterConfigs turns it on for an existing topic: the next batch is checked."""
+    topic = registry_broker.broker.create_topic("switched", partitions=1)
+    assert produce_batch(registry_broker, topic, [(None, b"before")]) == [None]
+    bootstrap = registry_broker.broker.bootstrap
+    alter_topic_config(bootstrap, topic, {"confluent.value.schema.validation": "true"})
+    wait_until(lambda: described(bootstrap, topic) == "true", "the config in the metadata")
+    errors = produce_batch(registry_broker, topic, [(None, b"after")])
+    assert errors[0] is not None and errors[0].code() == KafkaError.INVALID_RECORD
+    assert stored(registry_broker, topic) == [(None, b"before")]
