@@ -57,6 +57,10 @@ from moldau.server.handlers import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     update_features,
@@ -115,6 +119,10 @@ _MODULES: list[ModuleType] = [
     offset_for_leader_epoch,
     describe_log_dirs,
     alter_replica_log_dirs,
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
 ]
 
 
