@@ -99,6 +99,7 @@ class Broker:
             self.clock,
             SYSTEM_IDS,
             self.replica_manager.purgatory.notify,
+            lambda group_id: self.publisher.image.group_configs.get(group_id, {}),
         )
         self.share_sessions = ShareSessionCache()
         self.fetchers = ReplicaFetcherManager(
