@@ -11,6 +11,7 @@ from tests.integration.helpers import FreshBroker
 from tests.java.client import JavaClient
 
 MV = "metadata.version"
+SHARE = {"share.version": [1, 1]}  # KIP-932: always on
 
 
 def describe(java: JavaClient, bootstrap: str) -> dict:
@@ -19,8 +20,8 @@ def describe(java: JavaClient, bootstrap: str) -> dict:
 
 def test_new_cluster_reports_its_metadata_version(broker: BrokerProcess, java: JavaClient) -> None:
     features = describe(java, broker.bootstrap)
-    assert features["supported"] == {MV: [MINIMUM_KRAFT_LEVEL, LATEST_LEVEL]}
-    assert features["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL]}
+    assert features["supported"] == {MV: [MINIMUM_KRAFT_LEVEL, LATEST_LEVEL], **SHARE}
+    assert features["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL], **SHARE}
     assert features["epoch"] >= 0
 
 
@@ -46,7 +47,7 @@ def test_refused_updates(broker: BrokerProcess, java: JavaClient) -> None:
     ]
     for error, reason in zip(errors, reasons, strict=True):
         assert "InvalidUpdateVersionException" in str(error) and reason in str(error), error
-    assert describe(java, broker.bootstrap)["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL]}
+    assert describe(java, broker.bootstrap)["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL], **SHARE}
 
 
 def test_upgrade_from_an_older_bootstrap_level(fresh_broker: FreshBroker, java: JavaClient) -> None:
@@ -54,14 +55,14 @@ def test_upgrade_from_an_older_bootstrap_level(fresh_broker: FreshBroker, java: 
     format reads it) is upgraded with updateFeatures; the level survives a restart."""
     b = fresh_broker({"inter.broker.protocol.version": "3.3-IV1"})
     before = describe(java, b.bootstrap)
-    assert before["finalized"] == {MV: [5, 5]}
+    assert before["finalized"] == {MV: [5, 5], **SHARE}
     java.admin(
         b.bootstrap,
         ["update-features", "--feature", MV, "--level", "7", "--validate-only", "true"],
     ).check()
-    assert describe(java, b.bootstrap)["finalized"] == {MV: [5, 5]}
+    assert describe(java, b.bootstrap)["finalized"] == {MV: [5, 5], **SHARE}
     java.admin(b.bootstrap, ["update-features", "--feature", MV, "--level", "7"]).check()
     after = describe(java, b.bootstrap)
-    assert after["finalized"] == {MV: [7, 7]} and after["epoch"] > before["epoch"]
+    assert after["finalized"] == {MV: [7, 7], **SHARE} and after["epoch"] > before["epoch"]
     b.restart()
-    assert describe(java, b.bootstrap)["finalized"] == {MV: [7, 7]}
+    assert describe(java, b.bootstrap)["finalized"] == {MV: [7, 7], **SHARE}

@@ -71,8 +71,9 @@ def test_three_consumers_share_one_partition_each_record_once(
             while not done.is_set():
                 got[i] += [(m.offset(), m.value()) for m in poll(consumer)]
                 time.sleep(0.01)  # let the others fetch too
+            consumer.commit_sync()  # acknowledges the last poll; close() would release it
         finally:
-            consumer.close()  # acknowledges the last poll (implicit mode)
+            consumer.close()
 
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(3)]
     for t in threads:

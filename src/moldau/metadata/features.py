@@ -42,7 +42,15 @@ LEVELS: dict[int, tuple[str, bool]] = {
 }
 MINIMUM_KRAFT_LEVEL = 1
 LATEST_LEVEL = 7  # 3.3-IV3
-SUPPORTED: dict[str, tuple[int, int]] = {METADATA_VERSION: (MINIMUM_KRAFT_LEVEL, LATEST_LEVEL)}
+# KIP-932's share groups: level 1 is Kafka 4.1's stable share-group protocol. Moldau
+# always has it on, so it is finalized at 1 without a record (UpdateFeatures cannot turn
+# it off).
+SHARE_VERSION = "share.version"
+SUPPORTED: dict[str, tuple[int, int]] = {
+    METADATA_VERSION: (MINIMUM_KRAFT_LEVEL, LATEST_LEVEL),
+    SHARE_VERSION: (1, 1),
+}
+ALWAYS_FINALIZED: dict[str, int] = {SHARE_VERSION: 1}
 
 
 class UpgradeType(IntEnum):

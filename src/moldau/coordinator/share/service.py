@@ -103,10 +103,7 @@ class ShareGroupService:
         session = self._group_int(
             hb.group_id, "share.session.timeout.ms", self.settings.session_timeout_ms
         )
-        result = self.coordinator.heartbeat(hb, self.clock.now_ms(), session, partition_counts)
-        if hb.member_epoch == -1:
-            self.release_member(hb.group_id, hb.member_id)
-        return result
+        return self.coordinator.heartbeat(hb, self.clock.now_ms(), session, partition_counts)
 
     # -- share-partitions ----------------------------------------------------------
     def share_partition(
