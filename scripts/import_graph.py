@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("moldau.admin",),  # admin operations the CLI and the console share
     ("moldau.metrics",),  # the Prometheus exporter, reading a whole node
     ("moldau.server",),
-    ("moldau.coordinator", "moldau.controller"),
+    ("moldau.coordinator", "moldau.controller", "moldau.registry"),
     ("moldau.raft",),
     ("moldau.replication",),
     ("moldau.security",),

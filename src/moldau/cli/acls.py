@@ -235,16 +235,17 @@ def _filters(
 @app.command()
 def remove(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
-    allow_principal: Principals = None,
-    deny_principal: Principals = None,
-    allow_host: Hosts = None,
-    deny_host: Hosts = None,
-    operation: Operations = None,
+    # The resources first: removing needs them, the rest narrows what is removed.
     topic: Names = None,
     group: Names = None,
     cluster: Annotated[bool, typer.Option("--cluster", help="The cluster resource.")] = False,
     transactional_id: Names = None,
     resource_pattern_type: PatternOption = "literal",
+    allow_principal: Principals = None,
+    deny_principal: Principals = None,
+    allow_host: Hosts = None,
+    deny_host: Hosts = None,
+    operation: Operations = None,
     force: Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")] = False,
     properties: PropertyOption = None,
     command_config: CommandConfigOption = None,

@@ -128,6 +128,16 @@ def result(future: Future[T], context: str = "") -> T:
         return future.result()
 
 
+def report_each(
+    futures: Mapping[str, Future[Any]], names: Iterable[str], failed: str, done: str
+) -> None:
+    """Wait for the operation on each name in turn: print ``done`` for it, or exit with
+    ``failed``'s message at the first that failed (both formatted with the name)."""
+    for name in names:
+        result(futures[name], failed.format(name))
+        out.print(done.format(name))
+
+
 def parse_pairs(pairs: list[str] | None, option: str) -> dict[str, str]:
     """Parse repeated KEY=VALUE options; a malformed one is a usage error (exit 2)."""
     parsed: dict[str, str] = {}

@@ -35,6 +35,7 @@ from moldau.cli.common import (
     out,
     print_json,
     print_kv,
+    report_each,
     result,
     table,
     topic_metadata,
@@ -298,10 +299,8 @@ def delete(
 ) -> None:
     """Delete inactive consumer groups and their committed offsets."""
     admin = admin_client(bootstrap, properties, command_config)
-    futures = admin.delete_consumer_groups(groups, **ADMIN_TIMEOUTS)
-    for group in groups:
-        result(futures[group], f"cannot delete group {group!r}: ")
-        out.print(f"Deleted consumer group {group}.")
+    deleted = admin.delete_consumer_groups(groups, **ADMIN_TIMEOUTS)
+    report_each(deleted, groups, "cannot delete group {!r}: ", "Deleted consumer group {}.")
 
 
 def _describe(admin: AdminClient, group: str) -> ConsumerGroupDescription | None:

@@ -33,6 +33,7 @@ from moldau.cli.common import (
     parse_pairs,
     print_json,
     print_kv,
+    report_each,
     result,
     table,
     topic_metadata,
@@ -206,10 +207,12 @@ def delete(
 ) -> None:
     """Delete topics."""
     admin = admin_client(bootstrap, properties, command_config)
-    futures = admin.delete_topics(names, **TOPIC_OP_TIMEOUTS)
-    for name in names:
-        result(futures[name], f"cannot delete topic {name!r}: ")
-        out.print(f"Deleted topic {name}.")
+    report_each(
+        admin.delete_topics(names, **TOPIC_OP_TIMEOUTS),
+        names,
+        "cannot delete topic {!r}: ",
+        "Deleted topic {}.",
+    )
 
 
 def _is_internal(name: str) -> bool:

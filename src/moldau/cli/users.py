@@ -34,6 +34,7 @@ from moldau.cli.common import (
     admin_client,
     out,
     print_json,
+    report_each,
     result,
     table,
 )
@@ -68,9 +69,7 @@ def _alter(
     # One alteration per request: Kafka refuses a user altered twice in one request.
     for alteration, mechanism in alterations:
         futures = admin.alter_user_scram_credentials([alteration], **ADMIN_TIMEOUTS)
-        for user, future in futures.items():
-            result(future, f"{user}: ")
-            out.print(f"{done} the {_name(mechanism)} credentials of {user}")
+        report_each(futures, futures, "{}: ", f"{done} the {_name(mechanism)} credentials of {{}}")
 
 
 def _name(mechanism: ScramMechanism) -> str:

@@ -27,7 +27,7 @@ def replay(batches: Iterable[tuple[Sequence[MetadataRecord], int]]) -> MetadataI
 
 
 class MetadataLoader:
-    """Publishes each committed batch's image; with ``high_watermark`` (KRaft: the
+    """Publishes each committed batch's image; with ``quorum_high_watermark`` (KRaft: the
     quorum's, None while unknown) it first folds the log up to it and publishes the first
     image only then, as Kafka's loader does: a restarting node never acts on an image of
     the past (say, a topic's earlier incarnation) while its logs hold the present."""
@@ -35,11 +35,11 @@ class MetadataLoader:
     def __init__(
         self,
         publisher: MetadataPublisher,
-        high_watermark: Callable[[], int | None] | None = None,
+        quorum_high_watermark: Callable[[], int | None] | None = None,
     ) -> None:
         self.publisher = publisher
-        self.high_watermark = high_watermark
-        self._caught_up = high_watermark is None
+        self._quorum_high_watermark = quorum_high_watermark
+        self._caught_up = quorum_high_watermark is None
         self._unpublished: MetadataImage | None = None  # folded, not published yet
 
     def handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
@@ -53,7 +53,8 @@ class MetadataLoader:
 
     def _publish_when_caught_up(self, image: MetadataImage) -> None:
         if not self._caught_up:
-            hw = self.high_watermark() if self.high_watermark is not None else None
+            source = self._quorum_high_watermark
+            hw = source() if source is not None else None
             if hw is None or image.offset < hw - 1:
                 self._unpublished = image
                 return

@@ -29,10 +29,17 @@ class VoteRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class VoteResponse:
+class QuorumResponse:
+    """What every KRaft response carries: the error and the leader as the responder
+    knows it, so that any answer tells a replica of a newer epoch."""
+
     error_code: int
     leader_id: int
     leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse(QuorumResponse):
     vote_granted: bool
 
 
@@ -45,10 +52,8 @@ class BeginQuorumEpochRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class BeginQuorumEpochResponse:
-    error_code: int
-    leader_id: int
-    leader_epoch: int
+class BeginQuorumEpochResponse(QuorumResponse):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +65,8 @@ class EndQuorumEpochRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class EndQuorumEpochResponse:
-    error_code: int
-    leader_id: int
-    leader_epoch: int
+class EndQuorumEpochResponse(QuorumResponse):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +82,10 @@ class FetchRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchResponse:
+class FetchResponse(QuorumResponse):
     """`records` is what the leader's `RaftLog.read` returned; None with an error, a
     diverging epoch or a snapshot id (the wire then carries empty records)."""
 
-    error_code: int
-    leader_id: int
-    leader_epoch: int
     high_watermark: int
     log_start_offset: int
     records: object
@@ -104,10 +104,7 @@ class FetchSnapshotRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchSnapshotResponse:
-    error_code: int
-    leader_id: int
-    leader_epoch: int
+class FetchSnapshotResponse(QuorumResponse):
     snapshot_id: OffsetAndEpoch | None
     size: int
     position: int

@@ -667,30 +667,9 @@ class ReplicaManager:
         except KafkaError as e:
             return FetchResult(e.code)
         if params.from_follower:
-            if not partition.is_known_replica(params.replica_id):
-                return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            diverging = _divergence(replica_log, p, partition.high_watermark)
-            if diverging is not None:
-                # The follower's log went its own way after this point (it led an older
-                # epoch): it truncates there before fetching (KIP-320, WE-11).
-                return FetchResult(
-                    high_watermark=partition.high_watermark,
-                    last_stable_offset=partition.high_watermark,
-                    log_start_offset=replica_log.log_start_offset,
-                    diverging_epoch=diverging,
-                )
-            # A follower's fetch offset is its log end offset: it may move the HW.
-            if partition.update_follower_fetch(
-                params.replica_id,
-                p.fetch_offset,
-                p.log_start_offset,
-                replica_log.log_end_offset,
-                self.clock.now_ms(),
-            ):
-                self._high_watermark_changed(tp)
-            proposal = partition.isr_expansion(params.replica_id)
-            if proposal is not None:
-                self.propose_isr_change(tp, proposal)
+            refused = self._follower_fetched(params, p, partition, replica_log)
+            if refused is not None:
+                return refused
         hw = partition.high_watermark
         lso = replica_log.last_stable_offset(hw)
         committed = params.isolation_level == READ_COMMITTED and not params.from_follower
@@ -714,36 +693,86 @@ class ReplicaManager:
             tp, params.replica_id in partition.isr, self.clock.now_ms()
         ):
             return out  # over the replication quota: this replica gets nothing this time
+        self._read_records(
+            params, p, replica_log, out, min(p.max_bytes, budget), limit, first, committed
+        )
+        return out
+
+    def _follower_fetched(
+        self,
+        params: FetchParams,
+        p: FetchRequestPartition,
+        partition: Partition,
+        replica_log: UnifiedLog,
+    ) -> FetchResult | None:
+        """A follower's fetch as the leader's bookkeeping: its fetch offset is its log end
+        offset, which may move the HW and bring it back into the ISR. The answer when it
+        gets no records: it is not a replica, or it must truncate first."""
+        tp = (p.topic, p.partition)
+        if not partition.is_known_replica(params.replica_id):
+            return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        diverging = _divergence(replica_log, p, partition.high_watermark)
+        if diverging is not None:
+            # The follower's log went its own way after this point (it led an older
+            # epoch): it truncates there before fetching (KIP-320, WE-11).
+            return FetchResult(
+                high_watermark=partition.high_watermark,
+                last_stable_offset=partition.high_watermark,
+                log_start_offset=replica_log.log_start_offset,
+                diverging_epoch=diverging,
+            )
+        if partition.update_follower_fetch(
+            params.replica_id,
+            p.fetch_offset,
+            p.log_start_offset,
+            replica_log.log_end_offset,
+            self.clock.now_ms(),
+        ):
+            self._high_watermark_changed(tp)
+        proposal = partition.isr_expansion(params.replica_id)
+        if proposal is not None:
+            self.propose_isr_change(tp, proposal)
+        return None
+
+    def _read_records(
+        self,
+        params: FetchParams,
+        p: FetchRequestPartition,
+        replica_log: UnifiedLog,
+        out: FetchResult,
+        max_bytes: int,
+        limit: int,
+        first: bool,
+        committed: bool,
+    ) -> None:
+        """Fill ``out`` from the local log up to ``limit``; a read below the local log
+        start is handed to the remote tier (``out.remote``) for consumers."""
         try:
             out.records = replica_log.read(
-                p.fetch_offset,
-                min(p.max_bytes, budget),
-                max_offset=limit,
-                min_one_batch=first,
+                p.fetch_offset, max_bytes, max_offset=limit, min_one_batch=first
             )
         except OffsetMovedToTieredStorageError as e:
             topic_id = self._topic_id(p.topic)
             if params.from_follower or self.remote_log_manager is None or topic_id is None:
                 out.error = e.code  # a follower rebuilds from the remote tier (KIP-405)
-                return out
+                return
             out.remote = RemoteFetch(
-                TopicIdPartition(topic_id, *tp),
+                TopicIdPartition(topic_id, p.topic, p.partition),
                 replica_log,
                 p.fetch_offset,
-                min(p.max_bytes, budget),
+                max_bytes,
                 limit,
                 first,
                 committed,
             )
-            return out
+            return
         except KafkaError as e:
             out.error = e.code
-            return out
+            return
         if committed and out.records.size:
             out.aborted = replica_log.collect_aborted_transactions(
                 p.fetch_offset, out.records.next_offset
             )
-        return out
 
     async def _read_remote(self, out: FetchResult) -> None:
         """Fill ``out`` from the remote tier (on the RemoteLogManager's reader threads).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 
 from moldau.clock import AsyncioScheduler
 from moldau.config.broker import BrokerConfig, Listener
@@ -63,6 +64,7 @@ class Broker:
         scheduler: AsyncioScheduler,
         channel: NodeToControllerChannel,
         cluster_id: str,
+        quorum_high_watermark: Callable[[], int | None] | None = None,
     ) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -127,7 +129,7 @@ class Broker:
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
         slots = config.int("max.incremental.fetch.session.cache.slots")
         self.fetch_sessions = FetchSessionCache(slots)
-        self.loader = MetadataLoader(self.publisher)
+        self.loader = MetadataLoader(self.publisher, quorum_high_watermark)
         self.lifecycle = lifecycle = BrokerLifecycle.from_config(
             config,
             cluster_id,

@@ -33,22 +33,23 @@ Key = tuple[str, int]
 @dataclass(slots=True)
 class CachedPartition:
     request: FetchRequestPartition
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
+    # What the client was last told, to answer only what moved since.
+    sent_high_watermark: int = -1
+    sent_last_stable_offset: int = -1
+    sent_log_start_offset: int = -1
 
     def must_respond(self, result: FetchResult) -> bool:
         """Whether ``result`` tells the client something new; remembers what was sent."""
         changed = (
             result.size > 0
             or result.error != ErrorCode.NONE
-            or result.high_watermark != self.high_watermark
-            or result.last_stable_offset != self.last_stable_offset
-            or result.log_start_offset != self.log_start_offset
+            or result.high_watermark != self.sent_high_watermark
+            or result.last_stable_offset != self.sent_last_stable_offset
+            or result.log_start_offset != self.sent_log_start_offset
         )
-        self.high_watermark = result.high_watermark
-        self.last_stable_offset = result.last_stable_offset
-        self.log_start_offset = result.log_start_offset
+        self.sent_high_watermark = result.high_watermark
+        self.sent_last_stable_offset = result.last_stable_offset
+        self.sent_log_start_offset = result.log_start_offset
         return changed
 
 

@@ -187,8 +187,9 @@ class Node:
             channel = NodeToControllerChannelManager(
                 self.network, self.voters, lambda: raft.leader()[0]
             )
-            self.broker = Broker(c, self.scheduler, channel, cluster_id)
-            self.broker.loader.high_watermark = lambda: raft.client.high_watermark
+            self.broker = Broker(
+                c, self.scheduler, channel, cluster_id, lambda: raft.client.high_watermark
+            )
             self.broker.start(image)
 
     @property

@@ -1,6 +1,8 @@
-"""One module per Kafka API. Each defines ``API_KEY``, ``MIN_VERSION``/``MAX_VERSION``
-(the versions it implements), optionally ``ADVERTISED_MIN_VERSION``, and
-``async def handle(services, ctx, request) -> response | None`` (None: send nothing).
+"""One module per Kafka API, listed in ``_MODULES``. Each declares, on one line,
+``API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.X, low, high`` (the versions it
+implements), optionally ``ADVERTISED_MIN_VERSION``, and ``handle``: either
+``async def handle(services, ctx, request) -> response | None`` (None: send nothing) or,
+for what only the controller decides, ``handle = to_controller`` (:mod:`.forward`).
 Handlers see the node only through :class:`~moldau.server.services.Services`.
 """
 

@@ -15,9 +15,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.ADD_OFFSETS_TO_TXN
-MIN_VERSION = 0
-MAX_VERSION = 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.ADD_OFFSETS_TO_TXN, 0, 4
 FENCED_ERROR_VERSION = 2  # older clients get INVALID_PRODUCER_EPOCH for PRODUCER_FENCED
 
 

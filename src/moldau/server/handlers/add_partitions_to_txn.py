@@ -25,9 +25,8 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.ADD_PARTITIONS_TO_TXN
-MIN_VERSION = 0
-MAX_VERSION = 5  # v5 only adds TRANSACTION_ABORTABLE, which brokers already handle
+# v5 only adds TRANSACTION_ABORTABLE, which brokers already handle.
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5
 BATCHED_VERSION = 4  # brokers' form: several transactions, verify only (KIP-890)
 FENCED_ERROR_VERSION = 2  # older clients get INVALID_PRODUCER_EPOCH for PRODUCER_FENCED
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 from moldau.protocol.api_keys import ApiKey
 from moldau.server.handlers.forward import to_controller
 
-API_KEY = ApiKey.ALTER_CLIENT_QUOTAS
-MIN_VERSION = 0
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.ALTER_CLIENT_QUOTAS, 0, 1
 
 handle = to_controller

@@ -24,9 +24,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.ALTER_REPLICA_LOG_DIRS
-MIN_VERSION = 0
-MAX_VERSION = 2
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2
 
 
 def alter(services: Services, path: str, topic: str, partition: int) -> ErrorCode:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from moldau.protocol.api_keys import ApiKey
 from moldau.server.handlers.forward import to_controller
 
-API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
-MIN_VERSION = 0
-MAX_VERSION = 0
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0
 
 handle = to_controller

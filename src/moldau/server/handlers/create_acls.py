@@ -5,8 +5,6 @@ from __future__ import annotations
 from moldau.protocol.api_keys import ApiKey
 from moldau.server.handlers.forward import to_controller
 
-API_KEY = ApiKey.CREATE_ACLS
-MIN_VERSION = 0
-MAX_VERSION = 3
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.CREATE_ACLS, 0, 3
 
 handle = to_controller

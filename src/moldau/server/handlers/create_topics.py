@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.CREATE_TOPICS
-MIN_VERSION = 2
-MAX_VERSION = 7
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.CREATE_TOPICS, 2, 7
 
 
 async def handle(

@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DELETE_RECORDS
-MIN_VERSION = 0
-MAX_VERSION = 2
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DELETE_RECORDS, 0, 2
 
 
 async def handle(

@@ -5,8 +5,6 @@ from __future__ import annotations
 from moldau.protocol.api_keys import ApiKey
 from moldau.server.handlers.forward import to_controller
 
-API_KEY = ApiKey.DELETE_TOPICS
-MIN_VERSION = 1
-MAX_VERSION = 6
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DELETE_TOPICS, 1, 6
 
 handle = to_controller

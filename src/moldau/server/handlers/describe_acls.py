@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DESCRIBE_ACLS
-MIN_VERSION = 0
-MAX_VERSION = 3
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_ACLS, 0, 3
 
 
 async def handle(

@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DESCRIBE_CLIENT_QUOTAS
-MIN_VERSION = 0
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
 

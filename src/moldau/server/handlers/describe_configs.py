@@ -28,9 +28,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DESCRIBE_CONFIGS
-MIN_VERSION = 1
-MAX_VERSION = 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_CONFIGS, 1, 4
 
 
 # Config resource type -> what DescribeConfigs of it needs (Kafka's ConfigHelper).

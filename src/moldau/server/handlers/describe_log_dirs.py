@@ -27,9 +27,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DESCRIBE_LOG_DIRS
-MIN_VERSION = 0
-MAX_VERSION = 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_LOG_DIRS, 0, 4
 
 INVALID_OFFSET_LAG = -1  # the replica's current log is not here (Kafka's value)
 

@@ -20,9 +20,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DESCRIBE_PRODUCERS
-MIN_VERSION = 0
-MAX_VERSION = 0
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_PRODUCERS, 0, 0
 
 
 def describe(services: Services, topic: str, partition: int) -> PartitionResponse:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from moldau.protocol.api_keys import ApiKey
 from moldau.server.handlers.forward import to_controller
 
-API_KEY = ApiKey.DESCRIBE_QUORUM
-MIN_VERSION = 0
-MAX_VERSION = 2
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_QUORUM, 0, 2
 
 handle = to_controller

@@ -30,9 +30,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DESCRIBE_TOPIC_PARTITIONS
-MIN_VERSION = 0
-MAX_VERSION = 0
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0
 DEFAULT_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 
 

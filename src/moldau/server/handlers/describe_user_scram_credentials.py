@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
-MIN_VERSION = 0
-MAX_VERSION = 0
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0
 
 
 async def handle(

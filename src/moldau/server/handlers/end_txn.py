@@ -15,9 +15,8 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.END_TXN
-MIN_VERSION = 0
-MAX_VERSION = 4  # v5 is KIP-890 part 2 (an epoch bump per transaction)
+# v5 is KIP-890 part 2 (an epoch bump per transaction).
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.END_TXN, 0, 4
 FENCED_ERROR_VERSION = 2  # older clients get INVALID_PRODUCER_EPOCH for PRODUCER_FENCED
 
 

@@ -34,9 +34,7 @@ if TYPE_CHECKING:
     from moldau.server.services import Services
     from moldau.storage.remote.remote_log_reader import RemoteLogReadResult
 
-API_KEY = ApiKey.FETCH
-MIN_VERSION = 4
-MAX_VERSION = 12
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.FETCH, 4, 12
 SESSIONS_VERSION = 7  # KIP-227
 CLIENT_RACK_VERSION = 11  # KIP-392: rack_id, preferred_read_replica, reads from followers
 # Results up to this size are copied instead of sent with sendfile: a syscall per few

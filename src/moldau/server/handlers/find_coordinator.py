@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.FIND_COORDINATOR
-MIN_VERSION = 0
-MAX_VERSION = 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.FIND_COORDINATOR, 0, 4
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.JOIN_GROUP
-MIN_VERSION = 0
-MAX_VERSION = 7
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.JOIN_GROUP, 0, 7
 
 MEMBER_ID_REQUIRED_VERSION = 4  # KIP-394
 

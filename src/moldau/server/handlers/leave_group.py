@@ -15,9 +15,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.LEAVE_GROUP
-MIN_VERSION = 0
-MAX_VERSION = 5
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.LEAVE_GROUP, 0, 5
 
 BATCH_VERSION = 3
 

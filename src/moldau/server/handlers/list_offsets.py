@@ -18,9 +18,8 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.LIST_OFFSETS
-MIN_VERSION = 1
-MAX_VERSION = 9  # v8: earliest-local (-4), v9: latest-tiered (-5) offsets
+# v8: earliest-local (-4), v9: latest-tiered (-5) offsets.
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.LIST_OFFSETS, 1, 9
 
 
 async def lookup(

@@ -17,9 +17,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.LIST_TRANSACTIONS
-MIN_VERSION = 0
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.LIST_TRANSACTIONS, 0, 1
 
 
 async def handle(

@@ -28,9 +28,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.METADATA
-MIN_VERSION = 0
-MAX_VERSION = 12
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.METADATA, 0, 12
 TOPIC_IDS_VERSION = 12  # topics may be asked for by id (Java's Admin.describeTopics(ids))
 
 

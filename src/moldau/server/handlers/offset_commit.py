@@ -20,9 +20,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.OFFSET_COMMIT
-MIN_VERSION = 2
-MAX_VERSION = 9
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.OFFSET_COMMIT, 2, 9
 
 
 async def handle(

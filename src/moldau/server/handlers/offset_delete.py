@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.OFFSET_DELETE
-MIN_VERSION = 0
-MAX_VERSION = 0
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.OFFSET_DELETE, 0, 0
 
 
 async def handle(

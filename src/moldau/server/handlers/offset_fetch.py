@@ -25,9 +25,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.OFFSET_FETCH
-MIN_VERSION = 1
-MAX_VERSION = 9
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.OFFSET_FETCH, 1, 9
 
 MULTI_GROUP_VERSION = 8
 

@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.OFFSET_FOR_LEADER_EPOCH
-MIN_VERSION = 0
-MAX_VERSION = 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4
 
 
 def end_offset(services: Services, topic: str, p: OffsetForLeaderPartition) -> EpochEndOffset:

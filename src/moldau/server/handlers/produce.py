@@ -28,11 +28,9 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.PRODUCE
 # Advertised and parsed from v0 so librdkafka keeps compression on, but only v3+ (record
 # batches v2) is served: v0-2 get UNSUPPORTED_VERSION, as Kafka 4 answers them.
-MIN_VERSION = 0
-MAX_VERSION = 10
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.PRODUCE, 0, 10
 FIRST_SERVED_VERSION = 3
 ZSTD_MIN_VERSION = 7  # KIP-110
 

@@ -12,9 +12,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.SASL_HANDSHAKE
-MIN_VERSION = 0
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.SASL_HANDSHAKE, 0, 1
 
 
 async def handle(

@@ -14,9 +14,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.SYNC_GROUP
-MIN_VERSION = 0
-MAX_VERSION = 5
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.SYNC_GROUP, 0, 5
 
 
 async def handle(

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.TXN_OFFSET_COMMIT
-MIN_VERSION = 0
-MAX_VERSION = 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.TXN_OFFSET_COMMIT, 0, 4
 
 
 async def handle(

@@ -5,8 +5,6 @@ from __future__ import annotations
 from moldau.protocol.api_keys import ApiKey
 from moldau.server.handlers.forward import to_controller
 
-API_KEY = ApiKey.UPDATE_FEATURES
-MIN_VERSION = 0
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.UPDATE_FEATURES, 0, 1
 
 handle = to_controller
