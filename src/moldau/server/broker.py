@@ -96,14 +96,7 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
-        self.shares = ShareGroupService(
-            ShareSettings.from_config(config),
-            self.clock,
-            SYSTEM_IDS,
-            self.replica_manager.purgatory.notify,
-            lambda group_id: self.publisher.image.group_configs.get(group_id, {}),
-        )
-        self.share_sessions = ShareSessionCache()
+        self.shares, self.share_sessions = self._share_groups(), ShareSessionCache()
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -291,6 +284,16 @@ class Broker:
             share_sessions=self.share_sessions,
             authorizer=self.authorizer,
             quotas=self.quotas,
+        )
+
+    def _share_groups(self) -> ShareGroupService:
+        """Share groups (KIP-932): fetches waiting for records wake through the purgatory."""
+        return ShareGroupService(
+            ShareSettings.from_config(self.config),
+            self.clock,
+            SYSTEM_IDS,
+            self.replica_manager.purgatory.notify,
+            lambda group_id: self.publisher.image.group_configs.get(group_id, {}),
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.SHARE_ACKNOWLEDGE
-MIN_VERSION = 1
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.SHARE_ACKNOWLEDGE, 1, 1
 
 
 class AckBatch(Protocol):

@@ -35,9 +35,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.SHARE_FETCH
-MIN_VERSION = 1
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.SHARE_FETCH, 1, 1
 DEFAULT_MAX_RECORDS = 500  # a client that sends no MaxRecords (the Java client's default)
 
 

@@ -24,9 +24,7 @@ if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY = ApiKey.SHARE_GROUP_HEARTBEAT
-MIN_VERSION = 1
-MAX_VERSION = 1
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1
 
 
 def partition_counts(image: MetadataImage, topics: Iterable[str]) -> dict[str, int]:
