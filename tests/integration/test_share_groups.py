@@ -15,8 +15,11 @@ import pytest
 from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 from confluent_kafka.admin import ConfigResource
 
+from moldau.protocol.messages.list_groups_request import ListGroupsRequest
+from moldau.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from moldau.testing import BrokerProcess
 from tests.integration.helpers import (
+    RawClient,
     admin,
     alter_group_config,
     confluent_producer,
@@ -172,3 +175,29 @@ def test_group_configs_are_described_and_validated(share_broker: BrokerProcess) 
         alter_group_config(bootstrap, "configured", {"share.record.lock.duration.ms": "10"})
     with pytest.raises(Exception, match="no.such.config"):
         alter_group_config(bootstrap, "configured", {"no.such.config": "1"})
+
+
+def test_share_groups_are_listed_by_type_and_described(
+    share_broker: BrokerProcess, topic: str
+) -> None:
+    group = f"{topic}-g"
+    bootstrap = share_broker.bootstrap_servers
+    setup(bootstrap, topic, group, 1)
+    consumer = share_consumer(bootstrap, group, topic)
+    try:
+        wait_until(lambda: bool(poll(consumer)), "a record")
+        with RawClient(share_broker.bootstrap) as raw:
+            shares = raw.request(ListGroupsRequest(types_filter=["share"]), 5).groups
+            classic = raw.request(ListGroupsRequest(types_filter=["classic"]), 5).groups
+            [described] = raw.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
+        assert [
+            (g.group_id, g.group_type, g.group_state) for g in shares if g.group_id == group
+        ] == [(group, "share", "Stable")]
+        assert group not in {g.group_id for g in classic}
+        assert described.error_code == 0 and described.assignor_name == "simple"
+        [member] = described.members
+        [assigned] = member.assignment.topic_partitions
+        assert (assigned.topic_name, assigned.partitions) == (topic, [0])
+    finally:
+        consumer.commit_sync()
+        consumer.close()

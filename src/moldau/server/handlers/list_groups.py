@@ -1,4 +1,4 @@
-"""ListGroups, with the v4 states filter."""
+"""ListGroups, with the v4 states filter and the v5 types filter (classic, share)."""
 
 from __future__ import annotations
 
@@ -9,26 +9,42 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.list_groups_request import ListGroupsRequest
 from moldau.protocol.messages.list_groups_response import ListedGroup, ListGroupsResponse
 from moldau.security.acl import AclOperation, ResourceType
+from moldau.server.handlers.share_group_describe import listed_share_groups
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
-API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.LIST_GROUPS, 0, 4
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.LIST_GROUPS, 0, 5
 
 
 async def handle(
     services: Services, ctx: RequestContext, request: ListGroupsRequest
 ) -> ListGroupsResponse:
     states = request.states_filter or ()
-    if None in states:  # entries are non-nullable strings: a null one is a broken request
+    if None in states or None in (request.types_filter or ()):
+        # entries are non-nullable strings: a null one is a broken request
         return ListGroupsResponse(error_code=ErrorCode.INVALID_REQUEST)
+    types = {t.lower() for t in request.types_filter or ()}
     access = services.authorizer
     everything = access.cluster(ctx, AclOperation.DESCRIBE, log_denied=False)
+    groups = []
+    if not types or "classic" in types:
+        groups += [
+            ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.state,
+                group_type="classic",
+            )
+            for g in services.groups.list_groups(states)
+        ]
+    if not types or "share" in types:
+        groups += listed_share_groups(services, states)
     return ListGroupsResponse(
         groups=[
-            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state)
-            for g in services.groups.list_groups(states)
+            g
+            for g in groups
             if everything
             or access.allowed(
                 ctx, AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id, log_denied=False

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from moldau.coordinator.share.group import ASSIGNOR
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.list_groups_response import ListedGroup
 from moldau.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from moldau.protocol.messages.share_group_describe_response import (
     Assignment,
@@ -64,6 +66,21 @@ def describe(services: Services, ctx: RequestContext, group_id: str) -> Describe
         for m in group.members.values()
     ]
     return out
+
+
+def listed_share_groups(services: Services, states: Sequence[str]) -> list[ListedGroup]:
+    """ListGroups' entries for the share groups this node coordinates."""
+    wanted = {s.lower() for s in states}
+    return [
+        ListedGroup(
+            group_id=g.group_id,
+            protocol_type="share",
+            group_state=g.state.value,
+            group_type="share",
+        )
+        for g in services.shares.coordinator.groups.values()
+        if not wanted or g.state.value.lower() in wanted
+    ]
 
 
 async def handle(
