@@ -165,15 +165,6 @@ class ShareGroupCoordinator:
         deadlines = [m.deadline_ms for g in self.groups.values() for m in g.members.values()]
         return min(deadlines) if deadlines else None
 
-    def delete(self, group_id: str) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.GROUP_ID_NOT_FOUND
-        if group.members:
-            return ErrorCode.NON_EMPTY_GROUP
-        del self.groups[group_id]
-        return ErrorCode.NONE
-
     @staticmethod
     def _remove(group: ShareGroup, member_id: str) -> None:
         del group.members[member_id]

@@ -148,11 +148,6 @@ class ShareGroupService:
             if group == group_id and sp.release_member(member_id):
                 self.notify(wake_key(group, topic, partition))
 
-    def forget_partition(self, topic: str, partition: int) -> None:
-        """This node no longer leads the partition: its share-partitions go."""
-        for key in [k for k in self.partitions if k[1] == topic and k[2] == partition]:
-            del self.partitions[key]
-
     def tick(self) -> None:
         """Remove members past their session timeout, release expired locks."""
         now = self.clock.now_ms()
