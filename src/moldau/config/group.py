@@ -2,9 +2,10 @@
 resource (type 32), stored as ConfigRecords in the metadata log, read back with
 DescribeConfigs. A group without an override uses the broker's ``group.*`` default.
 
-Bounds are Kafka's defaults of the broker's min/max keys (e.g. a share group's
-``share.record.lock.duration.ms`` stays within ``group.share.min/max.record.lock.duration.ms``,
-15000..60000).
+Bounds are the broker's min/max keys, as Kafka's: a share group's
+``share.record.lock.duration.ms`` stays within ``group.share.min.record.lock.duration.ms``
+and ``group.share.max.record.lock.duration.ms`` (Kafka's defaults 15000 and 60000 when the
+broker sets neither).
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ class GroupConfigDef:
     def is_int(self) -> bool:
         return not self.choices
 
-    def validate(self, value: str) -> None:
+    def bound_keys(self) -> tuple[str, str]:
+        """The broker keys bounding this config: group.share.min.X / group.share.max.X."""
+        prefix = "group.share." if self.broker_key.startswith("group.share.") else "group.consumer."
+        rest = self.broker_key[len(prefix) :]
+        return prefix + "min." + rest, prefix + "max." + rest
+
+    def validate(self, value: str, broker_props: Mapping[str, str] | None = None) -> None:
         if self.choices:
             if value not in self.choices:
                 raise KafkaError(
@@ -45,12 +52,15 @@ class GroupConfigDef:
                 f"Invalid value {value} for configuration {self.name}: Not a number of type INT",
                 ErrorCode.INVALID_CONFIG,
             ) from None
-        if (self.minimum is not None and number < self.minimum) or (
-            self.maximum is not None and number > self.maximum
-        ):
+        low, high = self.minimum, self.maximum
+        if broker_props and self.broker_key:
+            min_key, max_key = self.bound_keys()
+            low = int(broker_props[min_key]) if min_key in broker_props else low
+            high = int(broker_props[max_key]) if max_key in broker_props else high
+        if (low is not None and number < low) or (high is not None and number > high):
             raise KafkaError(
                 f"Invalid value {value} for configuration {self.name}: Value must be in "
-                f"[{self.minimum}, {self.maximum}]",
+                f"[{low}, {high}]",
                 ErrorCode.INVALID_CONFIG,
             )
 
@@ -116,10 +126,13 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
 }
 
 
-def validate_group_configs(configs: Mapping[str, str]) -> None:
-    """Raise INVALID_CONFIG for an unknown group config or a value out of bounds."""
+def validate_group_configs(
+    configs: Mapping[str, str], broker_props: Mapping[str, str] | None = None
+) -> None:
+    """Raise INVALID_CONFIG for an unknown group config or a value out of the bounds
+    (``broker_props``: the broker's min/max keys, else Kafka's defaults)."""
     for name, value in configs.items():
         spec = GROUP_CONFIGS.get(name)
         if spec is None:
             raise KafkaError(f"Unknown group config name: {name}", ErrorCode.INVALID_CONFIG)
-        spec.validate(value)
+        spec.validate(value, broker_props)

@@ -229,7 +229,7 @@ class TopicControl:
         current = image.group_configs.get(name, {})
         new = apply_changes(current, changes, replace=replace)
         try:
-            validate_group_configs(new)
+            validate_group_configs(new, self.broker_props)
         except KafkaError as e:
             return Outcome(e.code, str(e))
         return Outcome(records=_config_records(GROUP_RESOURCE, name, current, new))

@@ -51,3 +51,12 @@ def test_group_configs_live_in_the_image_and_its_snapshot() -> None:
         [rec("share.auto.offset.reset", None), rec("share.session.timeout.ms", None)]
     )
     assert "g" not in image.group_configs
+
+
+def test_the_brokers_min_and_max_keys_bound_group_configs() -> None:
+    lowered = {"group.share.min.record.lock.duration.ms": "1000"}
+    validate_group_configs({"share.record.lock.duration.ms": "5000"}, lowered)
+    with pytest.raises(KafkaError, match=r"\[1000, 60000\]"):
+        validate_group_configs({"share.record.lock.duration.ms": "70000"}, lowered)
+    with pytest.raises(KafkaError, match=r"\[15000, 60000\]"):
+        validate_group_configs({"share.record.lock.duration.ms": "5000"}, {})

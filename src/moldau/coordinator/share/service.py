@@ -74,6 +74,7 @@ class ShareGroupService:
         self.group_configs = group_configs
         self.coordinator = ShareGroupCoordinator(ids, settings.max_size)
         self.partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self._topic_ids: dict[tuple[str, str, int], bytes] = {}  # a recreated topic starts over
 
     # -- settings ------------------------------------------------------------------
     def _group_int(self, group_id: str, key: str, default: int) -> int:
@@ -107,13 +108,21 @@ class ShareGroupService:
 
     # -- share-partitions ----------------------------------------------------------
     def share_partition(
-        self, group_id: str, topic: str, partition: int, log_start: int, high_watermark: int
+        self,
+        group_id: str,
+        topic: str,
+        partition: int,
+        log_start: int,
+        high_watermark: int,
+        topic_id: bytes = b"",
     ) -> SharePartition:
-        """The share-partition, initialised at ``share.auto.offset.reset`` on first use."""
+        """The share-partition, initialised at ``share.auto.offset.reset`` on first use
+        (and when the topic was deleted and created again: another topic id)."""
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
         limits = self.limits(group_id)
-        if sp is None:
+        if sp is None or self._topic_ids.get(key, topic_id) != topic_id:
+            self._topic_ids[key] = topic_id
             start = log_start if self.auto_offset_reset(group_id) == EARLIEST else high_watermark
             sp = self.partitions[key] = SharePartition(start, limits)
         else:
@@ -127,10 +136,12 @@ class ShareGroupService:
         topic: str,
         partition: int,
         batches: Iterable[tuple[int, int, list[int]]],
+        topic_id: bytes = b"",
     ) -> ErrorCode:
         """Apply acknowledgement batches (first, last, types); the first error wins."""
-        sp = self.partitions.get((group_id, topic, partition))
-        if sp is None:
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None or self._topic_ids.get(key, topic_id) != topic_id:
             return ErrorCode.INVALID_RECORD_STATE
         error = ErrorCode.NONE
         released = False

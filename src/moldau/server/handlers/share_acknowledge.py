@@ -51,6 +51,7 @@ def acknowledge(
         topic,
         partition,
         ((b.first_offset, b.last_offset, list(b.acknowledge_types or [])) for b in batches),
+        topic_id,
     )
 
 

@@ -173,7 +173,7 @@ async def _acquire_one(
     if leader is None or replica_log is None or not leader.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, [], 0
     sp = services.shares.share_partition(
-        group_id, topic, partition, replica_log.log_start_offset, leader.high_watermark
+        group_id, topic, partition, replica_log.log_start_offset, leader.high_watermark, topic_id
     )
     if sp.fetch_offset() < replica_log.log_start_offset:
         sp.reset(replica_log.log_start_offset)  # the records were deleted meanwhile
