@@ -62,6 +62,7 @@ class TopicControl:
         max_broker_partitions: int = 200_000,
         remote_storage_system_enable: bool = False,
         ids: IdSource = SYSTEM_IDS,
+        group_bounds: Mapping[str, str] | None = None,
     ):
         self.node_id = node_id
         self.broker_props = broker_props
@@ -71,6 +72,7 @@ class TopicControl:
         self.check_broker_config = check_broker_config
         self.remote_storage_system_enable = remote_storage_system_enable
         self.ids = ids  # topic ids
+        self.group_bounds = group_bounds or {}  # group.*.min/max.* keys bounding group configs
 
     def validate_topic_configs(
         self, configs: Mapping[str, str], existing: Mapping[str, str] | None = None
@@ -229,7 +231,7 @@ class TopicControl:
         current = image.group_configs.get(name, {})
         new = apply_changes(current, changes, replace=replace)
         try:
-            validate_group_configs(new, self.broker_props)
+            validate_group_configs(new, self.group_bounds)
         except KafkaError as e:
             return Outcome(e.code, str(e))
         return Outcome(records=_config_records(GROUP_RESOURCE, name, current, new))
