@@ -54,7 +54,7 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
-    partition_counts: dict[str, int] = field(default_factory=dict)
+    topics: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # id, partitions
     target: dict[str, Assignment] = field(default_factory=dict)
 
     @property
@@ -100,9 +100,10 @@ class ShareGroupCoordinator:
         hb: Heartbeat,
         now_ms: int,
         session_timeout_ms: int,
-        partition_counts: Callable[[Iterable[str]], Mapping[str, int]],
+        topics: Callable[[Iterable[str]], Mapping[str, tuple[bytes, int]]],
     ) -> HeartbeatResult:
-        """``partition_counts`` gives the partition count of each existing topic."""
+        """``topics`` gives the id and partition count of each existing topic (a topic
+        created again under its name gets a new id, and the members a new assignment)."""
         group = self.groups.get(hb.group_id)
         member = group.members.get(hb.member_id) if group is not None else None
         if hb.member_epoch == LEAVE_EPOCH:
@@ -135,13 +136,14 @@ class ShareGroupCoordinator:
         if hb.subscribed is not None and tuple(sorted(set(hb.subscribed))) != member.subscribed:
             member.subscribed = tuple(sorted(set(hb.subscribed)))
             changed = True
-        counts = dict(partition_counts(group.subscribed_topics()))
-        if counts != group.partition_counts:
-            group.partition_counts = counts
+        shapes = dict(topics(group.subscribed_topics()))
+        if shapes != group.topics:
+            group.topics = shapes
             changed = True
         if changed:
             group.group_epoch += 1
         if group.assignment_epoch != group.group_epoch:
+            counts = {t: count for t, (_, count) in shapes.items()}
             group.target = assign_simple(group.members.values(), counts)
             group.assignment_epoch = group.group_epoch
         if member.member_epoch == group.assignment_epoch:

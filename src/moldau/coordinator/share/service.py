@@ -99,12 +99,12 @@ class ShareGroupService:
 
     # -- membership ----------------------------------------------------------------
     def heartbeat(
-        self, hb: Heartbeat, partition_counts: Callable[[Iterable[str]], Mapping[str, int]]
+        self, hb: Heartbeat, topics: Callable[[Iterable[str]], Mapping[str, tuple[bytes, int]]]
     ) -> HeartbeatResult:
         session = self._group_int(
             hb.group_id, "share.session.timeout.ms", self.settings.session_timeout_ms
         )
-        return self.coordinator.heartbeat(hb, self.clock.now_ms(), session, partition_counts)
+        return self.coordinator.heartbeat(hb, self.clock.now_ms(), session, topics)
 
     # -- share-partitions ----------------------------------------------------------
     def share_partition(

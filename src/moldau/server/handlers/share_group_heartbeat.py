@@ -27,9 +27,13 @@ if TYPE_CHECKING:
 API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1
 
 
-def partition_counts(image: MetadataImage, topics: Iterable[str]) -> dict[str, int]:
-    """Partition counts of the topics that exist (the others are not assigned)."""
-    return {t: len(image.topics[t].partitions) for t in topics if t in image.topics}
+def topic_shapes(image: MetadataImage, topics: Iterable[str]) -> dict[str, tuple[bytes, int]]:
+    """Id and partition count of the topics that exist (the others are not assigned)."""
+    return {
+        t: (image.topics[t].topic_id, len(image.topics[t].partitions))
+        for t in topics
+        if t in image.topics
+    }
 
 
 def wire_assignment(image: MetadataImage, assignment: Assignment) -> WireAssignment:
@@ -66,7 +70,7 @@ async def handle(
         f"/{ctx.client_host}",
     )
     shares = services.shares
-    result = shares.heartbeat(hb, lambda topics: partition_counts(image, topics))
+    result = shares.heartbeat(hb, lambda topics: topic_shapes(image, topics))
     response = ShareGroupHeartbeatResponse(
         error_code=result.error,
         error_message=result.message,

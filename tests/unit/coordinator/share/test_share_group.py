@@ -16,8 +16,8 @@ from moldau.protocol.errors import ErrorCode
 SESSION = 1_000
 
 
-def counts(topics: Iterable[str]) -> Mapping[str, int]:
-    return {t: {"t": 2, "u": 1}[t] for t in topics if t in ("t", "u")}
+def counts(topics: Iterable[str]) -> Mapping[str, tuple[bytes, int]]:
+    return {t: (t.encode(), {"t": 2, "u": 1}[t]) for t in topics if t in ("t", "u")}
 
 
 def test_join_assigns_every_member_work_even_with_more_members_than_partitions() -> None:
@@ -72,3 +72,14 @@ def test_simple_assignor_spreads_partitions_and_shares_them_when_short() -> None
     members = [member("a", "t", "u"), member("b", "t"), member("c", "u")]
     target = assign_simple(members, {"t": 5, "u": 1})
     assert target == {"a": {"t": (0, 2, 4), "u": (0,)}, "b": {"t": (1, 3)}, "c": {"u": (0,)}}
+
+
+def test_a_topic_created_again_gives_members_a_new_assignment() -> None:
+    c = ShareGroupCoordinator(SeededIds(1))
+    r = c.heartbeat(Heartbeat("g", "m", 0, ("t",)), 0, SESSION, counts)
+    same = c.heartbeat(Heartbeat("g", "m", r.member_epoch), 0, SESSION, counts)
+    assert same.assignment is None
+    recreated = c.heartbeat(
+        Heartbeat("g", "m", r.member_epoch), 0, SESSION, lambda topics: {"t": (b"new", 2)}
+    )
+    assert recreated.member_epoch == r.member_epoch + 1 and recreated.assignment == {"t": (0, 1)}
