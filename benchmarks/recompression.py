@@ -6,18 +6,27 @@ way real payloads are) built by a producer in the source codec. Reported per cas
 of uncompressed record bytes per wall second and per CPU second of this process (the
 medians over rounds; on a shared machine the CPU figure is the one to compare), and the
 batch sizes before and after.
-The ``producer`` case is the no-op check every append pays. Results go to
+The ``producer`` case is the no-op check every append pays.
+
+``--loop-lag`` measures what matters to a broker instead: a real broker (metrics on) takes
+lz4 batches of ``--records-per-batch`` records produced by confluent-kafka to a zstd topic,
+and its ``moldau_event_loop_lag_seconds`` histogram tells how long its event loop stalled
+meanwhile (probes later than 50 ms, and the bucket of the worst one). Results go to
 benchmarks/results/recompression-*.json; nothing is asserted.
 
     python -m benchmarks.recompression [--quick] [--rounds N] [--records-per-batch N]
+    python -m benchmarks.recompression --loop-lag [--rounds N] [--records-per-batch N]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
+import socket
 import statistics
 import time
+import urllib.request
 
 from rich.console import Console
 from rich.table import Table
@@ -27,6 +36,7 @@ from moldau.config.topic import LogConfig
 from moldau.records.batch import recompress_batches, scan_batches
 from moldau.records.compression import CODEC_BY_NAME
 from moldau.records.record import build_batch
+from moldau.testing import BrokerProcess
 
 RECORD_SIZE = 1024
 CASES = [  # (producer codec, topic compression.type)
@@ -80,16 +90,87 @@ def run_case(source: str, target: str, records: list[bytes], rounds: int) -> dic
     }
 
 
+_LAG_BUCKET = re.compile(r'moldau_event_loop_lag_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)')
+
+
+def lag_buckets(port: int) -> dict[float, float]:
+    """Cumulative counts of the broker's loop lag histogram, by upper bound."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {float(le): float(n) for le, n in _LAG_BUCKET.findall(text)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def loop_lag(records: list[bytes], rounds: int) -> dict[str, object]:
+    """Batches of ``records`` (lz4) produced to a zstd topic of a real broker: its loop lag."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    port, big = free_port(), str(64 << 20)
+    with BrokerProcess(configs={"metrics.port": port, "message.max.bytes": big}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        config = {"compression.type": "zstd", "max.message.bytes": big}
+        admin.create_topics([NewTopic("lag", 1, 1, config=config)])["lag"].result(30)
+        producer = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "compression.type": "lz4",
+                "linger.ms": 1000,
+                "batch.size": 32 << 20,
+                "batch.num.messages": 1_000_000,
+                "message.max.bytes": big,
+            }
+        )
+        producer.produce("lag", b"warm-up")
+        producer.flush(30)
+        before = lag_buckets(port)
+        start = time.perf_counter()
+        for _ in range(rounds):
+            for value in records:
+                producer.produce("lag", value)
+            producer.flush(120)
+        seconds = time.perf_counter() - start
+        after = lag_buckets(port)
+    delta = {le: after[le] - before.get(le, 0) for le in sorted(after)}
+    total = delta[float("inf")]
+    worst = min(le for le, n in delta.items() if n == total)
+    return {
+        "batches": rounds,
+        "records_per_batch": len(records),
+        "produce_seconds": seconds,
+        "probes": total,
+        "probes_over_50ms": total - delta[0.05],
+        "probes_over_250ms": total - delta[0.25],
+        "worst_lag_bucket_s": worst,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--records-per-batch", type=int, default=1000)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--loop-lag", action="store_true", help="a broker's loop lag instead")
+    parser.add_argument("--label", default="", help="added to the result file's name")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.records_per_batch = 3, 50
     rnd = random.Random(19)
     records = [payload(rnd, i) for i in range(args.records_per_batch)]
+    if args.loop_lag:
+        lag = loop_lag(records, args.rounds)
+        print(lag)
+        print(
+            write_result(
+                "recompression-loop-lag" + (f"-{args.label}" if args.label else ""), args, lag
+            )
+        )
+        return
     results = [run_case(s, t, records, args.rounds) for s, t in CASES]
     table = Table(title="recompression of one batch of 1 KiB records")
     columns = ("case", "records", "in bytes", "out bytes", "ms", "MB/s", "CPU ms", "MB/CPU s")

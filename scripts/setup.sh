@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what Moldau needs into the checkout's virtualenv `.venv`. Usage: scripts/setup.sh [run|test]
-#   run  - the broker, the CLI, the web console and the s3 tiered-storage client: moldau[console,tiered]
+#   run  - the broker, the CLI, the web console, the schema registry and the s3 tiered-storage
+#          client: moldau[console,registry,tiered]
 #   test - everything the test suite needs: moldau[test] (test and lint tools, PySpark), kcat,
 #          a JDK and the Kafka Java client's jars, Chromium, and `.venv-spark-oldest` with the
 #          oldest PySpark that moldau[spark] admits, for a second run of Spark tests
@@ -75,7 +76,7 @@ venv .venv
 if [ "$mode" = run ]; then
   # The test install is a superset: after it, running needs nothing more.
   [ "$(cat .venv/.moldau-test 2>/dev/null)" = "$(stamp test "$CONSTRAINTS" -e ".[test]")" ] \
-    || install .venv run "$CONSTRAINTS" -e ".[console,tiered]"
+    || install .venv run "$CONSTRAINTS" -e ".[console,registry,tiered]"
 else
   install .venv test "$CONSTRAINTS" -e ".[test]"
   # A dependency added to pyproject.toml without a pin installs its newest release: say so.

@@ -65,3 +65,37 @@ def test_produce_and_consume_with_replication_factor_3(
     assert sum(1 for gots in consumed.values() if gots) > 1, "keys all hashed to one partition"
     in_sync = [sorted(cluster.nodes)] * PARTITIONS  # every replica keeps up
     cluster.wait_until(lambda: [sorted(p["isr"]) for p in partitions(cluster, topic)] == in_sync)
+
+
+def test_acks_all_requests_in_flight_are_acknowledged_and_stored_in_order(
+    shared_cluster: ClusterProcess, topic: str
+) -> None:
+    """linger.ms=0 with many requests in flight on one connection: the leader handles the
+    next produce while earlier ones wait for the followers, yet every record is acked
+    once, at offsets in the order it was sent, and the log holds exactly those records."""
+    from confluent_kafka import Producer
+
+    cluster = shared_cluster
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "acks": "all",
+            "linger.ms": 0,
+            "max.in.flight.requests.per.connection": 100,
+            "retries": 0,  # a retry could reorder: every record must land first time
+        }
+    )
+    acked: list[tuple[bytes, int]] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        assert err is None, err
+        acked.append((msg.value(), msg.offset()))
+
+    values = [b"r%04d" % i for i in range(600)]
+    for value in values:
+        producer.produce(topic, value, partition=0, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert sorted(acked, key=lambda a: a[1]) == [(v, i) for i, v in enumerate(values)]
+    assert [r.value for r in cluster.consume(topic, len(values), timeout=60)] == values

@@ -148,3 +148,32 @@ def test_a_paused_broker_is_fenced_and_gets_its_leaderships_back(
         [f"before-{i}".encode() for i in range(60)]
         + [f"while-paused-{i}".encode() for i in range(60)]
     )
+
+
+def test_kill_9_of_the_controller_fences_it_one_session_after_its_death(
+    new_cluster: NewCluster, topic: str
+) -> None:
+    """The active controller leads a partition and is killed: its partitions get new leaders
+    one broker session after the kill, as a plain broker's do. The new controller does not
+    give its silent predecessor a fresh session on top of the quorum's fetch timeout and
+    election (that made this case take fetch timeout + election + session)."""
+    session_s = fetch_timeout_s = 6
+    cluster = new_cluster(
+        broker_session_timeout_ms=session_s * 1000,
+        controller_quorum_fetch_timeout_ms=fetch_timeout_s * 1000,
+    )
+    cluster.create_topic(topic, partitions=3)
+    old = cluster.controller()
+    partition = next(p for p in range(3) if cluster.leader(topic, p) == old)
+    acked = cluster.produce(topic, *[f"before-{i}" for i in range(30)])
+
+    cluster.kill(old)
+    killed_at = time.monotonic()
+    cluster.wait_until(lambda: cluster.leader(topic, partition) not in (-1, old), 60)
+    elected_in = time.monotonic() - killed_at
+    print(f"controller {old} killed: its partition has a new leader after {elected_in:.2f} s")
+    # session + the controller's 1 s check + slack; before: >= fetch timeout + session
+    assert elected_in < session_s + 4, f"new leader after {elected_in:.1f} s"
+    acked += cluster.produce(topic, *[f"after-{i}" for i in range(30)])
+    consumed = cluster.consume(topic, len(acked))
+    assert sorted(r.value for r in consumed) == sorted(r.value for r in acked)

@@ -356,7 +356,7 @@ def test_topics_and_groups_json(broker: BrokerProcess):
     group_consumer(broker, group, topic, 30).close()
     produce_lines(broker, topic, ["late"], "--partition 1")
     groups = json.loads(moldau(broker, "groups list --json").stdout)
-    assert {"group": group, "state": "EMPTY", "simple": False} in groups
+    assert {"group": group, "type": "classic", "state": "EMPTY", "simple": False} in groups
     described = json.loads(moldau(broker, f"groups describe {group} --json").stdout)
     assert (described["group"], described["state"], described["members"]) == (group, "EMPTY", [])
     offsets = {o["partition"]: o for o in described["offsets"]}

@@ -5,13 +5,14 @@ refuses with INVALID_UPDATE_VERSION."""
 
 from __future__ import annotations
 
-from moldau.metadata.features import LATEST_LEVEL, MINIMUM_KRAFT_LEVEL
+from moldau.metadata.features import GROUP_VERSION, LATEST_LEVEL, MINIMUM_KRAFT_LEVEL
 from moldau.testing import BrokerProcess
 from tests.integration.helpers import FreshBroker
 from tests.java.client import JavaClient
 
 MV = "metadata.version"
 SHARE = {"share.version": [1, 1]}  # KIP-932: always on
+GV = {GROUP_VERSION: [1, 1], **SHARE}  # finalized at bootstrap: KIP-848 consumer groups
 
 
 def describe(java: JavaClient, bootstrap: str) -> dict:
@@ -20,8 +21,12 @@ def describe(java: JavaClient, bootstrap: str) -> dict:
 
 def test_new_cluster_reports_its_metadata_version(broker: BrokerProcess, java: JavaClient) -> None:
     features = describe(java, broker.bootstrap)
-    assert features["supported"] == {MV: [MINIMUM_KRAFT_LEVEL, LATEST_LEVEL], **SHARE}
-    assert features["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL], **SHARE}
+    assert features["supported"] == {
+        MV: [MINIMUM_KRAFT_LEVEL, LATEST_LEVEL],
+        GROUP_VERSION: [0, 1],
+        **SHARE,
+    }
+    assert features["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL], **GV}
     assert features["epoch"] >= 0
 
 
@@ -34,7 +39,7 @@ def test_refused_updates(broker: BrokerProcess, java: JavaClient) -> None:
          "--type", "safe_downgrade"],
         ["update-features", "--feature", MV, "--level", str(LATEST_LEVEL - 1),
          "--type", "unsafe_downgrade"],
-        ["update-features", "--feature", "group.version", "--level", "1"],
+        ["update-features", "--feature", "transaction.version", "--level", "1"],
     )  # fmt: skip
     errors = result.of("error")
     assert len(errors) == 5, str(result)
@@ -47,7 +52,7 @@ def test_refused_updates(broker: BrokerProcess, java: JavaClient) -> None:
     ]
     for error, reason in zip(errors, reasons, strict=True):
         assert "InvalidUpdateVersionException" in str(error) and reason in str(error), error
-    assert describe(java, broker.bootstrap)["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL], **SHARE}
+    assert describe(java, broker.bootstrap)["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL], **GV}
 
 
 def test_upgrade_from_an_older_bootstrap_level(fresh_broker: FreshBroker, java: JavaClient) -> None:
@@ -55,14 +60,14 @@ def test_upgrade_from_an_older_bootstrap_level(fresh_broker: FreshBroker, java: 
     format reads it) is upgraded with updateFeatures; the level survives a restart."""
     b = fresh_broker({"inter.broker.protocol.version": "3.3-IV1"})
     before = describe(java, b.bootstrap)
-    assert before["finalized"] == {MV: [5, 5], **SHARE}
+    assert before["finalized"] == {MV: [5, 5], **GV}
     java.admin(
         b.bootstrap,
         ["update-features", "--feature", MV, "--level", "7", "--validate-only", "true"],
     ).check()
-    assert describe(java, b.bootstrap)["finalized"] == {MV: [5, 5], **SHARE}
+    assert describe(java, b.bootstrap)["finalized"] == {MV: [5, 5], **GV}
     java.admin(b.bootstrap, ["update-features", "--feature", MV, "--level", "7"]).check()
     after = describe(java, b.bootstrap)
-    assert after["finalized"] == {MV: [7, 7], **SHARE} and after["epoch"] > before["epoch"]
+    assert after["finalized"] == {MV: [7, 7], **GV} and after["epoch"] > before["epoch"]
     b.restart()
-    assert describe(java, b.bootstrap)["finalized"] == {MV: [7, 7], **SHARE}
+    assert describe(java, b.bootstrap)["finalized"] == {MV: [7, 7], **GV}

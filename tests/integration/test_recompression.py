@@ -4,10 +4,14 @@ record comes back through clients other than the producer's."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
+from moldau.protocol.client import NetworkClient
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.records.batch import read_batch_header
 from moldau.records.compression import Compression
 from moldau.testing import BrokerProcess
@@ -73,3 +77,61 @@ def test_broker_default_compression_type_applies_to_new_topics(
     acked = produce_confluent(b.bootstrap, topic, records, "snappy")
     assert {codec for codec, _, _ in disk_batches(b.data_dir, topic)} == {Compression.ZSTD}
     assert_log_matches(records, consume_kcat(b.bootstrap, topic), acked=acked)
+
+
+def fetch_errors(bootstrap: str, topic: str, versions: list[int]) -> list[tuple[int, bool]]:
+    """(error code, records returned?) of partition 0 for a raw consumer Fetch per version."""
+    host, port = bootstrap.rsplit(":", 1)
+    request = FetchRequest(
+        max_wait_ms=0,
+        min_bytes=1,
+        topics=[
+            FetchTopic(
+                topic=topic, partitions=[FetchPartition(partition=0, partition_max_bytes=1 << 20)]
+            )
+        ],
+    )
+
+    async def run() -> list[tuple[int, bool]]:
+        client = NetworkClient("old-consumer", request_timeout_ms=10_000)
+        try:
+            out = []
+            for version in versions:
+                response = await client.send((host, int(port)), request, version)
+                data = response.responses[0].partitions[0]
+                out.append((data.error_code, bool(data.records)))
+            return out
+        finally:
+            client.close()
+
+    return asyncio.run(run())
+
+
+def test_a_fetch_below_v10_of_a_zstd_topic_is_refused(broker: BrokerProcess, topic: str) -> None:
+    """KIP-110: a consumer older than Fetch v10 cannot decode zstd; Kafka answers
+    UNSUPPORTED_COMPRESSION_TYPE for a topic whose compression.type is zstd."""
+    plain = f"{topic}-producer"
+    create_topic(broker.bootstrap, topic, 1, {"compression.type": "zstd"})
+    create_topic(broker.bootstrap, plain, 1, {"compression.type": "producer"})
+    for name in (topic, plain):
+        produce_confluent(broker.bootstrap, name, make_records(20, seed=21, text=True), "lz4")
+    unsupported = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    assert fetch_errors(broker.bootstrap, topic, [4, 9, 10, 12]) == [
+        (unsupported, False),
+        (unsupported, False),
+        (ErrorCode.NONE, True),
+        (ErrorCode.NONE, True),
+    ]
+    assert fetch_errors(broker.bootstrap, plain, [4, 9]) == [(ErrorCode.NONE, True)] * 2
+
+
+def test_big_batches_are_recompressed_off_the_event_loop(broker: BrokerProcess, topic: str) -> None:
+    """Batches over RECOMPRESS_INLINE_MAX take the worker-thread path: same outcome."""
+    create_topic(broker.bootstrap, topic, 1, {"compression.type": "zstd"})
+    records = make_records(2000, seed=22, text=True)
+    big = {"batch.num.messages": 5000, "linger.ms": 300, "batch.size": 4 << 20}
+    acked = produce_confluent(broker.bootstrap, topic, records, "lz4", **big)
+    batches = disk_batches(broker.data_dir, topic)
+    assert {codec for codec, _, _ in batches} == {Compression.ZSTD}
+    assert max(count for _, _, count in batches) >= 500, "big batches were produced"
+    assert_log_matches(records, consume_kafka_python(broker.bootstrap, topic), acked=acked)

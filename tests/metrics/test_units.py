@@ -176,7 +176,7 @@ def test_topic_counters_and_log_gauges_on_append_and_delete(tmp_path: Path):
             ("a", 1): build_batch([(b"k", b"w")]),
         }
         for tp, batch in batches.items():
-            await node.rm.append_records({tp: bytearray(batch)}, required_acks=1, timeout_ms=1000)
+            await node.rm.append_records({tp: bytearray(batch)}, required_acks=1)
         s = node.samples()
         size = sum(len(b) for b in batches.values())
         assert s.by_topic("kafka_server_brokertopicmetrics_messagesin_total") == {"a": 4}

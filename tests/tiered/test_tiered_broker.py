@@ -153,6 +153,26 @@ def test_every_record_comes_back_from_the_remote_tier(
     assert partition["log_start_offset"] == 0
     assert before <= local_start <= local_bases(b, TOPIC)[0]
     assert partition["highest_offset_in_remote_storage"] >= local_start - 1
+    assert partition["log_end_offset"] == len(expected) + 20 + 2  # the aborted, 2 markers
+    assert partition["local_size_bytes"] > 0
+    # the remote size is that of the first `remote_segments` segments in the store (copies
+    # finish in offset order; one may be under way)
+    objects = sorted(remote_dir.glob(f"{TOPIC}-*/0/*.log"))
+    assert 0 < partition["remote_segments"] <= len(objects)
+    copied = objects[: partition["remote_segments"]]
+    assert partition["remote_size_bytes"] == sum(p.stat().st_size for p in copied)
+    table = subprocess.run(
+        [sys.executable, "-m", "moldau", "topics", "describe", TOPIC],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MOLDAU_BOOTSTRAP": b.bootstrap, "COLUMNS": "200"},
+        timeout=120,
+        check=True,
+    )
+    assert (
+        "REMOTE-SIZE" in table.stdout
+        and f"0-{partition['highest_offset_in_remote_storage']}" in table.stdout
+    )
     # kill -9: the remote tier and the metadata survive, nothing is lost
     b.kill()
     b.start()

@@ -1,7 +1,8 @@
 """One broker tiering to a real S3 server (SeaweedFS): segments go to the bucket; with
 the store frozen (SIGSTOP) producing goes on, segments wait on the disk, and copying
 resumes by itself when it thaws; every acknowledged record is read back from offset 0;
-deleting the topic empties the bucket of its objects."""
+deleting the topic empties the bucket of its objects, also when the broker is killed
+midway."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC, deserialize
+from moldau.storage.remote.segment import RemotePartitionDeleteMetadata
 from moldau.testing import broker
 from moldau.testing.clients import ClientHelpers
 from moldau.testing.process import BrokerProcess
@@ -71,3 +74,50 @@ def test_store_frozen_then_thawed_loses_nothing(
     assert read_confluent(b, "frozen", "read_committed") == acked
     b.delete_topic("frozen")
     wait_for(lambda: not seaweedfs.keys("frozen-"), "the bucket to be empty of the topic")
+
+
+def partition_delete_states(b: ClientHelpers, topic: str) -> list[str]:
+    """The partition delete states recorded for ``topic`` in ``__remote_log_metadata``,
+    read with a Kafka client and decoded as Kafka's records."""
+    events = [deserialize(r.value) for r in b.consume(REMOTE_LOG_METADATA_TOPIC) if r.value]
+    return [
+        e.state.name
+        for e in events
+        if isinstance(e, RemotePartitionDeleteMetadata) and e.topic_id_partition.topic == topic
+    ]
+
+
+def test_topic_deletion_cut_short_by_kill_9_resumes_after_restart(
+    s3_broker: BrokerProcess, seaweedfs: SeaweedFS
+) -> None:
+    """The store is frozen while the topic is deleted: the deletion is recorded as
+    started, then the broker dies (kill -9). After the restart the broker finds the
+    unfinished deletion in ``__remote_log_metadata`` and empties the bucket of it."""
+    b = s3_broker
+    b.create_topic("gone", 1, **{k.replace(".", "_"): v for k, v in TIERED.items()})
+    produce_batches(b, "gone", "gone", 8)
+    wait_for(
+        lambda: sum(k.endswith(".log") for k in seaweedfs.keys("gone-")) >= 3, "copies of gone"
+    )
+    seaweedfs.pause()
+    try:
+        mark = b.lines_seen
+        b.delete_topic("gone")
+
+        def retrying() -> bool:
+            b.settle_output()
+            return any("deleting the remote log failed" in line for line in b.output_since(mark))
+
+        wait_for(retrying, "the deletion to meet the frozen store")
+        b.kill()
+    finally:
+        seaweedfs.resume()
+    left = seaweedfs.keys("gone-")
+    assert any(k.endswith(".log") for k in left), "the deletion was not cut short"
+    b.start()
+    wait_for(lambda: not seaweedfs.keys("gone-"), "the bucket to be empty of gone", timeout=90)
+    assert partition_delete_states(b, "gone") == [
+        "DELETE_PARTITION_MARKED",
+        "DELETE_PARTITION_STARTED",
+        "DELETE_PARTITION_FINISHED",
+    ]

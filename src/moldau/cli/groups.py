@@ -14,7 +14,7 @@ from confluent_kafka import (
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ConsumerGroupDescription
+from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, MemberAssignment
 
 from moldau.admin.offsets import reset_target
 from moldau.cli.common import (
@@ -70,6 +70,7 @@ def list_groups(
             [
                 {
                     "group": g.group_id,
+                    "type": _type(g.type),
                     "state": _state(g.state),
                     "simple": g.is_simple_consumer_group,
                 }
@@ -77,10 +78,13 @@ def list_groups(
             ]
         )
         return
-    grid = table("GROUP", "STATE", "SIMPLE")
+    grid = table("GROUP", "TYPE", "STATE", "SIMPLE")
     for group in groups:
         grid.add_row(
-            group.group_id, _state(group.state), "yes" if group.is_simple_consumer_group else "no"
+            group.group_id,
+            _type(group.type),
+            _state(group.state),
+            "yes" if group.is_simple_consumer_group else "no",
         )
     out.print(grid)
 
@@ -93,7 +97,8 @@ def describe(
     command_config: CommandConfigOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Show members, assignments, committed offsets, log end offsets and lag per partition."""
+    """Show members, assignments, committed offsets, log end offsets and lag per partition;
+    for a KIP-848 consumer group also each member's current and target assignment."""
     admin = admin_client(bootstrap, properties, command_config)
     description = _describe(admin, group)
     committed = _committed(admin, group)
@@ -107,6 +112,7 @@ def describe(
     }
     state = _state(description.state if description else ConsumerGroupState.DEAD)
     coordinator = description.coordinator.id if description else None
+    group_type = _type(description.type) if description else "-"
     consumer = consumer_client(bootstrap, properties, command_config=command_config)
     rows = []
     try:
@@ -132,6 +138,7 @@ def describe(
         print_json(
             {
                 "group": group,
+                "type": group_type,
                 "state": state,
                 "coordinator": coordinator,
                 "members": [
@@ -143,6 +150,12 @@ def describe(
                             {"topic": tp.topic, "partition": tp.partition}
                             for tp in m.assignment.topic_partitions
                         ],
+                        "target_assignment": None
+                        if m.target_assignment is None
+                        else [
+                            {"topic": tp.topic, "partition": tp.partition}
+                            for tp in m.target_assignment.topic_partitions
+                        ],
                     }
                     for m in members
                 ],
@@ -152,7 +165,12 @@ def describe(
         return
     print_kv(
         f"Group: {group}",
-        {"State": state, "Members": len(members), "Coordinator": _or_dash(coordinator)},
+        {
+            "Type": group_type,
+            "State": state,
+            "Members": len(members),
+            "Coordinator": _or_dash(coordinator),
+        },
     )
     grid = table(
         "TOPIC",
@@ -170,6 +188,16 @@ def describe(
         if not member.assignment.topic_partitions:
             grid.add_row("-", "-", "-", "-", "-", member.member_id, member.host, member.client_id)
     out.print(grid)
+    if any(m.target_assignment is not None for m in members):
+        reconciling = table("CONSUMER-ID", "CLIENT-ID", "ASSIGNMENT", "TARGET-ASSIGNMENT")
+        for m in members:
+            reconciling.add_row(
+                m.member_id,
+                m.client_id,
+                _partitions(m.assignment),
+                _partitions(m.target_assignment),
+            )
+        out.print(reconciling)
 
 
 @app.command("reset-offsets")
@@ -362,6 +390,18 @@ def _parse_datetime(text: str) -> int:
 
 def _state(state: object) -> str:
     return state.name if isinstance(state, ConsumerGroupState) else str(state)
+
+
+def _type(group_type: object) -> str:
+    """classic / consumer (KIP-848) / share, as Kafka's tools print it."""
+    name = getattr(group_type, "name", str(group_type))
+    return name.lower() if name != "UNKNOWN" else "-"
+
+
+def _partitions(assignment: MemberAssignment | None) -> str:
+    if assignment is None or not assignment.topic_partitions:
+        return "-"
+    return ",".join(f"{tp.topic}:{tp.partition}" for tp in assignment.topic_partitions)
 
 
 def _or_dash(value: object) -> str:

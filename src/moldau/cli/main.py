@@ -6,13 +6,25 @@ from typing import Annotated
 
 import typer
 
-from moldau.cli import acls, cluster, groups, perf, spark, storage, topics, transactions, users
+from moldau.cli import (
+    acls,
+    cluster,
+    groups,
+    perf,
+    schemas,
+    spark,
+    storage,
+    topics,
+    transactions,
+    users,
+)
 from moldau.cli.common import show_client_logs
 from moldau.cli.console import console
 from moldau.cli.consume import consume
 from moldau.cli.leader_election import leader_election
 from moldau.cli.produce import produce
 from moldau.cli.reassign import reassign
+from moldau.cli.registry import registry
 from moldau.cli.server import server
 
 app = typer.Typer(
@@ -40,6 +52,8 @@ app.command("consume")(consume)
 app.add_typer(groups.app, name="groups")
 app.add_typer(spark.app, name="spark")
 app.command("console")(console)
+app.command("registry")(registry)
+app.add_typer(schemas.app, name="schemas")
 app.add_typer(perf.app, name="perf")
 app.add_typer(storage.app, name="storage")
 app.add_typer(cluster.app, name="cluster")

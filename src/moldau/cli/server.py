@@ -9,12 +9,15 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from moldau.config.broker import BrokerConfig, ConfigError
+from moldau.config.broker import BrokerConfig, ConfigError, Listener
 from moldau.protocol.errors import KafkaError
+
+if TYPE_CHECKING:
+    from moldau.registry.runner import RegistryNode
 
 log = logging.getLogger("moldau.server")
 
@@ -71,6 +74,44 @@ def _run(config: Path | None, override: list[str]) -> None:
         raise typer.Exit(1) from None
 
 
+async def _start_registry(config: BrokerConfig, bound: list[Listener]) -> RegistryNode | None:
+    """The schema registry of `schema.registry.listeners`, a Kafka client of this node's
+    inter-broker listener (so it is one code path with `moldau registry`)."""
+    from moldau.security.listeners import SecurityProtocol, listener_protocol
+
+    url = config.schema_registry_listener
+    if url is None:
+        return None
+    try:  # the registry's dependencies are an extra
+        from moldau.registry.errors import RegistryError
+        from moldau.registry.runner import RegistryNode
+    except ImportError as e:
+        raise ConfigError(
+            f"schema.registry.listeners: the registry is unavailable ({e}); install "
+            "'moldau[registry]'"
+        ) from None
+    name = config.get("inter.broker.listener.name")
+    own = [b for b in bound if b.name == name]
+    if not own or listener_protocol(config, name) != SecurityProtocol.PLAINTEXT:
+        raise ConfigError(
+            f"schema.registry.listeners: the registry needs the PLAINTEXT listener {name} "
+            "(inter.broker.listener.name) to reach its node"
+        )
+    voters = config.get("controller.quorum.voters")
+    registry = RegistryNode(
+        f"{own[0].host or '127.0.0.1'}:{own[0].port}",
+        url,
+        advertised=config.get("schema.registry.advertised.listener") or None,
+        replication_factor=min(3, max(1, len([v for v in voters.split(",") if v.strip()]))),
+    )
+    try:
+        await asyncio.to_thread(registry.start)
+    except RegistryError as e:
+        raise OSError(f"the schema registry did not start: {e.message}") from None
+    print(f"schema registry on {registry.url}", flush=True)
+    return registry
+
+
 async def _serve(config: BrokerConfig) -> None:
     from moldau.metrics.endpoint import start_metrics
     from moldau.server.node import Node
@@ -80,17 +121,25 @@ async def _serve(config: BrokerConfig) -> None:
     node.lock_log_dirs()  # before anything else: a second process on these dirs stops here
     raise_open_files_limit()
     metrics = start_metrics(config)  # binds next: a taken port fails before the node starts
-    for b in await node.start():
+    bound = await node.start()
+    for b in bound:
         print(f"listening on {b.host}:{b.port}", flush=True)
     if metrics is not None:
         metrics.watch_node(node)
         print(f"metrics on {metrics.url}", flush=True)
+    try:
+        registry = await _start_registry(config, bound)
+    except BaseException:
+        await node.stop()  # a registry that cannot start stops the server, cleanly
+        raise
     stop = node.failed
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
+    if registry is not None:
+        await asyncio.to_thread(registry.stop)
     await node.stop()
     if metrics is not None:
         metrics.close()

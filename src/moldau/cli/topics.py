@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -18,7 +17,7 @@ from confluent_kafka.admin import (
     TopicMetadata,
 )
 
-from moldau.admin.tiers import PartitionTiers, partition_tiers
+from moldau.admin.tiers import PartitionTiers, describe_tiers
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -28,6 +27,7 @@ from moldau.cli.common import (
     JsonOption,
     PropertyOption,
     admin_client,
+    client_config,
     cluster_metadata,
     out,
     parse_pairs,
@@ -129,11 +129,17 @@ def describe(
         topics = [everything[name] for name in sorted(everything) if not _is_internal(name)]
     overrides = _config_overrides(admin, [str(t.topic) for t in topics])
     brokers = cluster_metadata(admin).brokers
-    tiers = {
-        str(t.topic): _tiers(t, brokers)
-        for t in topics
-        if overrides[str(t.topic)].get("remote.storage.enable") == "true"
-    }
+    tiered = [t for t in topics if overrides[str(t.topic)].get("remote.storage.enable") == "true"]
+    tiers = (
+        describe_tiers(
+            admin,
+            tiered,
+            brokers,
+            client_config(bootstrap, properties, command_config=command_config),
+        )
+        if tiered
+        else {}
+    )
     if json_output:
         print_json(
             [
@@ -144,16 +150,6 @@ def describe(
         return
     for topic in topics:
         _print_topic(topic, overrides[str(topic.topic)], tiers.get(str(topic.topic)))
-
-
-def _tiers(topic: TopicMetadata, brokers: dict) -> dict[int, PartitionTiers | None]:
-    """A tiered topic's log start, local log start and last tiered offset per partition."""
-    leaders = {
-        p.id: (brokers[p.leader].host, brokers[p.leader].port)
-        for p in topic.partitions.values()
-        if p.leader in brokers
-    }
-    return asyncio.run(partition_tiers(str(topic.topic), leaders))
 
 
 @app.command()
@@ -260,6 +256,10 @@ def _topic_json(
                 "log_start_offset": tier.log_start_offset,
                 "local_log_start_offset": tier.local_log_start_offset,
                 "highest_offset_in_remote_storage": tier.highest_offset_in_remote_storage,
+                "log_end_offset": tier.log_end_offset,
+                "local_size_bytes": tier.local_size_bytes,
+                "remote_size_bytes": tier.remote_size_bytes,
+                "remote_segments": tier.remote_segments,
             }
         rows.append(row)
     return {
@@ -287,24 +287,34 @@ def _print_topic(
     )
     columns = ["PARTITION", "LEADER", "REPLICAS", "ISR"]
     if tiers is not None:
-        columns += ["LOG-START", "LOCAL-LOG-START", "TIERED-OFFSET"]
+        columns += ["REMOTE", "REMOTE-SIZE", "LOCAL", "LOCAL-SIZE"]
     grid = table(*columns)
     for p in partitions:
         row = [str(p.id), str(p.leader), _ids(p.replicas), _ids(p.isrs)]
         if tiers is not None:
             tier = tiers.get(p.id)
-            row += (
-                ["?"] * 3
-                if tier is None
-                else [
-                    str(tier.log_start_offset),
-                    str(tier.local_log_start_offset),
-                    str(tier.highest_offset_in_remote_storage),
-                ]
-            )
+            row += ["?"] * 4 if tier is None else _tier_cells(tier)
         grid.add_row(*row)
     out.print(grid)
     out.print()
+
+
+def _tier_cells(tier: PartitionTiers) -> list[str]:
+    """The remote and local offset ranges (first-last, "-" when empty) and sizes."""
+    remote_end = tier.highest_offset_in_remote_storage
+    local_end = tier.log_end_offset - 1
+    return [
+        f"{tier.log_start_offset}-{remote_end}" if remote_end >= tier.log_start_offset else "-",
+        _size(tier.remote_size_bytes),
+        f"{tier.local_log_start_offset}-{local_end}"
+        if local_end >= tier.local_log_start_offset
+        else "-",
+        _size(tier.local_size_bytes),
+    ]
+
+
+def _size(n: int | None) -> str:
+    return "?" if n is None else f"{n} B"
 
 
 def _ids(broker_ids: list[int]) -> str:

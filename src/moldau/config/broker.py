@@ -331,6 +331,27 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
         BrokerKey("group.max.size", int, "2147483647", "Members per group."),
         BrokerKey(
+            "group.coordinator.rebalance.protocols",
+            str,
+            "classic,consumer,share",
+            "Group protocols the coordinator accepts.",
+            "Kafka 4.2's default; consumer (KIP-848) and share (KIP-932) groups are on.",
+        ),
+        BrokerKey(
+            "group.consumer.assignors",
+            str,
+            "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+            "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+            "KIP-848 server-side assignors (class or short names: uniform, range); first is default.",
+        ),
+        BrokerKey(
+            "group.consumer.session.timeout.ms", int, "45000", "Consumer-group member session."
+        ),
+        BrokerKey(
+            "group.consumer.heartbeat.interval.ms", int, "5000", "Consumer-group heartbeat interval."
+        ),
+        BrokerKey("group.consumer.max.size", int, "2147483647", "Members per consumer group."),
+        BrokerKey(
             "group.share.enable",
             bool,
             "true",
@@ -440,6 +461,19 @@ BROKER_KEYS: dict[str, BrokerKey] = {
         ),
         BrokerKey("metrics.port", int, "0", "Moldau: serve Prometheus /metrics here (0: off)."),
         BrokerKey("metrics.host", str, "127.0.0.1", "Moldau: address of the /metrics server."),
+        BrokerKey(
+            "schema.registry.listeners",
+            str,
+            "",
+            "Moldau: serve the schema registry (Confluent's REST API) at this http://HOST:PORT "
+            "(empty: off).",
+        ),
+        BrokerKey(
+            "schema.registry.advertised.listener",
+            str,
+            "",
+            "Moldau: the registry URL other nodes forward writes to (default: the listener).",
+        ),
         *SECURITY_KEYS,
         *REMOTE_LOG_KEYS,
     ]
@@ -524,6 +558,21 @@ def parse_override(item: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _registry_listener(value: str) -> str | None:
+    """The one http://HOST:PORT the registry serves (Confluent's `listeners` key takes a
+    list; TLS is not served yet, so only http)."""
+    urls = [u.strip() for u in value.split(",") if u.strip()]
+    if not urls:
+        return None
+    if len(urls) > 1:
+        raise ConfigError(f"schema.registry.listeners: one listener, not {len(urls)}")
+    if not re.fullmatch(r"http://(\[[^\]]*\]|[^:/]+):\d{1,5}/?", urls[0]) or not (
+        0 <= int(urls[0].rstrip("/").rsplit(":", 1)[1]) <= 65535
+    ):
+        raise ConfigError(f"schema.registry.listeners: {urls[0]!r} is not http://HOST:PORT")
+    return urls[0].rstrip("/")
+
+
 def parse_value(key: str, raw: str) -> int | bool | str:
     """A broker key's value in its type; ConfigError says why it is not one."""
     spec = BROKER_KEYS[key]
@@ -589,6 +638,8 @@ class BrokerConfig:
                 "max.connections.per.ip can be set to zero only if "
                 "max.connections.per.ip.overrides is set"
             )
+
+        self.schema_registry_listener = _registry_listener(self.get("schema.registry.listeners"))
 
     def _check_socket_server(self) -> None:
         """Kafka's checks of its socket server keys."""

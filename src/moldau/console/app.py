@@ -241,8 +241,15 @@ class _Pages:
         name = request.path_params["name"]
         (topic,) = await self._sizes([await self._call(self.cluster.topic, name)])
         groups = [g for g in await self._call(self.cluster.groups) if name in g.topics]
+        tiers = await self._call(self.cluster.tiers, name)
         return self._page(
-            request, "topic.html", section="topics", tab="partitions", topic=topic, groups=groups
+            request,
+            "topic.html",
+            section="topics",
+            tab="partitions",
+            topic=topic,
+            groups=groups,
+            tiers=tiers,
         )
 
     async def delete_topic(self, request: Request) -> Response:

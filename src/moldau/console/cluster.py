@@ -45,6 +45,7 @@ from moldau.admin.errors import describe_error
 from moldau.admin.log_dirs import partition_sizes
 from moldau.admin.offsets import reset_target
 from moldau.admin.preflight import Unreachable, client_security, ensure_reachable
+from moldau.admin.tiers import PartitionTiers, describe_tiers
 from moldau.console.model import (
     BrokerInfo,
     ConfigItem,
@@ -265,6 +266,20 @@ class Cluster:
             except KafkaException as exc:
                 _log.info("list offsets %s-%d: %s", tp.topic, tp.partition, describe_error(exc))
         return found
+
+    def tiers(self, name: str) -> dict[int, PartitionTiers | None] | None:
+        """A tiered topic's remote and local offset ranges and sizes per partition (None:
+        not tiered)."""
+        configs = {c.name: c.value for c in self.topic_configs(name)}
+        if configs.get("remote.storage.enable") != "true":
+            return None
+        meta = self._metadata(name)
+        try:
+            return describe_tiers(self._admin, [meta.topics[name]], meta.brokers, self._config())[
+                name
+            ]
+        except (KafkaException, OSError, RuntimeError, TimeoutError) as exc:
+            raise ConsoleError(f"tiers of {name!r}: {exc}") from None
 
     def topic_configs(self, name: str) -> list[ConfigItem]:
         resource = ConfigResource(ResourceType.TOPIC, name)

@@ -21,8 +21,10 @@ duplicate. This is what lets a single node restarted after kill -9 (its own cont
 its previous incarnation necessarily dead) register at once rather than wait out the old
 session (Kafka's activation counts the grace as a live session, so a restarted combined
 node there waits for it to time out); a broker that does talk to this controller is
-protected as before. Time
-in which the controller itself did not look (half a session or more between checks: its
+protected as before. The one exception to the full grace is the previous quorum leader
+(a combined node): the new controller heard from it last when it answered a Raft fetch, so
+its session counts from then (a kill -9 of the active controller fences it one session
+after the kill, as any other broker, instead of an election plus a session). Time in which the controller itself did not look (half a session or more between checks: its
 event loop or queue stalled, which in a combined node also holds back the local broker's
 heartbeats) does not count against brokers' sessions, so none is fenced for a silence the
 controller caused (Kafka likewise counts a heartbeat that timed out in an overloaded
@@ -33,6 +35,7 @@ of time in which the controller was looking.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from moldau.controller.replication_control import ReplicationControl
@@ -84,9 +87,19 @@ class ClusterControl:
         # Sessions granted at activation that no request has confirmed yet.
         self._unconfirmed: set[int] = set()
 
-    def activate(self, image: MetadataImage, now_ms: int) -> None:
-        """A new active controller: every registered broker gets a fresh session."""
+    def activate(
+        self, image: MetadataImage, now_ms: int, last_heard: Mapping[int, int] | None = None
+    ) -> None:
+        """A new active controller: every registered broker gets a fresh session, except
+        those this node knows it last heard from at ``last_heard`` (node id -> ms): the
+        previous quorum leader, silent since its last fetch answer, whose kill -9 is what
+        made this node the controller. Its session runs from then, so a new controller
+        fences it after one session from its death, not one session after its own
+        election."""
         self._last_contact = dict.fromkeys(image.brokers, now_ms)
+        for broker_id, heard_ms in (last_heard or {}).items():
+            if broker_id in self._last_contact:
+                self._last_contact[broker_id] = min(now_ms, heard_ms)
         self._unconfirmed = set(image.brokers)
         self._last_check_ms = now_ms
 

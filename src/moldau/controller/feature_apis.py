@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from moldau.controller.quorum_controller import ControllerResult
-from moldau.metadata.features import METADATA_VERSION, UpgradeType, check_update
+from moldau.metadata.features import (
+    BOOTSTRAP_LEVELS,
+    METADATA_VERSION,
+    UpgradeType,
+    check_update,
+)
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import FeatureLevelRecord, MetadataRecord
 from moldau.protocol.errors import ErrorCode
@@ -59,13 +64,18 @@ async def update_features(
 
 
 async def bootstrap_metadata_version(controller: ControllerContext, level: int) -> None:
-    """Finalize ``metadata.version`` at ``level`` in a log that has none yet."""
+    """Finalize ``metadata.version`` at ``level`` (and the bootstrap features, such as
+    ``group.version``) in a log that has none yet."""
 
     def op(image: MetadataImage) -> ControllerResult[None]:
         if METADATA_VERSION in image.features:
             return ControllerResult(None, [])
         records: list[MetadataRecord] = [
             FeatureLevelRecord(name=METADATA_VERSION, feature_level=level)
+        ]
+        records += [
+            FeatureLevelRecord(name=name, feature_level=feature_level)
+            for name, feature_level in BOOTSTRAP_LEVELS.items()
         ]
         return ControllerResult(None, records)
 

@@ -187,6 +187,9 @@ class NetworkClient:
                     address, self.connect_timeout_ms / 1000, self.security, self._exchange
                 )
             )
+            # Its waiters may all be cancelled (their request timed out): the failure is
+            # theirs to see, never an "exception was never retrieved" in the log.
+            pending.add_done_callback(_retrieve)
             self._connecting[address] = pending
             try:
                 conn = await asyncio.shield(pending)
@@ -238,3 +241,8 @@ class NetworkClient:
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()

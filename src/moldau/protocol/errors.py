@@ -132,6 +132,7 @@ class ErrorCode(IntEnum):
     SHARE_SESSION_NOT_FOUND = 122
     INVALID_SHARE_SESSION_EPOCH = 123
     FENCED_STATE_EPOCH = 124
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class KafkaError(Exception):

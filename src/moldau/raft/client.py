@@ -154,6 +154,8 @@ class RaftClient:
         # that would park is answered at once when the replica has not heard the current
         # high watermark yet (else it learns a commit only when its long poll expires).
         self._hw_told: dict[int, tuple[int, int]] = {}
+        # (leader id, when) of the last answer a leader gave this replica as its follower.
+        self.leader_contact: tuple[int, int] | None = None
         self._next_offset = -1
         self._fired: LeaderAndEpoch | None = None
         self._effects = Effects()
@@ -1042,9 +1044,13 @@ class RaftClient:
                 state.update_high_watermark(
                     min(response.high_watermark, log.log_end_offset), self.node_id
                 )
+        self._heard_from_leader(state, now_ms)
+        return True
+
+    def _heard_from_leader(self, state: Follower, now_ms: int) -> None:
         state.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
         state.has_fetched_from_leader = True
-        return True
+        self.leader_contact = (state.leader_id, now_ms)
 
     def _install_snapshot(self, state: Follower) -> None:
         """The downloaded snapshot is committed data: the log restarts there unless it holds it."""
@@ -1116,8 +1122,7 @@ class RaftClient:
             writer.freeze()
             state.fetching_snapshot = None
             self._install_snapshot(state)
-        state.fetch_deadline_ms = now_ms + self._config.fetch_timeout_ms
-        state.has_fetched_from_leader = True
+        self._heard_from_leader(state, now_ms)
         return True
 
     # ------------------------------------------------------------------ state machine feed

@@ -305,6 +305,12 @@ class RaftManager:
         return self._client.leader_id, self._client.epoch
 
     @property
+    def leader_contact(self) -> tuple[int, int] | None:
+        """(leader id, clock ms) of the last fetch answer a leader of the quorum gave this
+        node: a new controller knows how long its predecessor has been silent."""
+        return None if self._client is None else self._client.leader_contact
+
+    @property
     def is_leader(self) -> bool:
         """Leader of the current epoch with everything before it applied: may write."""
         client = self._client

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -37,6 +37,7 @@ from moldau.storage.remote.copy_scheduler import (
     highest_remote_offset,
     remote_segments_to_delete,
 )
+from moldau.storage.remote.metadata_cache import RemoteLogMetadataCache
 from moldau.storage.remote.remote_log_reader import (
     RemoteIndexCache,
     RemoteLogReadResult,
@@ -95,6 +96,8 @@ class RemoteLogMetadataManager(Protocol):
 
     def is_ready(self, tp: TopicIdPartition) -> bool: ...
 
+    def cache(self, tp: TopicIdPartition) -> RemoteLogMetadataCache: ...
+
 
 @dataclass(frozen=True, slots=True)
 class RemoteLogManagerConfig:
@@ -135,6 +138,7 @@ class _Replica:
     high_watermark: Callable[[], int]
     scheduler: CopyScheduler | None = None
     busy: bool = False  # a copy or expiry pass is running
+    deleted: bool = False  # its topic was deleted: a copy in flight deletes its upload
 
 
 class RemoteLogManager:
@@ -157,8 +161,7 @@ class RemoteLogManager:
         self._readers = ThreadPoolExecutor(config.reader_threads, "remote-log-reader")
         self._replicas: dict[TopicPartition, _Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._partition_deletes: dict[TopicIdPartition, RemotePartitionDeleteState] = {}
-        self._deleted_segments: dict[TopicIdPartition, set[RemoteLogSegmentId]] = {}
+        self._removing: set[TopicIdPartition] = set()  # remote logs being deleted here
 
     # -- leadership ----------------------------------------------------------------
     def on_leader(
@@ -200,39 +203,99 @@ class RemoteLogManager:
         )
 
     def stop_partition(self, tp: TopicPartition, *, delete_remote: bool = False) -> None:
-        """Not a replica here any more (a copy in flight finishes on its own). With
-        ``delete_remote`` (topic deletion, on the partition's last leader) its remote
-        segments, listed now while its metadata is still kept, are deleted in the
-        background."""
+        """Not a replica here any more (a copy in flight deletes what it uploaded). With
+        ``delete_remote`` (topic deletion, on the partition's last leader) the partition
+        is marked deleted in ``__remote_log_metadata`` (DELETE_PARTITION_MARKED); the
+        RemotePartitionRemover of its metadata partition deletes its remote segments."""
         replica = self._replicas.pop(tp, None)
         if replica is None:
             return
         if delete_remote:
-            if self.metadata.is_ready(replica.tp):
-                segments = self.metadata.all_segments(replica.tp)
-                task = asyncio.get_running_loop().create_task(
-                    self._delete_remote_log(replica.tp, segments)
+            replica.deleted = True
+            self._background(
+                self._retrying(
+                    replica.tp,
+                    "marking the remote log deleted",
+                    # Needs none of the partition's metadata: nothing waits for loading.
+                    lambda: self._put_delete_state(
+                        replica.tp, RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+                    ),
                 )
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-            else:
-                log.warning("%s: deleted while its remote log metadata was loading", replica.tp)
-        self.metadata.on_partition_unassigned(replica.tp)
+            )
+        if replica.tp not in self._removing:
+            self.metadata.on_partition_unassigned(replica.tp)
 
-    async def _delete_remote_log(
-        self, tp: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _put_delete_state(
+        self, tp: TopicIdPartition, state: RemotePartitionDeleteState
+    ) -> bool:
+        await self.metadata.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, self.clock.now_ms(), self.broker_id)
+        )
+        return True
+
+    async def _retrying(
+        self,
+        tp: TopicIdPartition,
+        what: str,
+        attempt: Callable[[], Awaitable[bool]],
     ) -> None:
-        """Retried with backoff while the store is down, for as long as the broker runs
-        (the store is emptied of the topic when it can be)."""
+        """Call ``attempt()`` until it returns True, with backoff after failures (the
+        store or ``__remote_log_metadata`` down), for as long as the broker runs."""
         backoff = self.config.retry_backoff_ms
         while True:
             try:
-                if await self.delete_partition(tp, segments):
+                if await attempt():
                     return
             except (RemoteStorageError, KafkaError, ValueError) as e:
-                log.warning("%s: deleting the remote log failed, will retry: %s", tp, e)
+                log.warning("%s: %s failed, will retry: %s", tp, what, e)
+            else:
+                backoff = self.config.retry_backoff_ms  # not failing: only waiting
             await asyncio.sleep(backoff / 1000)
             backoff = min(backoff * 2, self.config.retry_backoff_max_ms)
+
+    # -- partition deletion ------------------------------------------------------------
+    def remove_partition(self, tp: TopicIdPartition) -> bool:
+        """Delete the remote log of ``tp``, a partition of a deleted topic, and record it
+        with Kafka's partition delete states (STARTED, each segment's deletion, FINISHED)
+        in the background, from whatever state ``__remote_log_metadata`` holds: an
+        interrupted deletion resumes where it stopped. Waits while the partition's
+        metadata loads (deferred, not lost); retried while the store is down. False if
+        it is already under way here."""
+        if tp in self._removing:
+            return False
+        self._removing.add(tp)
+        self.metadata.on_partition_assigned(tp)
+        self._background(self._remove(tp))
+        return True
+
+    async def _remove(self, tp: TopicIdPartition) -> None:
+        try:
+            await self._retrying(tp, "deleting the remote log", lambda: self._remove_once(tp))
+        finally:
+            self._removing.discard(tp)
+            if (tp.topic, tp.partition) not in self._replicas:
+                self.metadata.on_partition_unassigned(tp)
+
+    async def _remove_once(self, tp: TopicIdPartition) -> bool:
+        if not self.metadata.is_ready(tp):
+            return False  # its metadata is loading: look again after the backoff
+        cache = self.metadata.cache(tp)
+        done = cache.partition_delete.state if cache.partition_delete else None
+        for state in RemotePartitionDeleteState:
+            if done is not None and done >= state:
+                continue  # resuming: the states only go forward
+            if state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
+                for md in cache.all_segments():
+                    if not await self._delete_segment(md):
+                        raise RemoteStorageError(f"{md.segment_id} is not deleted yet")
+                log.info("%s: the remote log is deleted", tp)
+            await self._put_delete_state(tp, state)
+        return True
 
     # -- the periodic pass -----------------------------------------------------------
     def run_once(self) -> None:
@@ -264,9 +327,7 @@ class RemoteLogManager:
                 replica.busy = False
             self._step(replica, expire=False)  # a finished copy lets the next one start
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._background(run())
 
     def _follow_remote_tier(self, replica: _Replica) -> None:
         replica_log, tp = replica.log, replica.tp
@@ -309,6 +370,9 @@ class RemoteLogManager:
             custom = await loop.run_in_executor(
                 self._copiers, self.rsm.copy_log_segment_data, md, data
             )
+            if replica.deleted:  # the remover may have listed the segments before this one
+                await loop.run_in_executor(self._copiers, self.rsm.delete_log_segment_data, md)
+                return
             await self.metadata.update_remote_log_segment_metadata(
                 RemoteLogSegmentMetadataUpdate(
                     md.segment_id,
@@ -426,41 +490,6 @@ class RemoteLogManager:
                 md.segment_id, self.clock.now_ms(), state, self.broker_id
             )
         )
-
-    async def delete_partition(
-        self, tp: TopicIdPartition, segments: list[RemoteLogSegmentMetadata]
-    ) -> bool:
-        """Topic deletion: the partition's remote ``segments`` go, recorded with Kafka's
-        partition delete states (marked, started, finished); False if the store failed
-        (call again: states and deletions already done are skipped)."""
-        for state in (
-            RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
-            RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
-        ):
-            if self._partition_deletes.get(tp, -1) >= state:
-                continue  # a retry: the states only go forward
-            await self.metadata.put_remote_partition_delete_metadata(
-                RemotePartitionDeleteMetadata(tp, state, self.clock.now_ms(), self.broker_id)
-            )
-            self._partition_deletes[tp] = state
-        done = self._deleted_segments.setdefault(tp, set())
-        for md in segments:
-            if md.segment_id in done:
-                continue
-            if not await self._delete_segment(md):
-                return False
-            done.add(md.segment_id)
-        await self.metadata.put_remote_partition_delete_metadata(
-            RemotePartitionDeleteMetadata(
-                tp,
-                RemotePartitionDeleteState.DELETE_PARTITION_FINISHED,
-                self.clock.now_ms(),
-                self.broker_id,
-            )
-        )
-        self._partition_deletes.pop(tp, None)
-        self._deleted_segments.pop(tp, None)
-        return True
 
     # -- read ------------------------------------------------------------------------
     async def read(

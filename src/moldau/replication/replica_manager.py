@@ -59,6 +59,9 @@ ProposeIsrChange = Callable[[TopicPartition, IsrProposal], None]
 # costs a few file-system calls, so one CreatePartitions of 10,000 would otherwise hold
 # every request for many seconds.
 HOST_BATCH = 200
+# Produced batches from this size on are recompressed to their topic's compression.type in
+# a worker thread: megabytes to decompress and compress again would stall the event loop.
+RECOMPRESS_INLINE_MAX = 64 << 10
 HOST_SLICE_S = 0.02  # real time (not the injectable clock): it bounds the event loop's stall
 Writable = bytearray | memoryview  # batches are stamped in place: the frame's own buffer
 
@@ -373,6 +376,19 @@ class ReplicaManager:
         leader = part.leader if part.leader >= 0 else part.replicas[0] if part.replicas else -1
         return leader == self.node_id
 
+    def _waiting_for_remote_tier(self, tp: TopicPartition) -> str:
+        """For a tiered partition whose closed segments are not copied yet (the remote
+        store is down or slow), why its disk keeps filling: local retention deletes only
+        copied segments."""
+        rlm = self.remote_log_manager
+        sizes = rlm.tier_sizes(tp) if rlm is not None else None
+        if sizes is None or not sizes.copy_lag_segments:
+            return ""
+        return (
+            f"; {sizes.copy_lag_segments} closed segments ({sizes.copy_lag_bytes} bytes) wait "
+            "to be copied to the remote tier and stay on this disk until then"
+        )
+
     def _stop_replica(
         self, tp: TopicPartition, topic_id: bytes, *, delete_remote: bool = False
     ) -> None:
@@ -488,7 +504,7 @@ class ReplicaManager:
         except KafkaError as e:
             return AppendResult(e.code, str(e))
         except OSError as e:
-            log.error("append to %s-%d failed: %s", *tp, e)
+            log.error("append to %s-%d failed: %s%s", *tp, e, self._waiting_for_remote_tier(tp))
             self.log_manager.report_error(tp, e)
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {e.strerror}")
         self.topic_stats.appended(tp[0], len(records), appended.base_offset, appended.last_offset)
@@ -512,18 +528,19 @@ class ReplicaManager:
         entries: Mapping[TopicPartition, Writable],
         *,
         required_acks: int,
-        timeout_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         allow_zstd: bool = True,
         transactional_id: str | None = None,
     ) -> dict[TopicPartition, AppendResult]:
-        """Produce: append every partition, then (acks=all) wait until the HW passes each
-        appended batch or ``timeout_ms`` passes. A transactional producer's first batch on
-        a partition is verified with its coordinator first (KIP-890)."""
+        """Produce: append every partition, without waiting for the followers (acks=all
+        then waits with :meth:`await_replication`). A transactional producer's first batch
+        on a partition is verified with its coordinator first (KIP-890)."""
         refused: dict[TopicPartition, ErrorCode] = {}
         guards: dict[TopicPartition, Guard] = {}
         if transactional_id and origin is AppendOrigin.CLIENT:
             refused, guards = await self._verify(transactional_id, entries)
+        if origin is AppendOrigin.CLIENT:
+            entries = await self._recompress_big_batches(entries)
         results = {
             tp: AppendResult(refused[tp], "the partition is not in the transaction")
             if tp in refused
@@ -537,9 +554,26 @@ class ReplicaManager:
             )
             for tp, records in entries.items()
         }
-        if required_acks == -1:
-            await self.await_replication(results, timeout_ms)
         return results
+
+    async def _recompress_big_batches(
+        self, entries: Mapping[TopicPartition, Writable]
+    ) -> Mapping[TopicPartition, Writable]:
+        """Big batches whose topic wants another codec, recompressed in worker threads; the
+        append then finds them in the topic's codec (smaller ones it recompresses itself)."""
+        work = {}
+        for tp, records in entries.items():
+            replica_log = self.log_manager.get_log(*tp)
+            if (
+                replica_log is not None
+                and len(records) >= RECOMPRESS_INLINE_MAX
+                and replica_log.config.compression_type != "producer"
+            ):
+                work[tp] = asyncio.to_thread(replica_log.recompressed, records)
+        if not work:
+            return entries
+        done = dict(zip(work, await asyncio.gather(*work.values()), strict=True))
+        return {tp: done.get(tp, records) for tp, records in entries.items()}
 
     async def _verify(
         self, transactional_id: str, entries: Mapping[TopicPartition, Writable]

@@ -87,13 +87,17 @@ class ControllerServer:
     def active(self) -> bool:
         return self.quorum.active
 
-    def activate(self) -> None:
-        """This node leads the quorum: decide, and give every broker a full session."""
+    def activate(self, leader_contact: tuple[int, int] | None = None) -> None:
+        """This node leads the quorum: decide, and give every broker a full session but the
+        previous leader, silent since ``leader_contact`` (its id, when it last answered)."""
         if self.quorum.active:
             return
         log.info("node %d is the active controller", self.config.node_id)
         self.quorum.activate()
-        self.apis.context.cluster.activate(self.quorum.committed, self.scheduler.clock.now_ms())
+        last_heard = dict([leader_contact]) if leader_contact is not None else None
+        self.apis.context.cluster.activate(
+            self.quorum.committed, self.scheduler.clock.now_ms(), last_heard
+        )
         if METADATA_VERSION not in self.quorum.committed.features:
             task = asyncio.get_running_loop().create_task(
                 bootstrap_metadata_version(self.apis.context, bootstrap_level(self.config))

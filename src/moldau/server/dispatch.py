@@ -31,7 +31,7 @@ from moldau.security.listeners import ListenerSecurity
 from moldau.security.quotas import REQUEST, ClientQuotas
 from moldau.security.session import CredentialLookup, Session, open_session
 from moldau.server.handlers import HANDLERS, advertised_versions
-from moldau.server.request_context import RequestContext
+from moldau.server.request_context import Pending, RequestContext
 from moldau.stats.requests import RequestStats
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ class Dispatcher:
                 conn.max_frame = min(conn.max_frame, listener.max_receive)
         return conn.session
 
-    async def __call__(self, frame: bytearray, conn: Connection) -> list[Any] | None:
+    async def __call__(
+        self, frame: bytearray, conn: Connection
+    ) -> list[Any] | asyncio.Future[list[Any]] | None:
         if self.serving is not None and not self.serving.is_set():
             await self.serving.wait()
         session = self._session(conn)
@@ -160,9 +162,18 @@ class Dispatcher:
         if response is None:  # acks=0: no response, but a throttled client is still muted
             conn.throttle(ctx.throttle_ms)
             return None
+        if isinstance(response, Pending):
+            return asyncio.ensure_future(self._later(ctx, response))
         if ctx.throttle_ms:
             await self._throttle(ctx, response)
         return frame_response(api_key, version, correlation_id, response)
+
+    async def _later(self, ctx: RequestContext, pending: Pending) -> list[Any]:
+        """The framed response of a handler that answered with :class:`Pending`."""
+        response = await pending.response
+        if ctx.throttle_ms:
+            await self._throttle(ctx, response)
+        return frame_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)
 
     def _request_throttle(self, ctx: RequestContext, started_ns: int) -> int:
         """Request time quota: CPU time of this request, in percent of one thread."""

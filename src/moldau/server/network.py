@@ -10,7 +10,10 @@ stops reading until some is released. The finished frame is still one writable
 ``bytearray`` of exactly its size (growing reallocates in place where it can and copies
 at most what has arrived), so produce batches are stamped in place as before.
 
-Requests on one connection are processed one at a time, in order, as Kafka does.
+Requests on one connection are processed one at a time, in order, as Kafka does; a
+handler may answer with a future (acks=all produce, once appended), and the next requests
+are handled while it waits, their responses queued behind it: responses always leave in
+request order.
 Connections stalled mid-frame past ``socket.request.read.timeout.ms`` and idle ones past
 ``connections.max.idle.ms`` are closed. Responses go out with ``transport.write``; file
 ranges with ``os.sendfile`` on plaintext sockets, and on TLS ones (which must encrypt
@@ -51,12 +54,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Handles one frame; returns the response parts (bytes-likes and sendfile ranges) or None.
-FrameHandler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
+#: Handles one frame; returns the response parts (bytes-likes and sendfile ranges), a
+#: future of them (the response comes later; the next frames are handled meanwhile) or None.
+FrameHandler = Callable[
+    [bytearray, "Connection"], Awaitable[list[Any] | asyncio.Future[list[Any]] | None]
+]
 #: Called once a connection is established (its TLS handshake done), before any frame.
 OpenHandler = Callable[["Connection"], None]
 
 _MAX_QUEUED_FRAMES = 64
+#: Responses a connection may owe (waiting ones and those queued behind them) before it
+#: stops handling its next requests.
+MAX_PENDING_RESPONSES = 32
 #: File ranges go through a TLS transport in reads of at most this much.
 TLS_FILE_CHUNK = 256 * 1024
 #: A frame's first buffer: whole requests up to this size arrive in one allocation.
@@ -169,6 +178,11 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
         self._dup_fd = -1
         self._task: asyncio.Task[None] | None = None
+        # Responses owed in order, once one came as a future: written by _write_pending.
+        self._pending: deque[tuple[list[Any] | asyncio.Future[list[Any]] | None, RequestTimer]]
+        self._pending = deque()
+        self._pending_space = asyncio.Event()
+        self._writer: asyncio.Task[None] | None = None
 
     # -- asyncio.BufferedProtocol ------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -274,6 +288,10 @@ class Connection(asyncio.BufferedProtocol):
         self._closed = True
         self._wakeup.set()
         self._can_write.set()
+        self._pending_space.set()
+        for parts, _ in self._pending:
+            if isinstance(parts, asyncio.Future):
+                parts.cancel()
         self._release_dup()
         self.pool.cancel(self._memory_granted)
         held = self._reserved + sum(len(f) for f in self._frames)
@@ -310,7 +328,7 @@ class Connection(asyncio.BufferedProtocol):
                     quiet,
                 )
                 self.close()
-        elif not self._busy and not self._frames:
+        elif not self._busy and not self._frames and not self._pending:
             timeout = self.limits.idle_timeout_s
             if timeout is not None and quiet > timeout:
                 log.debug("closing %s:%s: idle for %.1f s", *self.peer, quiet)
@@ -338,10 +356,16 @@ class Connection(asyncio.BufferedProtocol):
                     self.pool.release(len(frame))
                     del frame
                 timer.handler_done()
-                if parts is not None and not self._closed:
-                    await self._write(parts)
-                sent = timer.response_sent()
+                if isinstance(parts, asyncio.Future) or self._pending:
+                    await self._owe(parts, timer.detach())
+                    sent = time.monotonic()
+                else:
+                    if parts is not None and not self._closed:
+                        await self._write(parts)
+                    sent = timer.response_sent()
                 if self._close_after_write:
+                    while self._pending and not self._closed:
+                        await self._drained()
                     break
                 if self._mute_ms:
                     await self._muted()
@@ -353,6 +377,57 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("connection %s:%s failed; closing it", *self.peer)
         finally:
             self.close()
+
+    async def _owe(
+        self, parts: list[Any] | asyncio.Future[list[Any]] | None, timer: RequestTimer
+    ) -> None:
+        """Queue a response behind those still owed (:data:`MAX_PENDING_RESPONSES` at
+        most), to be written in request order."""
+        while len(self._pending) >= MAX_PENDING_RESPONSES and not self._closed:
+            await self._drained()
+        self._pending.append((parts, timer))
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_pending())
+
+    async def _drained(self) -> None:
+        self._pending_space.clear()
+        await self._pending_space.wait()
+
+    async def _write_pending(self) -> None:
+        """Write owed responses in order: every one ready at the head goes out in one
+        write (acks=all produce responses are often released together by one HW move)."""
+        pending = self._pending
+        try:
+            while pending and not self._closed:
+                parts, timer = pending[0]
+                if isinstance(parts, asyncio.Future):
+                    if not parts.done():
+                        await asyncio.wait((parts,))
+                    parts = parts.result()
+                    timer.response_ready()
+                ready, timers = list(parts or ()), [timer]
+                while len(timers) < len(pending):
+                    parts, timer = pending[len(timers)]
+                    if isinstance(parts, asyncio.Future):
+                        if not parts.done():
+                            break
+                        parts = parts.result()
+                        timer.response_ready()
+                    ready += parts or ()
+                    timers.append(timer)
+                await self._write(ready)
+                for timer in timers:
+                    timer.response_sent()
+                    pending.popleft()
+                self._pending_space.set()
+        except ConnectionError:
+            self.close()
+        except Exception:
+            log.exception("connection %s:%s failed; closing it", *self.peer)
+            self.close()
+        finally:
+            self._writer = None
+            self._pending_space.set()
 
     def close_after_write(self) -> None:
         """Close once the response being handled is written (and read nothing more)."""
@@ -372,16 +447,24 @@ class Connection(asyncio.BufferedProtocol):
             self._resume(_THROTTLED)
 
     async def _write(self, parts: list[Any]) -> None:
+        """Write response parts: consecutive bytes in one ``write`` (on a socket each
+        write is a send syscall, which on loopback also does the receiver's work), file
+        ranges with sendfile (or chunked, on TLS) once the bytes before them are out."""
         transport = self.transport
         assert transport is not None
+        joined: list[Any] = []
         for part in parts:
             if isinstance(part, bytes | bytearray | memoryview):
-                if part:
-                    transport.write(part)
-            else:
-                send = self._send_chunks if self.tls else self._sendfile
-                for r in part.ranges:
-                    await send(r.file, r.position, r.size)
+                joined.append(part)
+                continue
+            if joined:
+                transport.write(b"".join(joined))
+                joined = []
+            send = self._send_chunks if self.tls else self._sendfile
+            for r in part.ranges:
+                await send(r.file, r.position, r.size)
+        if joined:
+            transport.write(joined[0] if len(joined) == 1 else b"".join(joined))
         if not self._can_write.is_set():
             await self._can_write.wait()
 

@@ -276,7 +276,7 @@ class Node:
         if self.controller is None:
             return
         if leader_id == self.node_id:
-            self.controller.activate()
+            self.controller.activate(self.raft.leader_contact if self.raft else None)
         else:
             self.controller.deactivate()
 

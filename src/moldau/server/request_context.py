@@ -4,8 +4,9 @@ imports them."""
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from moldau.security.acl import ANONYMOUS, KafkaPrincipal
 
@@ -26,3 +27,18 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
     size: int = 0  # the request's bytes (produce quotas count them)
     throttle_ms: int = 0  # set by handlers whose client went over a byte-rate quota
+
+
+class Pending:
+    """A response that comes later, returned by a handler whose side effects are done.
+
+    acks=all produce appends at once, then waits for the followers: the connection reads
+    and handles its next requests meanwhile (their responses still go out in order), so a
+    client with several requests in flight is not held to one replication round trip per
+    request. Only a handler whose effects on state all happened before it returns may
+    answer this way: later requests on the connection run before ``response`` finishes."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: Coroutine[Any, Any, Any]) -> None:
+        self.response = response

@@ -3,7 +3,8 @@
 ``remote.log.storage.system.enable`` is true.
 
 Leadership reaches the RemoteLogManager through the ReplicaManager; this object only
-builds the parts, runs the RemoteLogManager's pass on a timer (a finished copy starts the
+builds the parts, runs the RemoteLogManager's and the RemotePartitionRemover's passes on a
+timer (a finished copy starts the
 next at once; the timer finds new segments and retries after failures) and stops them.
 """
 
@@ -22,6 +23,7 @@ from moldau.replication.replica_manager import ReplicaManager
 from moldau.security.client import ClientSecurity
 from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.remote_log_metadata import RemoteLogMetadataTopic
+from moldau.server.remote_partition_remover import RemotePartitionRemover
 from moldau.storage.remote.storage_manager import load_remote_storage_manager
 
 log = logging.getLogger(__name__)
@@ -77,10 +79,17 @@ class TieredStorage:
             node_id, self.config, rsm, self.metadata_topic.manager, replica_manager.clock
         )
         replica_manager.remote_log_manager = self.remote_log_manager
+        self.remover = RemotePartitionRemover(
+            replica_manager,
+            self.remote_log_manager,
+            lambda: publisher.image,
+            self.metadata_topic.num_partitions,
+        )
 
     def start(self, scheduler: AsyncioScheduler) -> None:
         interval = min(self.config.task_interval_ms, MAX_PASS_INTERVAL_MS)
         scheduler.every(interval, self.remote_log_manager.run_once)
+        scheduler.every(interval, self.remover.run_once)
         # __remote_log_metadata exists before any tiered partition needs it: its readers
         # load the partitions' metadata from it before their first copy.
         self.metadata_topic.start()

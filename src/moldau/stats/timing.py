@@ -64,6 +64,24 @@ class RequestTimer:
     def handler_done(self) -> None:
         self.handled = monotonic()
 
+    def detach(self) -> RequestTimer:
+        """The current request's times in a timer of its own, which records it once its
+        response (:class:`~moldau.server.request_context.Pending`) is sent; this timer
+        records nothing for it and goes on to the connection's next request."""
+        copy = RequestTimer.__new__(RequestTimer)
+        copy.task = None
+        copy.received, copy.dequeued, copy.handled = self.received, self.dequeued, self.handled
+        copy.remote, copy.recorders = self.remote, self.recorders
+        copy.version, copy.size = self.version, self.size
+        self.recorders = ()
+        return copy
+
+    def response_ready(self) -> None:
+        """A detached request's response is ready: the wait for it was remote time."""
+        now = monotonic()
+        self.remote += now - self.handled
+        self.handled = now
+
     def response_sent(self) -> float:
         """The response is written (or there is none): record the request; returns now."""
         sent = monotonic()

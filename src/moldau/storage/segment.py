@@ -42,6 +42,7 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 RECOVERY_CHUNK = 8 * 1024 * 1024
+RECENT_BATCHES = 64  # positions of the latest batches a segment remembers
 
 
 class SegmentDeletedError(StorageError):
@@ -99,6 +100,10 @@ class Segment:
         self._first_timestamp: int | None = None
         self._max_timestamp: tuple[int, int] | None = None  # (timestamp, its offset)
         self._bytes_since_index = 0
+        # Base offset -> position of the latest appended batches: fetches at the log's end
+        # (followers, caught-up consumers, their HW limit) start there instead of scanning
+        # every batch header after the last sparse index entry.
+        self._recent: dict[int, int] = {}
         self._lazy_lock = threading.Lock()
 
     @classmethod
@@ -271,6 +276,7 @@ class Segment:
         self._next_offset = self.base_offset
         self._max_timestamp = (-1, self.base_offset)
         self._bytes_since_index = 0
+        self._recent = {}
 
     def recover(self) -> tuple[list[BatchInfo], int]:
         """Revalidate every batch (CRC, framing, increasing offsets), cut the log after the
@@ -337,8 +343,9 @@ class Segment:
     def _track(self, infos: Sequence[BatchInfo], position: int) -> None:
         """Max timestamp, next offset and sparse index entries: per batch, never per record."""
         max_ts, max_ts_offset = self._max_timestamp or self._timestamps()
-        offset_index, time_index = self.offset_index, self.time_index
+        offset_index, time_index, recent = self.offset_index, self.time_index, self._recent
         for info in infos:
+            recent[info.base_offset] = position + info.position
             if info.max_timestamp > max_ts:
                 max_ts, max_ts_offset = info.max_timestamp, info.last_offset
             if self._bytes_since_index > self.index_interval and not offset_index.is_full:
@@ -348,6 +355,8 @@ class Segment:
             self._bytes_since_index += info.size
         self._max_timestamp = (max_ts, max_ts_offset)
         self._next_offset = infos[-1].next_offset
+        if len(recent) > 2 * RECENT_BATCHES:
+            self._recent = dict(list(recent.items())[-RECENT_BATCHES:])
 
     def roll_due(self, now_ms: int, incoming_timestamp: int, segment_ms: int) -> bool:
         """Kafka's segment.ms rule: time between the first batch's timestamp and the
@@ -383,7 +392,9 @@ class Segment:
 
     def translate_offset(self, offset: int, file: SegmentFile | None = None) -> BatchInfo | None:
         """The first batch whose last offset is >= ``offset`` (index lookup, then a scan)."""
-        _, position = self.offset_index.lookup(offset)
+        position = self._recent.get(offset)
+        if position is None:
+            _, position = self.offset_index.lookup(offset)
         batches = self.batches_from(position, file)
         return next((i for i in batches if i.last_offset >= offset), None)
 

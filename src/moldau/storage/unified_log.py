@@ -21,6 +21,7 @@ from pathlib import Path
 from moldau.config.topic import LogConfig
 from moldau.protocol.errors import (
     InvalidRecordError,
+    KafkaError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -29,6 +30,7 @@ from moldau.records.batch import (
     INT32_MAX,
     BatchInfo,
     recompress_batches,
+    scan_batches,
     set_log_append_time,
     stamp_base_offset,
 )
@@ -260,6 +262,20 @@ class UnifiedLog:
             now if log_append_time else -1,
             self._log_start_offset,
         )
+
+    def recompressed(self, records: bytearray | memoryview) -> bytearray | memoryview:
+        """A client's produced batch in the topic's ``compression.type`` (``records`` itself
+        when it is already, or invalid: the append reports that). The CPU-heavy part of a
+        leader append, safe to run in a worker thread: it touches no state of the log."""
+        config = self.config
+        if config.compression_type == "producer":
+            return records
+        try:
+            infos = scan_batches(records, max_batch_size=config.max_message_bytes, strict=True)
+        except KafkaError:
+            return records
+        codec = CODEC_BY_NAME[config.compression_type]
+        return recompress_batches(records, infos, codec, config.compression_level)[0]
 
     def _recompress(
         self, records: bytearray | memoryview, infos: list[BatchInfo]

@@ -56,6 +56,9 @@ def test_every_kafka_config_is_known() -> None:
         "remote.log.manager.task.retry.backoff.max.ms",
         # Kafka 4.0/4.1's share-group switch (after the 3.9 table), accepted for old tools.
         "group.share.enable",
+        # The schema registry inside the server (docs/schema-registry.md).
+        "schema.registry.listeners",
+        "schema.registry.advertised.listener",
     }
 
 

@@ -275,3 +275,30 @@ def test_a_follower_may_only_take_itself_out_of_the_isr() -> None:
     assert error == ErrorCode.NONE and after is not None and after.isr == (0, 2)
     c.apply(records)
     assert (c.part(0).leader, c.part(0).isr) == (0, (0, 2))
+
+
+def test_a_new_controller_fences_its_silent_predecessor_one_session_after_its_death() -> None:
+    """The previous quorum leader (a combined node killed with -9) gets no fresh session
+    from its successor: its silence counts from its last Raft answer, so the election time
+    is not added to the session timeout. The other brokers keep the full grace."""
+    c = Cluster(brokers=(1, 2, 3))
+    died_at = c.now
+    c.now += 3_000  # fetch timeout and election
+    c.control = ClusterControl("c", c.replication, SESSION)
+    c.control.activate(c.image, c.now, {1: died_at})
+    for _ in range((SESSION - 3_000) // 1_000):  # checked every second
+        c.now += 1_000
+        c.apply(c.control.expire_sessions(c.image, c.now))
+    assert not c.image.brokers[1].fenced
+    c.now += 1_000
+    c.apply(c.control.expire_sessions(c.image, c.now))
+    assert c.image.brokers[1].fenced
+    assert not c.image.brokers[2].fenced and not c.image.brokers[3].fenced
+
+
+def test_a_predecessor_heard_after_activation_keeps_a_full_session() -> None:
+    c = Cluster(brokers=(1, 2))
+    c.control = ClusterControl("c", c.replication, SESSION)
+    c.control.activate(c.image, c.now, {1: c.now + 5_000, 7: c.now})  # 7: not a broker
+    c.now += SESSION
+    assert not c.control.expire_sessions(c.image, c.now)

@@ -74,7 +74,7 @@ def test_simple_commit_creates_group_without_members(h):
     assert h.commit("", -1, OffsetCommit("t1", 0, 9)) == {T0: ErrorCode.NONE}
     assert h.coordinator.offsets.fetch_offsets("g", [T0])[0].offset == 9
     assert h.coordinator.describe_group("g").state == "Empty"
-    assert h.coordinator.list_groups() == [("g", "", "Empty")]
+    assert h.coordinator.list_groups() == [("g", "", "Empty", "classic")]
 
 
 def test_commit_resets_member_session(h):
@@ -200,10 +200,10 @@ def test_list_and_describe_groups(h):
     (a, b), generation = h.stable_group(2)
     h.commit("", -1, OffsetCommit("t1", 0, 1), group="simple")
     assert sorted(h.coordinator.list_groups()) == [
-        ("g", "consumer", "Stable"),
-        ("simple", "", "Empty"),
+        ("g", "consumer", "Stable", "classic"),
+        ("simple", "", "Empty", "classic"),
     ]
-    assert h.coordinator.list_groups(["STABLE"]) == [("g", "consumer", "Stable")]
+    assert h.coordinator.list_groups(["STABLE"]) == [("g", "consumer", "Stable", "classic")]
     assert h.coordinator.list_groups(["Dead"]) == []
     described = h.coordinator.describe_group("g")
     assert (described.state, described.protocol_type, described.protocol) == (

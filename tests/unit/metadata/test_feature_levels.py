@@ -55,8 +55,8 @@ def test_update_rules(current: int, level: int, upgrade: int, refusal: str | Non
 
 
 def test_unknown_features_are_refused() -> None:
-    why = check_update(1, {}, "group.version", 1, UpgradeType.UPGRADE)
+    why = check_update(1, {}, "transaction.version", 1, UpgradeType.UPGRADE)
     assert why == (
-        "Invalid update version 1 for feature group.version. "
+        "Invalid update version 1 for feature transaction.version. "
         "Local controller 1 does not support this feature."
     )

@@ -10,6 +10,7 @@ from moldau.raft.messages import (
     BeginQuorumEpochRequest,
     BeginQuorumEpochResponse,
     EndQuorumEpochRequest,
+    FetchRequest,
     VoteRequest,
     VoteResponse,
 )
@@ -489,3 +490,24 @@ def test_leader_steps_down_at_the_first_higher_epoch_it_hears_of() -> None:
     )
     state = q[1].client.state
     assert isinstance(state, Follower) and (state.epoch, state.leader_id) == (2, 2)
+
+
+def test_a_new_leader_knows_when_its_predecessor_last_answered() -> None:
+    """What a new controller needs to fence a killed predecessor one session after its
+    death: the time of the last fetch answer it had from the previous leader."""
+    q = Quorum(3)
+    q.elect(1)
+    assert q[2].client.leader_contact is None
+    q.replicate()
+    last_answer = q.now
+    assert q[2].client.leader_contact == (1, last_answer)
+    assert q[3].client.leader_contact == (1, last_answer)
+    q.stop(1)
+    q.drop_all()
+    leader = None
+    while leader is None:  # fetch timeouts, then an election between 2 and 3
+        q.advance(q.now + 100)
+        q.deliver_all(lambda m: not isinstance(m.out.message, FetchRequest))
+        leader = next((n for n in (q[2], q[3]) if isinstance(n.client.state, Leader)), None)
+    assert q.now > last_answer
+    assert leader.client.leader_contact == (1, last_answer)

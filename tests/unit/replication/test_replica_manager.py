@@ -61,9 +61,9 @@ class Node:
 
     async def produce(self, n: int = 1, acks: int = -1, timeout_ms: int = 1_000) -> Any:
         batch = bytearray(build_batch([(b"k", b"v%d" % i) for i in range(n)]))
-        results = await self.rm.append_records(
-            {TP: batch}, required_acks=acks, timeout_ms=timeout_ms
-        )
+        results = await self.rm.append_records({TP: batch}, required_acks=acks)
+        if acks == -1:
+            await self.rm.await_replication(results, timeout_ms)
         return results[TP]
 
     async def fetch(self, offset: int, replica_id: int = -1, max_wait_ms: int = 0) -> Any:
@@ -198,7 +198,7 @@ def test_leadership_and_epoch_errors(tmp_path: Path) -> None:
         )
         assert (await node.fetch(0, replica_id=7)).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
         missing = await node.rm.append_records(
-            {("nope", 0): bytearray(build_batch([(b"k", b"v")]))}, required_acks=1, timeout_ms=0
+            {("nope", 0): bytearray(build_batch([(b"k", b"v")]))}, required_acks=1
         )
         assert missing[("nope", 0)].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -275,7 +275,7 @@ def test_a_large_change_opens_its_replicas_a_slice_at_a_time(tmp_path: Path, mon
         assert len(opened) < 36
         waiting = next(("t", p) for p in range(12) if ("t", p) not in opened)
         batch = bytearray(build_batch([(b"k", b"v")]))
-        results = await node.rm.append_records({waiting: batch}, required_acks=1, timeout_ms=1_000)
+        results = await node.rm.append_records({waiting: batch}, required_acks=1)
         assert results[waiting].error == ErrorCode.NONE  # a request opens its replica at once
         assert waiting in node.logs.logs
         node.publisher.publish(many(12, deleted="gone"))
@@ -304,9 +304,7 @@ def test_a_hw_checkpoint_keeps_the_replicas_still_waiting_to_open(
         first.scheduler.advance(0)
         for p in range(12):
             batch = bytearray(build_batch([(b"k", b"v")] * (p + 1)))
-            results = await first.rm.append_records(
-                {("t", p): batch}, required_acks=1, timeout_ms=1_000
-            )
+            results = await first.rm.append_records({("t", p): batch}, required_acks=1)
             assert results[("t", p)].error == ErrorCode.NONE
         first.rm.checkpoint_high_watermarks()
         first.logs.shutdown()

@@ -188,3 +188,32 @@ def test_frames_growing_together_past_the_pool_all_complete() -> None:
         assert mib < peak <= 2 * mib, "over the limit by at most one frame"
 
     run(test)
+
+
+def test_responses_owed_later_leave_in_request_order() -> None:
+    """A handler answering with a future lets the next requests be handled meanwhile;
+    their responses wait behind it, so the client reads them in the order it asked."""
+
+    async def test() -> None:
+        later: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        handled: list[bytes] = []
+
+        async def handler(frame: bytearray, conn: Connection) -> Any:
+            handled.append(bytes(frame))
+            return later if frame == b"first" else [b"re:" + bytes(frame)]
+
+        conn, transport, _ = connect(MemoryPool(None), handler)
+        for body in (b"first", b"second", b"third"):
+            feed(conn, transport, len(body).to_bytes(4, "big") + body)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert handled == [b"first", b"second", b"third"]  # not held up by the first
+        assert transport.written == []  # ... whose response is owed first
+        later.set_result([b"re:first"])
+        for _ in range(10):
+            await asyncio.sleep(0)
+        # in order, and in one write: all three were ready at once
+        assert transport.written == [b"re:firstre:secondre:third"]
+        conn.connection_lost(None)
+
+    run(test)

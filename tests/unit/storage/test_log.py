@@ -15,6 +15,7 @@ from moldau.protocol.errors import (
     OutOfOrderSequenceError,
 )
 from moldau.records.batch import scan_batches
+from moldau.records.compression import Compression
 from moldau.records.record import build_batch, decode_all, decode_records
 from moldau.storage.unified_log import UnifiedLog
 
@@ -405,3 +406,25 @@ def test_failed_write_leaves_the_log_as_it_was(tmp_path, monkeypatch):
     log.close()
     reopened = UnifiedLog.open(tmp_path / "t-0", LogConfig())
     assert reopened.log_end_offset == 2
+
+
+def test_recompressed_puts_a_produced_batch_in_the_topic_codec_without_touching_the_log(
+    tmp_path: Path,
+) -> None:
+    """What the replica manager runs in a worker thread for big produced batches: the batch
+    in the topic's codec, the log itself unchanged; batches already in it, topics that keep
+    the producer's codec and invalid input come back as given (the append judges those)."""
+    log = UnifiedLog.open(tmp_path / "t-0", LogConfig(compression_type="zstd"))
+    values = [(None, f"value-{i}".encode() * 20) for i in range(50)]
+    lz4 = bytearray(build_batch(values, compression=Compression.LZ4))
+    out = log.recompressed(lz4)
+    [info] = scan_batches(out)
+    assert info.compression == Compression.ZSTD and info.record_count == 50
+    assert [r.value for r in decode_records(out)] == [v for _, v in values]
+    assert log.log_end_offset == 0
+    assert log.recompressed(out) is out
+    assert log.recompressed(lz4[:-3]) == lz4[:-3]
+    keeps = UnifiedLog.open(tmp_path / "t-1", LogConfig(compression_type="producer"))
+    assert keeps.recompressed(lz4) is lz4
+    log.close()
+    keeps.close()

@@ -265,3 +265,26 @@ def test_a_small_log_closes_without_a_snapshot_and_reopens_the_same(tmp_path: Pa
     again = UnifiedLog.open(tmp_path / "t-0", CONFIG, clean_shutdown=True, recovery_point=7)
     duplicate = append(again, batch(1, producer_id=4, producer_epoch=0, base_sequence=0))
     assert duplicate.duplicate and duplicate.base_offset == 6
+
+
+def test_reads_at_the_latest_batches_find_them_after_truncation_too(tmp_path: Path) -> None:
+    """Segments remember where their latest batches start; a read at any of those offsets
+    (and with any of them as its upper bound) returns exactly the batches there, also once
+    truncation rewrote the tail with batches of other sizes."""
+    log, stored = leader_log(tmp_path / "t-0", [0] * 12)
+    for i in range(12):
+        assert log.read(2 * i, 1 << 20).to_bytes() == b"".join(stored[i:])
+        assert log.read(2 * i, 1 << 20, max_offset=2 * i + 4).to_bytes() == b"".join(
+            stored[i : i + 2]
+        )
+    log.truncate_to(10)
+    rewritten = []
+    for i in range(3):
+        data = batch(3, value_size=7, tag=50 + i)  # offsets 10-12, 13-15, 16-18
+        append(log, data, leader_epoch=1)
+        rewritten.append(bytes(data))
+    assert log.log_end_offset == 19
+    for offset, first in ((10, 0), (12, 0), (13, 1), (14, 1), (16, 2), (18, 2)):
+        assert log.read(offset, 1 << 20).to_bytes() == b"".join(rewritten[first:])
+    assert log.read(8, 1 << 20, max_offset=14).to_bytes() == stored[4] + rewritten[0]
+    log.close()

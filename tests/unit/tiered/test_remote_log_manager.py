@@ -21,10 +21,12 @@ from moldau.storage.remote.file_storage import FileRemoteStorageManager
 from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
 from moldau.storage.remote.metadata_records import deserialize
 from moldau.storage.remote.segment import (
+    RemoteLogSegmentMetadata,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     TopicIdPartition,
 )
+from moldau.storage.remote.storage_manager import RemoteStorageError
 from moldau.storage.unified_log import UnifiedLog
 
 TP = TopicIdPartition(uuid.uuid4(), "orders", 0)
@@ -206,13 +208,86 @@ def test_total_retention_and_topic_deletion_delete_remote_objects(env) -> None:
         files = sorted(p.name for p in root.rglob("*") if p.is_file())
         assert all(str(s.segment_id.id) not in " ".join(files) for s in copied[:-2])
         rlm.stop_partition(("orders", 0), delete_remote=True)  # the topic is deleted
-        while rlm._tasks:
-            await asyncio.gather(*list(rlm._tasks))
+        await drain(rlm)
+        assert delete_states(metadata) == [RemotePartitionDeleteState.DELETE_PARTITION_MARKED]
+        assert rlm.remove_partition(TP)  # the remover of its metadata partition
+        assert not rlm.remove_partition(TP)  # already under way
+        metadata.feed()  # its metadata partition is read again for it
+        await drain(rlm)
         assert [p for p in root.rglob("*") if p.is_file()] == []
-        events = [deserialize(v) for values in metadata.partitions.values() for v in values]
-        states = [e.state for e in events if isinstance(e, RemotePartitionDeleteMetadata)]
-        assert states == list(RemotePartitionDeleteState)
+        assert delete_states(metadata) == list(RemotePartitionDeleteState)
         assert not metadata.manager.is_ready(TP)  # forgotten once deleted
         await rlm.close()
+
+    asyncio.run(main())
+
+
+async def drain(rlm: RemoteLogManager) -> None:
+    while rlm._tasks:
+        await asyncio.gather(*list(rlm._tasks))
+
+
+def delete_states(metadata: MetadataTopic) -> list[RemotePartitionDeleteState]:
+    events = [deserialize(v) for values in metadata.partitions.values() for v in values]
+    return [e.state for e in events if isinstance(e, RemotePartitionDeleteMetadata)]
+
+
+class FailingDeletes(FileRemoteStorageManager):
+    """The ``file`` store, going down after ``allowed`` segment deletions."""
+
+    def __init__(self, allowed: int) -> None:
+        super().__init__()
+        self.allowed = allowed
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        if self.allowed <= 0:
+            raise RemoteStorageError("the store is down")
+        self.allowed -= 1
+        super().delete_log_segment_data(metadata)
+
+
+def test_an_interrupted_partition_deletion_resumes_after_a_restart_once_loaded(env) -> None:
+    """The deletion stops with the store down after one segment; a restarted broker
+    (a new manager reading the same metadata topic) resumes it from STARTED, waiting
+    for the partition's metadata to load first."""
+    clock, _, metadata, log, root = env
+    config = RemoteLogManagerConfig(
+        thread_pool_size=2, reader_threads=2, index_cache_bytes=4096, retry_backoff_ms=10
+    )
+
+    async def main() -> None:
+        failing = FailingDeletes(allowed=1)
+        failing.configure({"dir": str(root)})
+        rlm = RemoteLogManager(1, config, failing, metadata.manager, clock)
+        produce(log, 60)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        await settle(rlm, clock)
+        copied = metadata.manager.segments(TP)
+        assert len(copied) >= 3
+        rlm.stop_partition(("orders", 0), delete_remote=True)
+        await drain(rlm)  # marked
+        rlm.remove_partition(TP)
+        metadata.feed()
+        while len(list(root.rglob("*.log"))) != len(copied) - 1:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # retrying against the store that is down
+        rlm.shutdown()  # the broker dies mid-deletion
+        assert delete_states(metadata) == list(RemotePartitionDeleteState)[:2]
+
+        restarted = MetadataTopic()
+        restarted.partitions = metadata.partitions
+        store = FileRemoteStorageManager()
+        store.configure({"dir": str(root)})
+        rlm2 = RemoteLogManager(1, config, store, restarted.manager, clock)
+        assert rlm2.remove_partition(TP)
+        await asyncio.sleep(0.2)  # the metadata is loading: deferred, nothing deleted
+        assert len(list(root.rglob("*.log"))) == len(copied) - 1
+        restarted.feed()  # loaded
+        await drain(rlm2)
+        assert [p for p in root.rglob("*") if p.is_file()] == []
+        assert delete_states(restarted) == list(RemotePartitionDeleteState)
+        await rlm2.close()
 
     asyncio.run(main())

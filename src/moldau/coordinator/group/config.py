@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .assignors import assignor_names
+
 if TYPE_CHECKING:
     from moldau.config.broker import BrokerConfig
 
@@ -20,6 +22,13 @@ class GroupConfig:
     # How long a group write (offset commit, join, sync ...) waits for the replicas to
     # acknowledge it before the request fails (COORDINATOR_NOT_AVAILABLE, as in Kafka).
     offsets_commit_timeout_ms: int = 5_000
+    # KIP-848 consumer groups (group.protocol=consumer).
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_max_size: int = 2_147_483_647
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    """Server-side assignor names; the first is the default."""
+    rebalance_protocols: frozenset[str] = frozenset({"classic", "consumer", "share"})
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> GroupConfig:
@@ -31,6 +40,16 @@ class GroupConfig:
             offsets_retention_check_interval_ms=config.int("offsets.retention.check.interval.ms"),
             offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),
             offsets_commit_timeout_ms=config.int("offsets.commit.timeout.ms"),
+            consumer_session_timeout_ms=config.int("group.consumer.session.timeout.ms"),
+            consumer_heartbeat_interval_ms=config.int("group.consumer.heartbeat.interval.ms"),
+            consumer_max_size=config.int("group.consumer.max.size"),
+            consumer_assignors=tuple(
+                assignor_names(config.get("group.consumer.assignors").split(","))
+            ),
+            rebalance_protocols=frozenset(
+                p.strip().lower()
+                for p in config.get("group.coordinator.rebalance.protocols").split(",")
+            ),
         )
 
     @property

@@ -1,6 +1,7 @@
 """Just enough of the consumer protocol to know topics.
 
-The coordinator needs subscribed topics for OffsetDelete (GROUP_SUBSCRIBED_TO_TOPIC) and
+KIP-848 groups are described to DescribeGroups in these blobs too (as Kafka does, so
+classic tools read them). The coordinator needs subscribed topics for OffsetDelete (GROUP_SUBSCRIBED_TO_TOPIC) and
 offset expiry of Stable groups; `groups describe` needs assigned partitions. The blobs are
 decoded with the generated ConsumerProtocolSubscription/Assignment codecs; as Kafka's
 ConsumerProtocol does, a version newer than we know is read with the newest layout.
@@ -12,6 +13,9 @@ import struct
 from typing import Any
 
 from moldau.protocol.messages.consumer_protocol_assignment import ConsumerProtocolAssignment
+from moldau.protocol.messages.consumer_protocol_assignment import (
+    TopicPartition as AssignedPartitions,
+)
 from moldau.protocol.messages.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
 )
@@ -43,3 +47,25 @@ def assignment_partitions(data: bytes) -> dict[str, list[int]]:
     for tp in _decode(ConsumerProtocolAssignment, data).assigned_partitions:
         assigned.setdefault(tp.topic, []).extend(tp.partitions)
     return assigned
+
+
+def _encode(message: Any, version: int) -> bytes:
+    return _VERSION.pack(version) + b"".join(bytes(part) for part in message.encode(version))
+
+
+def encode_subscription(topics: list[str], rack_id: str | None) -> bytes:
+    """A ConsumerProtocolSubscription v3 (topics and rack)."""
+    return _encode(ConsumerProtocolSubscription(topics=topics, rack_id=rack_id), 3)
+
+
+def encode_assignment(assigned: dict[str, list[int]]) -> bytes:
+    """A ConsumerProtocolAssignment v3 of partitions by topic name."""
+    return _encode(
+        ConsumerProtocolAssignment(
+            assigned_partitions=[
+                AssignedPartitions(topic=t, partitions=sorted(ps))
+                for t, ps in sorted(assigned.items())
+            ]
+        ),
+        3,
+    )

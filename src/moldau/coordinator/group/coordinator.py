@@ -20,6 +20,9 @@ from moldau.protocol.errors import ErrorCode
 from moldau.stats.counters import GroupStats
 
 from .config import GroupConfig
+from .consumer_group import ConsumerGroup
+from .consumer_groups import ConsumerGroupManager, ConsumerHeartbeat, HeartbeatResult, TopicsView
+from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, encode_subscription
 from .group import Group, GroupState
 from .loader import GroupLoader
 from .member import Member
@@ -48,6 +51,7 @@ _CAN_REBALANCE = (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REB
 @dataclass(frozen=True)
 class GroupsSnapshot:
     groups: dict[str, Group | None]  # None: the group did not exist
+    consumer_groups: dict[str, ConsumerGroup | None]
     everything: bool
     timers: Timers[tuple[str, ...]]
 
@@ -69,10 +73,14 @@ class GroupCoordinator:
         self.stats = stats or GroupStats()
         self._ids = ids
         self._groups: dict[str, Group] = {}
+        self._consumer_groups: dict[str, ConsumerGroup] = {}
         self._timers: Timers[tuple[str, ...]] = Timers()
         self._ops = OperationEffects(now_ms)
         self.offsets = OffsetMetadataManager(
-            self.config, self._groups, self._ops, self._schedule_heartbeat
+            self.config, self._groups, self._ops, self._schedule_heartbeat, self._consumer_groups
+        )
+        self.consumer = ConsumerGroupManager(
+            self.config, self._consumer_groups, self._ops, self._timers, ids
         )
         self._timers.set(_CLEANUP, now_ms + self.config.offsets_retention_check_interval_ms)
 
@@ -80,6 +88,29 @@ class GroupCoordinator:
     def groups(self) -> Mapping[str, Group]:
         """Read-only view of live groups (for describe tooling and tests)."""
         return MappingProxyType(self._groups)
+
+    @property
+    def consumer_groups(self) -> Mapping[str, ConsumerGroup]:
+        """Read-only view of the KIP-848 consumer groups."""
+        return MappingProxyType(self._consumer_groups)
+
+    def consumer_group_heartbeat(
+        self, now_ms: int, heartbeat: ConsumerHeartbeat, topics: TopicsView
+    ) -> tuple[HeartbeatResult, Effects]:
+        """ConsumerGroupHeartbeat (KIP-848). A group id held by a classic group with
+        members is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka answers."""
+        self._begin(now_ms)
+        classic = self._groups.get(heartbeat.group_id)
+        if classic is not None and classic.members:
+            result = HeartbeatResult(
+                ErrorCode.GROUP_ID_NOT_FOUND,
+                f"Group {heartbeat.group_id} is not a consumer group.",
+                heartbeat.member_id or None,
+                heartbeat.member_epoch,
+            )
+        else:
+            result = self.consumer.heartbeat(heartbeat, topics)
+        return result, self._end()
 
     def next_timer_ms(self) -> int:
         """When `tick` next has work; re-read after every call."""
@@ -138,7 +169,11 @@ class GroupCoordinator:
             self._fail_join(request_id, joining, ErrorCode.INVALID_SESSION_TIMEOUT)
         elif group is None and member_id:
             self._fail_join(request_id, joining, ErrorCode.UNKNOWN_MEMBER_ID)
+        elif (consumer := self._consumer_groups.get(group_id)) is not None and consumer.members:
+            self._fail_join(request_id, joining, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         else:
+            # An empty consumer group becomes a classic one (its offsets stay).
+            self.consumer.delete(group_id)
             if group is None:
                 group = self._groups[group_id] = Group(group_id, now_ms)
             if member_id:
@@ -250,6 +285,15 @@ class GroupCoordinator:
         results = {}
         for group_id in group_ids:
             group = self._groups.get(group_id)
+            consumer = self._consumer_groups.get(group_id)
+            if consumer is not None:
+                if consumer.members:
+                    results[group_id] = ErrorCode.NON_EMPTY_GROUP
+                    continue
+                self.consumer.delete(group_id)
+                if group is None:
+                    results[group_id] = ErrorCode.NONE
+                    continue
             if group is None:
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state is not GroupState.EMPTY:
@@ -260,17 +304,33 @@ class GroupCoordinator:
                 results[group_id] = ErrorCode.NONE
         return results, self._end()
 
-    def list_groups(self, states_filter: Iterable[str] = ()) -> list[GroupOverview]:
-        """ListGroups; the v4+ states filter is case-insensitive, empty means all."""
+    def list_groups(
+        self, states_filter: Iterable[str] = (), types_filter: Iterable[str] = ()
+    ) -> list[GroupOverview]:
+        """ListGroups; the v4+ states and v5+ types filters are case-insensitive, empty
+        means all."""
         states = {s.lower() for s in states_filter}
-        return [
-            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+        types = {t.lower() for t in types_filter}
+        overviews = [
+            GroupOverview(g.group_id, g.protocol_type or "", g.state.value, "classic")
             for g in self._groups.values()
-            if not states or g.state.value.lower() in states
+            if g.group_id not in self._consumer_groups
+        ] + [
+            GroupOverview(g.group_id, "consumer", g.state.value, "consumer")
+            for g in self._consumer_groups.values()
+        ]
+        return [
+            o
+            for o in overviews
+            if (not states or o.state.lower() in states) and (not types or o.group_type in types)
         ]
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        """DescribeGroups; unknown groups describe as Dead. Metadata only when Stable."""
+        """DescribeGroups; unknown groups describe as Dead. Metadata only when Stable. A
+        consumer group answers with its state and members, without metadata (as Kafka)."""
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is not None:
+            return self._describe_consumer_group(consumer)
         group = self._groups.get(group_id)
         if group is None:
             return GroupDescription(group_id, GroupState.DEAD.value, "", "", ())
@@ -291,6 +351,31 @@ class GroupCoordinator:
             group_id, group.state.value, group.protocol_type or "", protocol, members
         )
 
+    def _describe_consumer_group(self, group: ConsumerGroup) -> GroupDescription:
+        """Kafka's ConsumerGroup.asDescribedGroup: the preferred server assignor as the
+        protocol, members' subscriptions and assignments in consumer protocol blobs."""
+        names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
+        members = tuple(
+            MemberDescription(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                encode_subscription(sorted(m.subscribed_topic_names), m.rack_id),
+                encode_assignment(
+                    {names[t]: list(ps) for t, ps in m.assignment.assigned.items() if t in names}
+                ),
+            )
+            for m in group.members.values()
+        )
+        return GroupDescription(
+            group.group_id,
+            group.state.value,
+            CONSUMER_PROTOCOL_TYPE,
+            group.preferred_assignor(self.config.consumer_assignors[0]),
+            members,
+        )
+
     def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
         """Rebuild groups from `__consumer_offsets` records, oldest first (strict: a record
         that does not decode raises ValueError; the runtime replays one by one instead)."""
@@ -305,6 +390,8 @@ class GroupCoordinator:
         back Empty with its generation."""
         self._ops.now_ms = now_ms
         offsets, metadata, pending = loader.offsets, loader.metadata, loader.pending
+        self._consumer_groups.update(loader.consumer_groups)
+        self.consumer.schedule_loaded()
         for group_id in (
             metadata.keys()
             | {g for g, o in offsets.items() if o}
@@ -328,19 +415,27 @@ class GroupCoordinator:
         """Copies of the named groups (every group when None) and of the timers."""
         if group_ids is None:
             groups: dict[str, Group | None] = dict(copy.deepcopy(self._groups))
+            consumer: dict[str, ConsumerGroup | None] = dict(copy.deepcopy(self._consumer_groups))
         else:
             groups = {g: copy.deepcopy(self._groups.get(g)) for g in group_ids}
-        return GroupsSnapshot(groups, group_ids is None, self._timers.copy())
+            consumer = {g: copy.deepcopy(self._consumer_groups.get(g)) for g in group_ids}
+        return GroupsSnapshot(groups, consumer, group_ids is None, self._timers.copy())
 
     def restore(self, snapshot: GroupsSnapshot) -> None:
         if snapshot.everything:
-            self._groups.clear()  # the offsets manager shares this dict
+            self._groups.clear()  # the managers share these dicts
+            self._consumer_groups.clear()
         for group_id, group in snapshot.groups.items():
             if group is None:
                 self._groups.pop(group_id, None)
             else:
                 self._groups[group_id] = group
-        self._timers = snapshot.timers.copy()
+        for group_id, consumer in snapshot.consumer_groups.items():
+            if consumer is None:
+                self._consumer_groups.pop(group_id, None)
+            else:
+                self._consumer_groups[group_id] = consumer
+        self._timers = self.consumer.timers = snapshot.timers.copy()
 
     # Join phase
 
@@ -650,9 +745,13 @@ class GroupCoordinator:
     def _fire(self, key: tuple[str, ...]) -> None:
         if key == _CLEANUP:
             self.offsets.expire_offsets()
+            self.consumer.delete_empty(lambda group_id: group_id in self._groups)
             self._timers.set(_CLEANUP, self._now + self.config.offsets_retention_check_interval_ms)
             return
         kind, group_id, *member = key
+        if kind.startswith("consumer-"):
+            self.consumer.fire(kind, group_id, member[0])
+            return
         group = self._groups.get(group_id)
         if group is None:
             return

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from moldau.protocol import coordinator_record_serde as serde
+from moldau.protocol.coordinator_records import GROUP_RECORD_TYPES
+
+from . import consumer_group_records
+from .consumer_group import ConsumerGroup
 from .offsets_records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -22,10 +27,19 @@ class GroupLoader:
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self.metadata: dict[str, GroupMetadataValue] = {}
         self.pending: dict[str, PendingTxnOffsets] = {}
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
 
     def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
         """Apply one record (``producer_id`` >= 0: a transactional offset commit, pending
         until its marker); raises ValueError if it does not decode."""
+        if len(key) >= 2 and int.from_bytes(key[:2], "big") in (
+            consumer_group_records.CONSUMER_GROUP_RECORD_TYPES
+        ):
+            record = serde.deserialize(GROUP_RECORD_TYPES, key, value)
+            consumer_group_records.replay(
+                self.consumer_groups, record.record_type, record.key, record.value
+            )
+            return
         decoded = decode_key(key)
         if isinstance(decoded, OffsetKey):
             tp = (decoded.topic, decoded.partition)

@@ -14,6 +14,7 @@ from moldau.coordinator.effects import TxnBatch
 from moldau.protocol.errors import ErrorCode
 
 from .config import GroupConfig
+from .consumer_group import ConsumerGroup
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from .group import Group, GroupState
 from .member import Member
@@ -71,9 +72,11 @@ class OffsetMetadataManager:
         groups: dict[str, Group],
         ops: OperationEffects,
         member_active: Callable[[Group, Member], None],
+        consumer_groups: Mapping[str, ConsumerGroup],
     ) -> None:
         self.config = config
         self._groups = groups
+        self._consumer_groups = consumer_groups
         self._ops = ops
         self._member_active = member_active  # a commit counts as a member's heartbeat
 
@@ -95,18 +98,27 @@ class OffsetMetadataManager:
         default). Later entries for the same partition win.
         """
         self._ops.begin(now_ms)
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is not None and (consumer.members or generation_id >= 0 or member_id):
+            error = _validate_consumer_commit(consumer, member_id, generation_id)
+            if error is not None:
+                return {(o.topic, o.partition): error for o in offsets}, self._ops.end()
+            generation_id = -1  # the offsets' holder below is not a classic member
         group = self._groups.get(group_id)
         if group is None and generation_id < 0:
             group = self._groups[group_id] = Group(group_id, now_ms)
-        error = (
-            ErrorCode.ILLEGAL_GENERATION
-            if group is None
-            else _validate_commit(group, member_id, generation_id, group_instance_id)
-        )
+        if consumer is not None and group is not None:
+            error = None
+        else:
+            error = (
+                ErrorCode.ILLEGAL_GENERATION
+                if group is None
+                else _validate_commit(group, member_id, generation_id, group_instance_id)
+            )
         if group is None or error is not None:
             refused = error or ErrorCode.ILLEGAL_GENERATION
             return {(o.topic, o.partition): refused for o in offsets}, self._ops.end()
-        if group.state is not GroupState.EMPTY:
+        if group.state is not GroupState.EMPTY and member_id in group.members:
             self._member_active(group, group.members[member_id])
         expire = None if retention_time_ms == -1 else now_ms + retention_time_ms
 
@@ -130,12 +142,19 @@ class OffsetMetadataManager:
     ) -> tuple[dict[TopicPartition, ErrorCode], Effects]:
         """TxnOffsetCommit: the offsets are written in the producer's transaction and stay
         pending until its marker (``complete_transaction``). As Kafka, a group that does not
-        exist is created; a member id or generation, when given, must match."""
+        exist is created; a member id or generation, when given, must match (for a KIP-848
+        group: the member and its epoch, ILLEGAL_GENERATION when stale)."""
         self._ops.begin(now_ms)
         group = self._groups.get(group_id)
         static = group.static_members.get(group_instance_id or "") if group else None
+        consumer = self._consumer_groups.get(group_id)
         error = None
-        if static is not None and static != member_id:
+        if consumer is not None:
+            if member_id or generation_id >= 0:
+                error = _validate_consumer_commit(consumer, member_id, generation_id)
+                if error is ErrorCode.STALE_MEMBER_EPOCH:
+                    error = ErrorCode.ILLEGAL_GENERATION
+        elif static is not None and static != member_id:
             error = ErrorCode.FENCED_INSTANCE_ID
         elif member_id and (group is None or member_id not in group.members):
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -195,6 +214,13 @@ class OffsetMetadataManager:
                 group.offsets.update(group.pending_txn.complete(producer_id, committed))
         self._ops.frame(TxnBatch(producer_id, producer_epoch, committed, coordinator_epoch))
         return self._ops.end()
+
+    def validate_member(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode | None:
+        """OffsetFetch v9 of a KIP-848 group member: it must exist at that epoch."""
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is None:
+            return None
+        return _validate_consumer_commit(consumer, member_id, member_epoch)
 
     def fetch_offsets(
         self,
@@ -262,6 +288,18 @@ class OffsetMetadataManager:
             del self._groups[group.group_id]
             if group.generation_id > 0:  # generation 0 groups only ever stored offsets
                 self._ops.append(encode_group_key(group.group_id), None)
+
+
+def _validate_consumer_commit(
+    group: ConsumerGroup, member_id: str, member_epoch: int
+) -> ErrorCode | None:
+    """KIP-848: the committing member must exist and be at its current member epoch."""
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if member_epoch != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return None
 
 
 def _validate_commit(

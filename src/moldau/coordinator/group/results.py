@@ -77,6 +77,7 @@ class GroupOverview(NamedTuple):
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 class MemberDescription(NamedTuple):

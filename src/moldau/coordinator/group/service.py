@@ -10,6 +10,7 @@ the results, shaped as each API reports them.
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -17,6 +18,12 @@ from typing import Any
 from moldau.clock import Scheduler
 from moldau.coordinator.effects import Effects
 from moldau.coordinator.group.config import GroupConfig
+from moldau.coordinator.group.consumer_group import ConsumerGroup
+from moldau.coordinator.group.consumer_groups import (
+    ConsumerHeartbeat,
+    HeartbeatResult,
+    TopicsView,
+)
 from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.loader import GroupLoader
 from moldau.coordinator.group.offsets import OffsetMetadataManager
@@ -148,6 +155,29 @@ class GroupCoordinatorService:
         except KafkaError as e:
             return e.code, []
 
+    async def consumer_group_heartbeat(
+        self, heartbeat: ConsumerHeartbeat, topics: TopicsView
+    ) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (KIP-848); coordinator errors come back in the result."""
+        try:
+            result: HeartbeatResult = await self._write(
+                heartbeat.group_id,
+                lambda c: c.consumer_group_heartbeat(self.clock.now_ms(), heartbeat, topics),
+            )
+            return result
+        except KafkaError as e:
+            return HeartbeatResult(e.code, None, heartbeat.member_id or None)
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroup | ErrorCode:
+        """A copy of the consumer group; GROUP_ID_NOT_FOUND when there is none here."""
+        try:
+            group = self.runtime.read(
+                self.partition_for(group_id), lambda c: c.consumer_groups.get(group_id)
+            )
+        except KafkaError as e:
+            return e.code
+        return ErrorCode.GROUP_ID_NOT_FOUND if group is None else copy.deepcopy(group)
+
     # -- offsets -------------------------------------------------------------------
     async def commit_offsets(
         self, group_id: str, offsets: Sequence[OffsetCommit], **kwargs: Any
@@ -179,12 +209,20 @@ class GroupCoordinatorService:
         group_id: str,
         partitions: Iterable[TopicPartition] | None = None,
         require_stable: bool = False,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> list[PartitionOffset]:
-        """Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
-        return self.runtime.read(
-            self.partition_for(group_id),
-            lambda c: c.offsets.fetch_offsets(group_id, partitions, require_stable),
-        )
+        """Raises KafkaError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, and for a
+        KIP-848 member UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH)."""
+
+        def read(c: GroupCoordinator) -> list[PartitionOffset]:
+            if member_epoch >= 0:  # -1: not a member (admin tools)
+                error = c.offsets.validate_member(group_id, member_id or "", member_epoch)
+                if error is not None:
+                    raise KafkaError(f"OffsetFetch of group {group_id}", error)
+            return c.offsets.fetch_offsets(group_id, partitions, require_stable)
+
+        return self.runtime.read(self.partition_for(group_id), read)
 
     # -- transactions ----------------------------------------------------------------
     async def txn_commit_offsets(
@@ -252,9 +290,11 @@ class GroupCoordinatorService:
                 results.update(dict.fromkeys(ids, e.code))
         return {g: results[g] for g in group_ids}
 
-    def list_groups(self, states: Iterable[str] = ()) -> list[GroupOverview]:
-        wanted = list(states)
-        return [g for c in self.runtime.active_shards() for g in c.list_groups(wanted)]
+    def list_groups(
+        self, states: Iterable[str] = (), types: Iterable[str] = ()
+    ) -> list[GroupOverview]:
+        wanted, kinds = list(states), list(types)
+        return [g for c in self.runtime.active_shards() for g in c.list_groups(wanted, kinds)]
 
     def describe_group(self, group_id: str) -> GroupDescription | ErrorCode:
         try:

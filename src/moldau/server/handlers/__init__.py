@@ -20,6 +20,8 @@ from moldau.server.handlers import (
     alter_replica_log_dirs,
     alter_user_scram_credentials,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_acls,
     create_partitions,
     create_topics,
@@ -125,6 +127,8 @@ _MODULES: list[ModuleType] = [
     share_group_describe,
     share_fetch,
     share_acknowledge,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 ]
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.FETCH, 4, 12
 SESSIONS_VERSION = 7  # KIP-227
 CLIENT_RACK_VERSION = 11  # KIP-392: rack_id, preferred_read_replica, reads from followers
+ZSTD_MIN_VERSION = 10  # KIP-110: older consumers cannot decode zstd batches
 # Results up to this size are copied instead of sent with sendfile: a syscall per few
 # hundred bytes costs more than the copy, and a copied result holds no segment file open,
 # so a fetch over thousands of partitions stays within the descriptor budget.
@@ -131,6 +132,22 @@ async def _read(
 
 
 _UNAUTHORIZED = FetchResult(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+_UNSUPPORTED_COMPRESSION = FetchResult(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+
+
+def _refuse_zstd(
+    services: Services, partitions: Sequence[FetchRequestPartition], results: list[FetchResult]
+) -> list[FetchResult]:
+    """A consumer's Fetch below v10 of a topic with ``compression.type=zstd`` answers
+    UNSUPPORTED_COMPRESSION_TYPE for it, as Kafka does (it decides by the topic's config,
+    without looking into the batches)."""
+    logs = services.replica_manager.log_manager
+    out = []
+    for p, result in zip(partitions, results, strict=True):
+        log = logs.get_log(p.topic, p.partition)
+        zstd = log is not None and log.config.compression_type == "zstd"
+        out.append(_UNSUPPORTED_COMPRESSION if zstd else result)
+    return out
 
 
 async def handle(services: Services, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
@@ -177,6 +194,8 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     readable = _readable(services, ctx, request, context.partitions)
     results = await _read(services, params, context.partitions, readable)
+    if consumer and ctx.api_version < ZSTD_MIN_VERSION:
+        results = _refuse_zstd(services, context.partitions, results)
     if consumer and window is not None:
         size = sum(r.size for r in results)
         ctx.throttle_ms = quotas.record_request(FETCH, ctx, size, services.clock.now_ms())

@@ -1,4 +1,4 @@
-"""ListGroups, with the v4 states filter and the v5 types filter (classic, share)."""
+"""ListGroups, with the v4 states filter and the v5 types filter (classic, consumer, share)."""
 
 from __future__ import annotations
 
@@ -22,24 +22,22 @@ async def handle(
     services: Services, ctx: RequestContext, request: ListGroupsRequest
 ) -> ListGroupsResponse:
     states = request.states_filter or ()
-    if None in states or None in (request.types_filter or ()):
+    types = request.types_filter or ()
+    if None in states or None in types:
         # entries are non-nullable strings: a null one is a broken request
         return ListGroupsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    types = {t.lower() for t in request.types_filter or ()}
     access = services.authorizer
     everything = access.cluster(ctx, AclOperation.DESCRIBE, log_denied=False)
-    groups = []
-    if not types or "classic" in types:
-        groups += [
-            ListedGroup(
-                group_id=g.group_id,
-                protocol_type=g.protocol_type,
-                group_state=g.state,
-                group_type="classic",
-            )
-            for g in services.groups.list_groups(states)
-        ]
-    if not types or "share" in types:
+    groups = [
+        ListedGroup(
+            group_id=g.group_id,
+            protocol_type=g.protocol_type,
+            group_state=g.state,
+            group_type=g.group_type,
+        )
+        for g in services.groups.list_groups(states, types)
+    ]
+    if not types or "share" in {t.lower() for t in types}:
         groups += listed_share_groups(services, states)
     return ListGroupsResponse(
         groups=[

@@ -38,12 +38,14 @@ def fetch(
     topic_cls: type[Any],
     partition_cls: type[Any],
     require_stable: bool = False,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list[Any]]:
     """One group's committed offsets as response topics (v8+ and older use twin classes),
     or the coordinator's error (not coordinator, loading) for the whole group.
 
     As Kafka: DESCRIBE on the group, and only offsets of topics the principal may
-    DESCRIBE (left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED if named)."""
+    DESCRIBE (left out of an all-topics answer, TOPIC_AUTHORIZATION_FAILED if named).
+    ``member``: v9's (member id, member epoch), checked against a KIP-848 group."""
     access = services.authorizer
     if not access.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
@@ -70,7 +72,7 @@ def fetch(
         topics = [(t, parts) for t, parts in topics if t in visible]
     wanted = None if topics is None else [(t, p) for t, parts in topics for p in parts]
     try:
-        found = services.groups.fetch_offsets(group_id, wanted, require_stable)
+        found = services.groups.fetch_offsets(group_id, wanted, require_stable, *member)
     except KafkaError as e:
         return e.code, []
     by_topic: dict[str, list[PartitionOffset]] = defaultdict(list)
@@ -121,6 +123,7 @@ async def handle(
                 OffsetFetchResponseTopics,
                 OffsetFetchResponsePartitions,
                 request.require_stable,
+                (g.member_id, g.member_epoch),
             )
             groups.append(
                 OffsetFetchResponseGroup(group_id=g.group_id, error_code=error, topics=topics)

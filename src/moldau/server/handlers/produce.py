@@ -3,7 +3,8 @@
 The records stay in the request frame's buffer: the replica manager validates them by
 header and CRC, stamps them in place and appends them whole. acks=0 gets no response;
 acks=1 is answered after the leader's append; acks=all once the high watermark passes
-the batch (every in-sync replica has it).
+the batch (every in-sync replica has it), as a :class:`Pending` response: the connection
+handles its next requests while this one waits for the followers.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from moldau.replication.replica_manager import AppendResult
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.security.quotas import PRODUCE
 from moldau.server.auto_create import auto_create_topics
+from moldau.server.request_context import Pending
 
 if TYPE_CHECKING:
+    from moldau.replication.replica_manager import ReplicaManager
     from moldau.server.request_context import RequestContext
     from moldau.server.services import Services
 
@@ -77,7 +80,7 @@ def _response(index: int, r: AppendResult) -> PartitionProduceResponse:
 
 async def handle(
     services: Services, ctx: RequestContext, request: ProduceRequest
-) -> ProduceResponse | None:
+) -> ProduceResponse | Pending | None:
     if ctx.api_version < FIRST_SERVED_VERSION:
         return refuse(request, ErrorCode.UNSUPPORTED_VERSION)
     if request.acks not in (-1, 0, 1):
@@ -104,15 +107,34 @@ async def handle(
         if t.name in writable
         for p in t.partition_data or []
     }
-    results = await services.replica_manager.append_records(
+    replica_manager = services.replica_manager
+    results = await replica_manager.append_records(
         entries,
         required_acks=request.acks,
-        timeout_ms=request.timeout_ms,
         allow_zstd=ctx.api_version >= ZSTD_MIN_VERSION,
         transactional_id=request.transactional_id,
     )
     if request.acks == 0:
         return None
+    if request.acks == -1:
+        return Pending(_replicated(replica_manager, request, results))
+    return _produce_response(request, results)
+
+
+async def _replicated(
+    replica_manager: ReplicaManager,
+    request: ProduceRequest,
+    results: dict[tuple[str, int], AppendResult],
+) -> ProduceResponse:
+    """acks=all: answered once every in-sync replica has the batches (or the timeout)."""
+    await replica_manager.await_replication(results, request.timeout_ms)
+    return _produce_response(request, results)
+
+
+def _produce_response(
+    request: ProduceRequest, results: dict[tuple[str, int], AppendResult]
+) -> ProduceResponse:
+    topic_data = request.topic_data or []
     return ProduceResponse(
         responses=[
             TopicProduceResponse(

@@ -1,0 +1,291 @@
+"""Request rate: what one produce request costs, measured with librdkafka's own tool.
+
+Two parts, both driven by ``rdkafka_performance`` (built from Debian's librdkafka source
+by ``benchmarks/build_rdkafka_performance.sh``):
+
+- ``cluster``: a 3-node cluster (``moldau.testing.cluster``), one partition with
+  replication factor 3, ``acks=all`` and ``linger.ms=0``, so nearly every message is a
+  produce request of its own, at each offered rate of ``--rates``. Latency percentiles
+  come from librdkafka's per-message delivery times (``-l -A FILE``, microseconds from
+  ``produce()`` to the delivery report); the achieved rate is delivered messages over the
+  time from start until the last delivery report.
+- ``single``: one node, one partition, 100 B records, produce then consume of
+  ``--records`` messages, Moldau and noida-db (a compiled Kafka-compatible broker, ``pip
+  install noida-db==0.2.3``) side by side, alternately, ``--repeat`` times.
+
+The machine is shared: every result carries the load average before and after it.
+``--profile CASE`` records py-spy flame graphs into ``benchmarks/results/``: ``cluster``
+(leader and a follower at the highest rate) or ``single`` (the Moldau broker while it
+serves the consume). Nothing is asserted; results go to
+``benchmarks/results/request_rate-<label>-<UTC time>.json``.
+
+    python -m benchmarks.request_rate [--label before] [--quick] [--only cluster|single]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness import RESULTS, write_result
+from moldau.testing import BrokerProcess, cluster
+
+BUILD_SCRIPT = Path(__file__).parent / "build_rdkafka_performance.sh"
+# The tools' summary lines: messages and milliseconds.
+RATE_LINE = re.compile(
+    r"(\d+) delivered \(offset -?\d+, \d+ failed\) in (\d+)ms"
+    r"|(\d+) messages \(\d+ bytes\) consumed in (\d+)ms"
+)
+
+
+def rdkafka_performance() -> str:
+    """Path of the tool, built (once) by the build script."""
+    out = subprocess.run(["sh", str(BUILD_SCRIPT)], check=True, capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def percentiles(samples_us: list[int]) -> dict[str, float]:
+    if not samples_us:
+        return {}
+    ordered = sorted(samples_us)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000, 3)
+
+    return {"p50_ms": at(0.5), "p99_ms": at(0.99), "p999_ms": at(0.999), "max_ms": at(1.0)}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def produce_at_rate(
+    tool: str, bootstrap: str, topic: str, rate: int, seconds: float, pids: dict[str, int]
+) -> dict:
+    """``rate`` msg/s of 100 B for ``seconds``, acks=all, linger.ms=0, latency per message.
+    ``pids``: the broker processes whose CPU time per message is reported (by role)."""
+    count = int(rate * seconds)
+    with tempfile.NamedTemporaryFile("r", suffix=".lat") as lat:
+        before = load()
+        cpu = {role: cpu_seconds(pid) for role, pid in pids.items()}
+        out = subprocess.run(
+            [tool, "-P", "-t", topic, "-p", "0", "-b", bootstrap, "-s", "100", "-c", str(count),
+             "-r", str(rate), "-a", "-1", "-l", "-A", lat.name,
+             "-X", "linger.ms=0", "-X", "socket.nagle.disable=true"],
+            capture_output=True, text=True, timeout=seconds * 20 + 60,
+        )  # fmt: skip
+        samples = [int(line) for line in lat.read().split()]
+        cpu = {role: cpu_seconds(pid) - cpu[role] for role, pid in pids.items()}
+    found = RATE_LINE.findall(out.stdout)
+    elapsed_ms = int(found[-1][1]) if found else 0
+    return {
+        "offered_msgs_s": rate,
+        "delivered": len(samples),
+        "sent": count,
+        "achieved_msgs_s": round(len(samples) * 1000 / elapsed_ms) if elapsed_ms else None,
+        **percentiles(samples),
+        # Broker CPU per message: what a busy machine disturbs least.
+        "cpu_us_per_msg": {role: round(t * 1e6 / max(len(samples), 1)) for role, t in cpu.items()},
+        "load_before": before,
+        "load_after": load(),
+        "exit": out.returncode,
+    }
+
+
+def run_cluster(tool: str, args: argparse.Namespace) -> list[dict]:
+    results = []
+    with cluster(nodes=3, min_insync_replicas=2) as c:
+        topic = c.create_topic(f"rate-{uuid.uuid4().hex[:8]}", 1, replication_factor=3)
+        leader = c.leader(topic)
+        follower = next(i for i in c.nodes if i != leader)
+        pids = {"leader": c.node(leader).proc.pid, "follower": c.node(follower).proc.pid}
+        produce_at_rate(tool, c.bootstrap_servers, topic, 200, 2, pids)  # warm-up: connections
+        for rate in args.rates:
+            with py_spy(args, "cluster", rate == max(args.rates), c, leader, follower):
+                result = produce_at_rate(tool, c.bootstrap_servers, topic, rate, args.seconds, pids)
+            print(f"cluster rate {rate}: {result}", flush=True)
+            results.append(result)
+    return results
+
+
+@contextmanager
+def py_spy(args: argparse.Namespace, case: str, now: bool, c: Any, *nodes: int) -> Iterator[None]:
+    """py-spy flame graphs of ``nodes`` (leader first) while the body runs."""
+    if args.profile != case or not now:
+        yield
+        return
+    recorders = []
+    for role, node in zip(("leader", "follower"), nodes, strict=False):
+        svg = RESULTS / f"request_rate-{args.label}-{case}-{role}.svg"
+        pid = c.node(node).proc.pid
+        recorders.append(
+            subprocess.Popen(
+                ["py-spy", "record", "-o", str(svg), "--pid", str(pid), "--rate", "200"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    try:
+        yield
+    finally:
+        for recorder in recorders:
+            recorder.send_signal(2)
+            recorder.wait(60)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def noida() -> Iterator[str]:
+    """noida-db's Kafka service on a free port with a fresh data directory."""
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="noida-")
+    proc = subprocess.Popen(
+        ["noida-db", "start", "--host", "127.0.0.1", "--only", "kafka",
+         "--kafka-port", str(port), "--data-dir", data],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("noida-db did not start") from None
+                time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the command is a wrapper of the server
+        proc.wait(30)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def throughput(tool: str, argv: list[str]) -> dict:
+    before = load()
+    out = subprocess.run([tool, *argv], capture_output=True, text=True, timeout=300)
+    found = RATE_LINE.findall(out.stdout)
+    if not found:
+        raise RuntimeError(f"no summary from rdkafka_performance: {out.stdout[-500:]}")
+    msgs, ms = (int(x) for x in found[-1] if x)
+    return {
+        "msgs": msgs,
+        "msgs_s": round(msgs * 1000 / max(ms, 1)),
+        "load_before": before,
+        "load_after": load(),
+    }
+
+
+def single(tool: str, bootstrap: str, records: int, profile: Any = None) -> dict:
+    """Produce then consume ``records`` of 100 B on one partition (auto-created topic)."""
+    topic = f"single-{uuid.uuid4().hex[:8]}"
+    common = ["-t", topic, "-p", "0", "-b", bootstrap, "-c", str(records)]
+    produce = throughput(
+        tool, ["-P", *common, "-s", "100", "-X", "queue.buffering.max.messages=1000000"]
+    )
+    time.sleep(1)
+    with profile or _nothing():
+        # noida-db answers a fetch with the whole log, whatever its fetch limits.
+        consume = throughput(
+            tool, ["-C", *common, "-o", "beginning", "-X", "receive.message.max.bytes=1000000000"]
+        )
+    return {"produce": produce, "consume": consume}
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def run_single(tool: str, args: argparse.Namespace) -> dict:
+    runs: dict[str, list[dict]] = {"moldau": [], "noida": []}
+    with BrokerProcess(configs={"num.partitions": "1"}) as broker:
+        for i in range(args.repeat):
+            profile = None
+            if args.profile == "single" and i == args.repeat - 1:
+                profile = _single_profile(args, broker.proc.pid)
+            runs["moldau"].append(single(tool, broker.bootstrap, args.records, profile))
+            print(f"moldau: {runs['moldau'][-1]}", flush=True)
+            with noida() as bootstrap:
+                runs["noida"].append(single(tool, bootstrap, args.records))
+            print(f"noida:  {runs['noida'][-1]}", flush=True)
+    summary = {}
+    for side in ("produce", "consume"):
+        moldau = statistics.median(r[side]["msgs_s"] for r in runs["moldau"])
+        other = statistics.median(r[side]["msgs_s"] for r in runs["noida"])
+        summary[side] = {
+            "moldau_msgs_s": moldau,
+            "noida_msgs_s": other,
+            "ratio": round(moldau / other, 2),
+        }
+    return {"runs": runs, "median": summary}
+
+
+@contextmanager
+def _single_profile(args: argparse.Namespace, pid: int) -> Iterator[None]:
+    svg = RESULTS / f"request_rate-{args.label}-single-consume.svg"
+    recorder = subprocess.Popen(
+        ["py-spy", "record", "-o", str(svg), "--pid", str(pid), "--rate", "200"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    try:
+        yield
+    finally:
+        recorder.send_signal(2)
+        recorder.wait(60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--rates", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000, 10000]
+    )
+    parser.add_argument("--seconds", type=float, default=10.0, help="per offered rate")
+    parser.add_argument("--records", type=int, default=2_000_000, help="single-node case")
+    parser.add_argument("--repeat", type=int, default=2, help="single-node runs per broker")
+    parser.add_argument("--only", choices=("cluster", "single"))
+    parser.add_argument("--profile", choices=("cluster", "single"))
+    parser.add_argument("--label", default="run", help="names the result (e.g. before/after)")
+    parser.add_argument("--quick", action="store_true", help="tiny smoke run")
+    args = parser.parse_args()
+    if args.quick:
+        args.rates, args.seconds, args.records, args.repeat = [500], 2.0, 50_000, 1
+    tool = rdkafka_performance()
+    results: dict[str, Any] = {"load_start": load()}
+    if args.only in (None, "cluster"):
+        results["cluster"] = run_cluster(tool, args)
+    if args.only in (None, "single"):
+        results["single"] = run_single(tool, args)
+    results["load_end"] = load()
+    path = write_result(f"request_rate-{args.label}", args, results)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""`moldau registry`: a schema registry node against any Kafka-protocol cluster."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Annotated
+
+import typer
+
+from moldau.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    CommandConfigOption,
+    PropertyOption,
+    check_reachable,
+    fail,
+    user_properties,
+)
+
+
+def registry(
+    bootstrap: Annotated[
+        str,
+        typer.Option(
+            "--bootstrap",
+            "--bootstrap-server",
+            "-b",
+            envvar="MOLDAU_BOOTSTRAP",
+            help="Kafka-protocol broker address(es), host:port[,host:port].",
+        ),
+    ] = DEFAULT_BOOTSTRAP,
+    listener: Annotated[
+        str, typer.Option(help="http://HOST:PORT the REST API is served at (port 0: any).")
+    ] = "http://127.0.0.1:8081",
+    advertised_url: Annotated[
+        str | None,
+        typer.Option(help="URL other registry nodes forward writes to (default: the listener)."),
+    ] = None,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Replicas of a new _schemas topic (default: 3, or fewer brokers)."
+        ),
+    ] = None,
+    primary_eligible: Annotated[
+        bool, typer.Option(help="May this node become the primary (the one that writes)?")
+    ] = True,
+    command_config: CommandConfigOption = None,
+    properties: PropertyOption = None,
+) -> None:
+    """Serve Confluent Schema Registry's REST API, with the schemas in the cluster's
+    `_schemas` topic. Several nodes on one cluster elect a primary; any takes requests."""
+    try:  # web dependencies are an extra: load them only for this command
+        from moldau.admin.preflight import Unreachable, client_security
+        from moldau.registry.runner import RegistryNode
+    except ImportError as exc:
+        fail(f"the registry is unavailable: {exc}; install with: pip install 'moldau[registry]'")
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    user = user_properties(properties, command_config)
+    check_reachable(bootstrap, user)
+    try:
+        node = RegistryNode(
+            bootstrap,
+            listener,
+            advertised=advertised_url,
+            client_config=user,
+            security=client_security(user),
+            eligible=primary_eligible,
+            replication_factor=replication_factor,
+        )
+    except (ValueError, OSError, Unreachable) as exc:
+        fail(f"cannot serve the registry at {listener}: {exc}")
+    try:
+        node.start()
+    except Exception as exc:
+        fail(f"the registry did not start: {exc}")
+    print(f"schema registry on {node.url} (cluster {bootstrap})", flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    node.stop()
