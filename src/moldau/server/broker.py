@@ -18,7 +18,9 @@ from moldau.config.broker import BrokerConfig, Listener
 from moldau.config.topic import LogConfig
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
+from moldau.coordinator.share.service import TICK_MS, ShareGroupService, ShareSettings
 from moldau.coordinator.txn.service import TransactionCoordinatorService, TxnServiceConfig
+from moldau.ids import SYSTEM_IDS
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import MetadataLoader
 from moldau.metadata.publisher import MetadataPublisher
@@ -39,6 +41,7 @@ from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.schema_validation import SchemaValidation
 from moldau.server.services import Services
+from moldau.server.share_session import ShareSessionCache
 from moldau.server.tiered_storage import TieredStorage
 from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
 from moldau.storage.log_manager import LogManager
@@ -50,6 +53,7 @@ UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 ALTER_LOG_DIRS_INTERVAL_MS = 200  # how often future logs copy from their current ones
 LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
+FETCH_SESSION_SLOTS = "max.incremental.fetch.session.cache.slots"
 
 
 class Broker:
@@ -94,6 +98,7 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
+        self.shares, self.share_sessions = self._share_groups(), ShareSessionCache()
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -118,8 +123,7 @@ class Broker:
         ):
             self.publisher.add_listener(listener)
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
-        slots = config.int("max.incremental.fetch.session.cache.slots")
-        self.fetch_sessions = FetchSessionCache(slots)
+        self.fetch_sessions = FetchSessionCache(config.int(FETCH_SESSION_SLOTS))
         self.loader = MetadataLoader(self.publisher, quorum_high_watermark)
         self.lifecycle = lifecycle = BrokerLifecycle.from_config(
             config,
@@ -217,6 +221,7 @@ class Broker:
             self.tiered_storage.start(self.scheduler)
         every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
         every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
+        every(TICK_MS, self.shares.tick)
         self.transactions.start()
 
     async def _retention(self) -> None:
@@ -277,9 +282,21 @@ class Broker:
             producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions,
             transactions=self.transactions,
+            shares=self.shares,
+            share_sessions=self.share_sessions,
             authorizer=self.authorizer,
             quotas=self.quotas,
             schema_validation=self.schema_validation,
+        )
+
+    def _share_groups(self) -> ShareGroupService:
+        """Share groups (KIP-932): fetches waiting for records wake through the purgatory."""
+        return ShareGroupService(
+            ShareSettings.from_config(self.config),
+            self.clock,
+            SYSTEM_IDS,
+            self.replica_manager.purgatory.notify,
+            lambda group_id: self.publisher.image.group_configs.get(group_id, {}),
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:
