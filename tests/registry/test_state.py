@@ -174,3 +174,15 @@ def test_compatibility_check_and_config(registry: SchemaRegistry) -> None:
     assert registry.check("s", "1", new, False) == []  # old readers ignore the new field
     assert registry.delete_config("s") == {"compatibilityLevel": "FORWARD"}
     assert registry.config("s", True) == {"compatibilityLevel": "BACKWARD"}
+
+
+def test_live_ids_for_validation(registry: SchemaRegistry, log: MemoryLog) -> None:
+    a = registry.register("t-value", {"schema": '"string"'}, False)
+    b = registry.register("t-value", {"schema": '"bytes"'}, False)
+    c = registry.register("u-value", {"schema": '"long"'}, False)
+    assert log.state.live_ids("t-value") == {a, b}
+    assert log.state.live_ids(None) == {a, b, c}
+    assert log.state.live_ids("nope") == frozenset()
+    registry.delete_version("t-value", "1", False)  # soft-deleted: no longer passes
+    assert log.state.live_ids("t-value") == {b}
+    assert log.state.live_ids(None) == {b, c}

@@ -132,6 +132,8 @@ async def _serve(config: BrokerConfig) -> None:
     except BaseException:
         await node.stop()  # a registry that cannot start stops the server, cleanly
         raise
+    if registry is not None and node.broker is not None:
+        node.broker.schema_validation.attach(registry)
     stop = node.failed
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

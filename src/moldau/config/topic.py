@@ -26,6 +26,13 @@ MINUTE_MS = 60_000
 
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 CLEANUP_POLICIES = ("delete", "compact")
+_STRATEGIES = "io.confluent.kafka.serializers.subject."
+TOPIC_NAME_STRATEGY = _STRATEGIES + "TopicNameStrategy"
+SUBJECT_NAME_STRATEGIES = (
+    TOPIC_NAME_STRATEGY,
+    _STRATEGIES + "RecordNameStrategy",
+    _STRATEGIES + "TopicRecordNameStrategy",
+)
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
@@ -407,6 +414,32 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ),
         *(
             ConfigDef(
+                f"confluent.{part}.schema.validation",
+                f"{part}_schema_validation",
+                "boolean",
+                "false",
+                (),
+                f"Refuse (INVALID_RECORD) batches whose record {part}s are not framed by a "
+                "schema id the in-broker schema registry holds for the topic's subject "
+                "(Confluent Server's name; needs schema.registry.listeners).",
+            )
+            for part in ("key", "value")
+        ),
+        *(
+            ConfigDef(
+                f"confluent.{part}.subject.name.strategy",
+                f"{part}_subject_name_strategy",
+                "string",
+                TOPIC_NAME_STRATEGY,
+                (),
+                f"The subject {part} schema ids are checked against: TopicNameStrategy is "
+                f"<topic>-{part}; with the record name strategies any registered id passes.",
+                choices=SUBJECT_NAME_STRATEGIES,
+            )
+            for part in ("key", "value")
+        ),
+        *(
+            ConfigDef(
                 f"{side}.replication.throttled.replicas",
                 "",
                 "list",
@@ -547,6 +580,10 @@ class LogConfig:
     local_retention_bytes: int = -2
     remote_log_copy_disable: bool = False
     remote_log_delete_on_disable: bool = False
+    key_schema_validation: bool = False
+    value_schema_validation: bool = False
+    key_subject_name_strategy: str = TOPIC_NAME_STRATEGY
+    value_subject_name_strategy: str = TOPIC_NAME_STRATEGY
 
     @classmethod
     def from_props(

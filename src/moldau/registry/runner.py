@@ -75,6 +75,22 @@ class RegistryNode:
         self._server: uvicorn.Server | None = None
         self._started = threading.Event()
         self._failure: BaseException | None = None
+        self._ids: dict[str | None, frozenset[int]] = {}
+        self._ids_offset = -1  # of the state `_ids` was computed from
+
+    def ids_for_subject(self, subject: str | None) -> frozenset[int]:
+        """Ids registered for `subject` (None: for any) as of the last record this node
+        applied, for broker-side validation; thread-safe, no IO (cached until the state
+        moves on)."""
+        store = self.store
+        with store.lock:
+            if self._ids_offset != store.state.offset:
+                self._ids = {}
+                self._ids_offset = store.state.offset
+            ids = self._ids.get(subject)
+            if ids is None:
+                ids = self._ids[subject] = store.state.live_ids(subject)
+            return ids
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
         """Start in a thread of its own; return once it serves (raise if it cannot)."""

@@ -194,6 +194,13 @@ class RegistryState:
         found = self.subjects.get(subject, {})
         return [found[n] for n in sorted(found) if deleted or not found[n].deleted]
 
+    def live_ids(self, subject: str | None) -> frozenset[int]:
+        """Ids of the subject's versions not deleted (None: of every subject's)."""
+        versions = (
+            self.all_versions() if subject is None else self.subjects.get(subject, {}).values()
+        )
+        return frozenset(v.id for v in versions if not v.deleted)
+
     def subject_names(self, deleted: bool = False) -> list[str]:
         return sorted(s for s in self.subjects if self.versions(s, deleted))
 

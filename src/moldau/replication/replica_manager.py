@@ -107,6 +107,7 @@ class AppendResult:
     last_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
+    record_errors: tuple[tuple[int, str], ...] = ()  # (batch-relative index, why)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
+from moldau.server.schema_validation import SchemaValidation
 from moldau.server.services import Services
 from moldau.server.share_session import ShareSessionCache
 from moldau.server.tiered_storage import TieredStorage
@@ -52,6 +53,7 @@ UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 ALTER_LOG_DIRS_INTERVAL_MS = 200  # how often future logs copy from their current ones
 LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
+FETCH_SESSION_SLOTS = "max.incremental.fetch.session.cache.slots"
 
 
 class Broker:
@@ -107,6 +109,7 @@ class Broker:
         self.transactions = self._transaction_coordinator()
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
+        self.schema_validation = SchemaValidation(self.topic_log_config)
         for listener in (
             self.dynamic_config,
             self.replica_manager,
@@ -120,8 +123,7 @@ class Broker:
         ):
             self.publisher.add_listener(listener)
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
-        slots = config.int("max.incremental.fetch.session.cache.slots")
-        self.fetch_sessions = FetchSessionCache(slots)
+        self.fetch_sessions = FetchSessionCache(config.int(FETCH_SESSION_SLOTS))
         self.loader = MetadataLoader(self.publisher, quorum_high_watermark)
         self.lifecycle = lifecycle = BrokerLifecycle.from_config(
             config,
@@ -284,6 +286,7 @@ class Broker:
             share_sessions=self.share_sessions,
             authorizer=self.authorizer,
             quotas=self.quotas,
+            schema_validation=self.schema_validation,
         )
 
     def _share_groups(self) -> ShareGroupService:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from moldau.server.fetch_session import FetchSessionCache
     from moldau.server.node_to_controller import NodeToControllerChannel
     from moldau.server.producer_ids import ProducerIdManager
+    from moldau.server.schema_validation import SchemaValidation
     from moldau.server.share_session import ShareSessionCache
 
 
@@ -41,6 +42,7 @@ class Services:
     share_sessions: ShareSessionCache
     authorizer: Access = field(default_factory=Access)  # ACL checks (allows all if unset)
     quotas: ClientQuotas = field(default_factory=ClientQuotas)
+    schema_validation: SchemaValidation | None = None  # None: no topic validates
 
     @property
     def image(self) -> MetadataImage:

@@ -60,10 +60,21 @@ def test_every_kafka_config_is_known() -> None:
         "schema.registry.listeners",
         "schema.registry.advertised.listener",
     }
+    # Topic configs of Confluent Server's, not Kafka's: broker-side schema validation.
+    assert TOPIC_CONFIGS.keys() - KAFKA_TOPIC_CONFIGS.keys() == CONFLUENT_TOPIC_CONFIGS
+
+
+CONFLUENT_TOPIC_CONFIGS = {
+    f"confluent.{part}.{key}"
+    for part in ("key", "value")
+    for key in ("schema.validation", "subject.name.strategy")
+}
 
 
 def test_topic_definitions_match_kafka() -> None:
     for name, d in TOPIC_CONFIGS.items():
+        if name in CONFLUENT_TOPIC_CONFIGS:
+            continue
         k = KAFKA_TOPIC_CONFIGS[name]
         assert d.type == k.type, name
         assert d.default == (k.default or ""), name

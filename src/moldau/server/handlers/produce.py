@@ -15,6 +15,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.produce_request import ProduceRequest
 from moldau.protocol.messages.produce_response import (
+    BatchIndexAndErrorMessage,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -75,6 +76,7 @@ def _response(index: int, r: AppendResult) -> PartitionProduceResponse:
         base_offset=r.base_offset,
         log_append_time_ms=r.log_append_time,
         log_start_offset=r.log_start_offset,
+        record_errors=[BatchIndexAndErrorMessage(i, m) for i, m in r.record_errors],
     )
 
 
@@ -107,6 +109,9 @@ async def handle(
         if t.name in writable
         for p in t.partition_data or []
     }
+    refused = services.schema_validation.refusals(entries) if services.schema_validation else {}
+    for tp in refused:
+        del entries[tp]
     replica_manager = services.replica_manager
     results = await replica_manager.append_records(
         entries,
@@ -114,6 +119,7 @@ async def handle(
         allow_zstd=ctx.api_version >= ZSTD_MIN_VERSION,
         transactional_id=request.transactional_id,
     )
+    results.update(refused)
     if request.acks == 0:
         return None
     if request.acks == -1:

@@ -1,0 +1,128 @@
+"""The cost of broker-side schema validation: produce throughput into a topic with
+`confluent.value.schema.validation=true` vs a plain one (the same framed records, one
+`moldau server` with its registry, rounds alternating so machine load hits both), and the
+check alone in process (microseconds per record of `SchemaValidation.refusals` on a
+1,000-record batch, uncompressed and lz4). Results in
+benchmarks/results/schema_validation-*.json; nothing is asserted.
+
+    python -m benchmarks.schema_validation [--records 100000] [--value-size 100] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from benchmarks.harness import write_result
+from benchmarks.schema_registry import free_port, request, wait_ready
+from moldau.config.topic import LogConfig
+from moldau.records.compression import Compression
+from moldau.records.record import build_batch
+from moldau.server.schema_validation import SchemaValidation
+from moldau.testing import BrokerProcess
+
+SCHEMA = {"type": "record", "name": "Row", "fields": [{"name": "b", "type": "bytes"}]}
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> float:
+    """Records per second of producing `values` (acks=all, lz4, librdkafka's batching)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "lz4",
+        }
+    )
+    failed = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    start = time.perf_counter()
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(120) or failed:
+        raise RuntimeError(f"produce to {topic}: {failed[:3]}")
+    return len(values) / (time.perf_counter() - start)
+
+
+class Ids:
+    def __init__(self, ids: frozenset[int]) -> None:
+        self.ids = ids
+
+    def ids_for_subject(self, subject: str | None) -> frozenset[int]:
+        return self.ids
+
+
+def check_cost(value: bytes, schema_id: int, repeat: int = 200) -> dict[str, float]:
+    """Microseconds per record of the check alone, per compression of a 1,000-record batch."""
+    checker = SchemaValidation(lambda _topic: replace(LogConfig(), value_schema_validation=True))
+    checker.attach(Ids(frozenset({schema_id})))
+    costs = {}
+    for name, codec in (("none", Compression.NONE), ("lz4", Compression.LZ4)):
+        batch = build_batch([(None, value)] * 1000, compression=codec)
+        start = time.perf_counter()
+        for _ in range(repeat):
+            assert not checker.refusals({("t", 0): batch})
+        per_batch = (time.perf_counter() - start) / repeat
+        costs[f"us_per_record_{name}"] = round(per_batch * 1e6 / 1000, 2)
+    return costs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000, help="records per round")
+    parser.add_argument("--value-size", type=int, default=100, help="bytes after the id")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per topic")
+    args = parser.parse_args()
+    port = free_port()
+    with (
+        tempfile.TemporaryDirectory(prefix="moldau-bench-") as data_dir,
+        BrokerProcess(
+            Path(data_dir), {"schema.registry.listeners": f"http://127.0.0.1:{port}"}
+        ) as broker,
+    ):
+        wait_ready(port)
+        validating = broker.create_topic("validating", confluent_value_schema_validation=True)
+        plain = broker.create_topic("plain")
+        registered = request(
+            http.client.HTTPConnection("127.0.0.1", port, timeout=60),
+            "POST",
+            f"/subjects/{validating}-value/versions",
+            {"schema": json.dumps(SCHEMA)},
+        )
+        assert isinstance(registered, dict)
+        schema_id = registered["id"]
+        value = b"\0" + schema_id.to_bytes(4, "big") + b"x" * args.value_size
+        values = [value] * args.records
+        rates: dict[str, list[float]] = {plain: [], validating: []}
+        for _ in range(args.rounds):
+            for topic in (plain, validating):
+                rates[topic].append(round(produce(broker.bootstrap, topic, values)))
+    results = {
+        "plain_records_per_s": rates[plain],
+        "validating_records_per_s": rates[validating],
+        "check_alone": check_cost(value, schema_id),
+    }
+    path = write_result("schema_validation", args, results)
+    print(json.dumps(results, indent=2))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
