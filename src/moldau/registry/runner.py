@@ -68,7 +68,9 @@ class RegistryNode:
     ) -> None:
         self.host, port = parse_listener(listener)
         if listener.startswith("https:") and tls is None:
-            raise ValueError(f"{listener}: an https listener needs a TLS server context")
+            raise ValueError(
+                f"{listener}: https needs a keystore (only in-server registries serve it)"
+            )
         self.tls = tls
         self.access = access
         self.forward_tls = forward_tls
