@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -212,3 +214,34 @@ def test_authorizer_decides_on_subjects(secure: SecureRegistry) -> None:
     assert secure.call("/config/secret-shared", "alice", "PUT", {"compatibility": "NONE"})[0] == 403
     assert secure.call("/config", "carol", "PUT", {"compatibility": "NONE"})[0] == 200
     assert secure.call("/subjects/open-value/versions", "alice")[1]["error_code"] == 40401
+
+
+def test_standalone_registry_over_https(secure: SecureRegistry) -> None:
+    """`moldau registry --listener https://... -L ssl.*`: the same TLS settings as a broker
+    listener; it serves the cluster's schemas (this node has no authentication)."""
+    shared = secure.client("alice").register_schema("standalone-tls-value", avro("Alone"))
+    url = f"https://127.0.0.1:{free_port()}"
+    keystore = secure.certs["broker"].keystore
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moldau", "registry", "-b", secure.bootstrap, "--listener", url]
+        + ["-L", "ssl.keystore.type=PEM", "-L", f"ssl.keystore.location={keystore}"]
+        + ["-L", "ssl.truststore.type=PEM", "-L", f"ssl.truststore.location={secure.ca}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        client = SchemaRegistryClient({"url": url, "ssl.ca.location": secure.ca})
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                found = client.get_latest_version("standalone-tls-value")
+                break
+            except Exception:  # not serving yet: refused, or 404 until it caught up
+                assert process.poll() is None, "the standalone registry exited"
+                assert time.monotonic() < deadline, "the standalone registry never served"
+                time.sleep(0.5)
+        assert found.schema_id == shared
+    finally:
+        process.terminate()
+        output = process.communicate(timeout=60)[0].decode(errors="replace")
+    assert process.returncode in (0, -15), output

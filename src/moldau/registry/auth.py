@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from moldau.metadata.security import ScramCredential
 from moldau.registry.errors import RegistryError
@@ -34,7 +35,7 @@ Authorize = Callable[[KafkaPrincipal, str, AclOperation, ResourceType, str], boo
 """The broker's authorizer: (principal, client host, operation, resource type, name)."""
 
 BASIC = "BASIC"
-AUTHENTICATION_METHODS = ("NONE", BASIC)
+VERIFIED_CACHE_SIZE = 1024
 
 
 def unauthorized() -> RegistryError:
@@ -74,18 +75,31 @@ class RegistryAccess:
 
     credentials: Credentials | None = None
     authorizer: Authorize | None = None
+    # SHA-256 of an accepted header -> the credential it was checked against: a client
+    # sends the same header on every request, and one PBKDF2 each would cost milliseconds.
+    # An entry holds only while the user still has that credential (not altered or deleted).
+    _verified: dict[bytes, tuple[str, ScramMechanism, ScramCredential]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def authenticate(self, header: str | None) -> KafkaPrincipal:
         """The caller of a request with this Authorization header; 401 if it is not a
         known user with the right password. Costs a PBKDF2: call it off the event loop."""
         if self.credentials is None:
             return ANONYMOUS
+        key = hashlib.sha256((header or "").encode()).digest()
+        seen = self._verified.get(key)
+        if seen is not None and self.credentials(seen[0], seen[1]) == seen[2]:
+            return KafkaPrincipal("User", seen[0])
         found = basic_credentials(header)
         if found is not None:
             user, password = found
             for mechanism in MECHANISMS.values():
                 credential = self.credentials(user, mechanism)
                 if credential is not None and password_matches(password, credential, mechanism):
+                    if len(self._verified) >= VERIFIED_CACHE_SIZE:
+                        self._verified.clear()
+                    self._verified[key] = (user, mechanism, credential)
                     return KafkaPrincipal("User", user)
         raise unauthorized()
 

@@ -68,9 +68,7 @@ class RegistryNode:
     ) -> None:
         self.host, port = parse_listener(listener)
         if listener.startswith("https:") and tls is None:
-            raise ValueError(
-                f"{listener}: https needs a keystore (only in-server registries serve it)"
-            )
+            raise ValueError(f"{listener}: https needs a keystore (ssl.keystore.location)")
         self.tls = tls
         self.access = access
         self.forward_tls = forward_tls
