@@ -57,6 +57,7 @@ def test_every_kafka_config_is_known() -> None:
         # The schema registry inside the server (docs/schema-registry.md).
         "schema.registry.listeners",
         "schema.registry.advertised.listener",
+        "schema.registry.authentication.method",
     }
 
 

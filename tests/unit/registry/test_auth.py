@@ -93,3 +93,17 @@ def test_subjects_are_topics_and_global_settings_the_cluster() -> None:
         access.check(alice, "127.0.0.1", AclOperation.ALTER_CONFIGS, None)
     assert e.value.message == "User is denied operation AlterConfigs on Cluster: kafka-cluster"
     assert asked[-1] == (ResourceType.CLUSTER, "kafka-cluster", AclOperation.ALTER_CONFIGS)
+
+
+def test_broker_settings() -> None:
+    from moldau.config.broker import BrokerConfig, ConfigError
+
+    def load(*pairs: str) -> BrokerConfig:
+        return BrokerConfig.load(None, ["log.dirs=/tmp/unused", *pairs])
+
+    https = load("schema.registry.listeners=https://127.0.0.1:8081/")
+    assert https.schema_registry_listener == "https://127.0.0.1:8081"
+    for bad in ("schema.registry.listeners=ftp://h:1", "schema.registry.authentication.method=X"):
+        with pytest.raises(ConfigError, match=bad.split("=")[0]):
+            load(bad)
+    load("schema.registry.authentication.method=basic")
