@@ -32,7 +32,9 @@ from confluent_kafka.admin import (
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
+from moldau.testing.cluster import ClusterProcess
 from tests.registry.conftest import CONTENT_TYPE, free_port
+from tests.registry.test_durability import primary_node
 from tests.security.secure import Listeners, create_scram_users, standard_pki
 
 PASSWORDS = {"alice": "alice-secret", "carol": "carol-secret", "admin": "admin-secret"}
@@ -245,3 +247,52 @@ def test_standalone_registry_over_https(secure: SecureRegistry) -> None:
         process.terminate()
         output = process.communicate(timeout=60)[0].decode(errors="replace")
     assert process.returncode in (0, -15), output
+
+
+@pytest.mark.slow
+def test_writes_forwarded_over_https_with_the_callers_credentials(tmp_path: Path) -> None:
+    """Two nodes: a write to the node that is not the primary goes to the primary over
+    https (verified with ssl.truststore.*) with the caller's Authorization, checked again
+    there; bad credentials stop at the first node."""
+    certs = standard_pki(tmp_path / "pki")
+    ca = str(certs["pki"].ca_file)
+    c = ClusterProcess(
+        nodes=2,
+        configs={
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs["broker"].keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": ca,
+            "schema.registry.authentication.method": "BASIC",
+        },
+    )
+    urls = {}
+    for node_id, node in c.nodes.items():
+        urls[node_id] = f"https://127.0.0.1:{free_port()}"
+        node.configs["schema.registry.listeners"] = urls[node_id]
+    with c:
+        create_scram_users(c.bootstrap_servers, {}, {"alice": PASSWORDS["alice"]})
+        primary = primary_node(c, urls)
+        other = next(i for i in urls if i != primary)
+        config = {"url": urls[other], "ssl.ca.location": ca}
+        alice = SchemaRegistryClient({**config, "basic.auth.user.info": "alice:alice-secret"})
+        deadline = time.monotonic() + DEADLINE_S
+        while True:  # until the SCRAM users reached the node
+            try:
+                schema_id = alice.register_schema("forwarded-value", avro("Forwarded"))
+                break
+            except SchemaRegistryError as e:
+                assert e.http_status_code == 401 and time.monotonic() < deadline, e
+                time.sleep(0.5)
+        primary_client = SchemaRegistryClient(
+            {
+                "url": urls[primary],
+                "ssl.ca.location": ca,
+                "basic.auth.user.info": "alice:alice-secret",
+            }
+        )
+        assert primary_client.get_latest_version("forwarded-value").schema_id == schema_id
+        intruder = SchemaRegistryClient({**config, "basic.auth.user.info": "alice:wrong"})
+        with pytest.raises(SchemaRegistryError) as refused:
+            intruder.register_schema("forwarded-value", avro("Intruder"))
+        assert refused.value.http_status_code == 401
