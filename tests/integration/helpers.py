@@ -261,9 +261,18 @@ def delete_topic(bootstrap: str, name: str) -> None:
 
 def alter_topic_config(bootstrap: str, topic: str, config: dict[str, str]) -> None:
     """IncrementalAlterConfigs SET of each key."""
+    alter_config(bootstrap, ConfigResource.Type.TOPIC, topic, config)
+
+
+def alter_group_config(bootstrap: str, group: str, config: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET of each key on a GROUP resource (type 32 on the wire)."""
+    alter_config(bootstrap, ConfigResource.Type.GROUP, group, config)
+
+
+def alter_config(bootstrap: str, kind: Any, name: str, config: dict[str, str]) -> None:
     resource = ConfigResource(
-        ConfigResource.Type.TOPIC,
-        topic,
+        kind,
+        name,
         incremental_configs=[
             ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
             for k, v in config.items()

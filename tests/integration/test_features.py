@@ -11,7 +11,8 @@ from tests.integration.helpers import FreshBroker
 from tests.java.client import JavaClient
 
 MV = "metadata.version"
-GV = {GROUP_VERSION: [1, 1]}  # finalized at bootstrap: KIP-848 consumer groups
+SHARE = {"share.version": [1, 1]}  # KIP-932: always on
+GV = {GROUP_VERSION: [1, 1], **SHARE}  # finalized at bootstrap: KIP-848 consumer groups
 
 
 def describe(java: JavaClient, bootstrap: str) -> dict:
@@ -20,7 +21,11 @@ def describe(java: JavaClient, bootstrap: str) -> dict:
 
 def test_new_cluster_reports_its_metadata_version(broker: BrokerProcess, java: JavaClient) -> None:
     features = describe(java, broker.bootstrap)
-    assert features["supported"] == {MV: [MINIMUM_KRAFT_LEVEL, LATEST_LEVEL], GROUP_VERSION: [0, 1]}
+    assert features["supported"] == {
+        MV: [MINIMUM_KRAFT_LEVEL, LATEST_LEVEL],
+        GROUP_VERSION: [0, 1],
+        **SHARE,
+    }
     assert features["finalized"] == {MV: [LATEST_LEVEL, LATEST_LEVEL], **GV}
     assert features["epoch"] >= 0
 

@@ -351,6 +351,27 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "group.consumer.heartbeat.interval.ms", int, "5000", "Consumer-group heartbeat interval."
         ),
         BrokerKey("group.consumer.max.size", int, "2147483647", "Members per consumer group."),
+        BrokerKey(
+            "group.share.enable",
+            bool,
+            "true",
+            "Share groups on (Kafka 4.0/4.1's switch; accepted, always on).",
+            "Kafka 4.2 made share groups generally available.",
+        ),
+        BrokerKey(
+            "group.share.record.lock.duration.ms", int, "30000", "Acquisition lock of a record."
+        ),
+        BrokerKey("group.share.delivery.count.limit", int, "5", "Deliveries before archiving."),
+        BrokerKey(
+            "group.share.partition.max.record.locks",
+            int,
+            "2000",
+            "In-flight records per share-partition.",
+            "Kafka 4.1's default (the key table is Kafka 3.9's, which had 200).",
+        ),
+        BrokerKey("group.share.session.timeout.ms", int, "45000", "Share member session."),
+        BrokerKey("group.share.heartbeat.interval.ms", int, "5000", "Share member heartbeat."),
+        BrokerKey("group.share.max.size", int, "200", "Members per share group."),
         BrokerKey("producer.id.expiration.ms", int, "86400000", "Forget idle producers."),
         BrokerKey(
             "transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state."

@@ -12,7 +12,7 @@ from moldau.controller.configs import Changes, incremental, replacement
 from moldau.controller.context import ControllerContext
 from moldau.controller.quorum_controller import ControllerResult
 from moldau.controller.topic_control import Outcome
-from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from moldau.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.topics import missing_topic
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -133,6 +133,9 @@ def _alter_resource(
         if r.resource_type == BROKER_RESOURCE:
             wanted = changes(r, image.broker_configs.get(name, {}))
             return decisions.alter_broker_configs(image, name, wanted, replace=replace)
+        if r.resource_type == GROUP_RESOURCE:
+            wanted = changes(r, image.group_configs.get(name, {}))
+            return decisions.alter_group_configs(image, name, wanted, replace=replace)
     except KafkaError as e:
         return Outcome(e.code, str(e))
     return decisions.alter_configs_refused(r.resource_type)

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from moldau.config.group import validate_group_configs
 from moldau.config.topic import LogConfig, validate_remote_storage
 from moldau.controller.configs import Changes, apply_changes
 from moldau.controller.placement import place
 from moldau.ids import SYSTEM_IDS, IdSource
-from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from moldau.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import (
     ConfigRecord,
     MetadataRecord,
@@ -61,6 +62,7 @@ class TopicControl:
         max_broker_partitions: int = 200_000,
         remote_storage_system_enable: bool = False,
         ids: IdSource = SYSTEM_IDS,
+        group_bounds: Mapping[str, str] | None = None,
     ):
         self.node_id = node_id
         self.broker_props = broker_props
@@ -70,6 +72,7 @@ class TopicControl:
         self.check_broker_config = check_broker_config
         self.remote_storage_system_enable = remote_storage_system_enable
         self.ids = ids  # topic ids
+        self.group_bounds = group_bounds or {}  # group.*.min/max.* keys bounding group configs
 
     def validate_topic_configs(
         self, configs: Mapping[str, str], existing: Mapping[str, str] | None = None
@@ -218,6 +221,20 @@ class TopicControl:
         if refused:
             return Outcome(ErrorCode.INVALID_REQUEST, "; ".join(refused))
         return Outcome(records=_config_records(BROKER_RESOURCE, name, current, new))
+
+    def alter_group_configs(
+        self, image: MetadataImage, name: str, changes: Changes, *, replace: bool
+    ) -> Outcome:
+        """Per-group configs (Kafka's GroupConfig); the group need not exist yet."""
+        if not name:
+            return Outcome(ErrorCode.INVALID_REQUEST, "Group name must not be empty.")
+        current = image.group_configs.get(name, {})
+        new = apply_changes(current, changes, replace=replace)
+        try:
+            validate_group_configs(new, self.group_bounds)
+        except KafkaError as e:
+            return Outcome(e.code, str(e))
+        return Outcome(records=_config_records(GROUP_RESOURCE, name, current, new))
 
     def alter_configs_refused(self, resource_type: int) -> Outcome:
         return Outcome(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}.")

@@ -44,12 +44,18 @@ MINIMUM_KRAFT_LEVEL = 1
 LATEST_LEVEL = 7  # 3.3-IV3
 GROUP_VERSION = "group.version"
 """Level 1: KIP-848 consumer groups (ConsumerGroupHeartbeat); finalized at bootstrap."""
+# KIP-932's share groups: level 1 is Kafka 4.1's stable share-group protocol. Moldau
+# always has it on, so it is finalized at 1 without a record (UpdateFeatures cannot turn
+# it off).
+SHARE_VERSION = "share.version"
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (MINIMUM_KRAFT_LEVEL, LATEST_LEVEL),
     GROUP_VERSION: (0, 1),
+    SHARE_VERSION: (1, 1),
 }
 BOOTSTRAP_LEVELS: dict[str, int] = {GROUP_VERSION: 1}
 """Features besides metadata.version that a new cluster finalizes, as Kafka 4 does."""
+ALWAYS_FINALIZED: dict[str, int] = {SHARE_VERSION: 1}
 
 
 class UpgradeType(IntEnum):

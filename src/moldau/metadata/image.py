@@ -34,6 +34,7 @@ from moldau.metadata.topics import is_internal
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # per-group configs (Kafka 4's GroupConfig)
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.leader default: keep the leader
 
@@ -125,6 +126,7 @@ class MetadataImage:
     topics_by_id: Mapping[bytes, str] = field(default_factory=lambda: _EMPTY)
     brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _EMPTY)
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
     offset: int = -1  # last metadata log offset applied
     security: SecurityImage = field(default_factory=SecurityImage)  # ACLs, SCRAM, quotas
@@ -266,6 +268,8 @@ class MetadataDelta:
                 if topic is None:
                     return
                 current: Mapping[str, str] = topic.configs
+            elif rec.resource_type == GROUP_RESOURCE:
+                current = self.image.group_configs.get(rec.resource_name, _EMPTY)
             else:
                 current = self.image.broker_configs.get(rec.resource_name, _EMPTY)
             configs = self._configs[key] = dict(current)
@@ -290,6 +294,7 @@ class MetadataDelta:
                 if topic is not None:
                     topics[name] = replace(topic, partitions=MappingProxyType(parts))
         broker_configs = None
+        group_configs = None
         for (rtype, rname), configs in self._configs.items():
             frozen = MappingProxyType(configs)
             if rtype == TOPIC_RESOURCE:
@@ -298,6 +303,13 @@ class MetadataDelta:
                 topic = topics.get(rname)
                 if topic is not None:
                     topics[rname] = replace(topic, configs=frozen)
+            elif rtype == GROUP_RESOURCE:
+                if group_configs is None:
+                    group_configs = dict(image.group_configs)
+                if configs:
+                    group_configs[rname] = frozen
+                else:
+                    group_configs.pop(rname, None)
             else:
                 if broker_configs is None:
                     broker_configs = dict(image.broker_configs)
@@ -323,6 +335,9 @@ class MetadataDelta:
             brokers=image.brokers if brokers is None else MappingProxyType(brokers),
             broker_configs=(
                 image.broker_configs if broker_configs is None else MappingProxyType(broker_configs)
+            ),
+            group_configs=(
+                image.group_configs if group_configs is None else MappingProxyType(group_configs)
             ),
             next_producer_id=self._next_producer_id,
             offset=max(offset, image.offset),

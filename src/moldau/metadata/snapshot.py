@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
+from moldau.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from moldau.metadata.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -66,6 +66,11 @@ def _records(image: MetadataImage) -> Iterator[MetadataRecord]:
         for key, value in configs.items():
             yield ConfigRecord(
                 resource_type=BROKER_RESOURCE, resource_name=name, name=key, value=value
+            )
+    for name, configs in image.group_configs.items():
+        for key, value in configs.items():
+            yield ConfigRecord(
+                resource_type=GROUP_RESOURCE, resource_name=name, name=key, value=value
             )
     if image.next_producer_id:
         yield ProducerIdsRecord(

@@ -18,7 +18,9 @@ from moldau.config.broker import BrokerConfig, Listener
 from moldau.config.topic import LogConfig
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
+from moldau.coordinator.share.service import TICK_MS, ShareGroupService, ShareSettings
 from moldau.coordinator.txn.service import TransactionCoordinatorService, TxnServiceConfig
+from moldau.ids import SYSTEM_IDS
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import MetadataLoader
 from moldau.metadata.publisher import MetadataPublisher
@@ -38,6 +40,7 @@ from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.services import Services
+from moldau.server.share_session import ShareSessionCache
 from moldau.server.tiered_storage import TieredStorage
 from moldau.storage.cleaner import CLEANER_MAP_LOAD_FACTOR, offset_map_capacity
 from moldau.storage.log_manager import LogManager
@@ -93,6 +96,7 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
+        self.shares, self.share_sessions = self._share_groups(), ShareSessionCache()
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -215,6 +219,7 @@ class Broker:
             self.tiered_storage.start(self.scheduler)
         every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
         every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
+        every(TICK_MS, self.shares.tick)
         self.transactions.start()
 
     async def _retention(self) -> None:
@@ -275,8 +280,20 @@ class Broker:
             producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions,
             transactions=self.transactions,
+            shares=self.shares,
+            share_sessions=self.share_sessions,
             authorizer=self.authorizer,
             quotas=self.quotas,
+        )
+
+    def _share_groups(self) -> ShareGroupService:
+        """Share groups (KIP-932): fetches waiting for records wake through the purgatory."""
+        return ShareGroupService(
+            ShareSettings.from_config(self.config),
+            self.clock,
+            SYSTEM_IDS,
+            self.replica_manager.purgatory.notify,
+            lambda group_id: self.publisher.image.group_configs.get(group_id, {}),
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:

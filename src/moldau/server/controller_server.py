@@ -54,6 +54,7 @@ class ControllerServer:
             config.int("default.replication.factor"),
             DescriptorBudget.from_config(config).max_partitions,
             remote_storage_system_enable=config.bool("remote.log.storage.system.enable"),
+            group_bounds={k: v for k, v in config.props.items() if k.startswith("group.")},
         )
         cluster = ClusterControl(
             cluster_id,

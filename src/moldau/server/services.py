@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from moldau.clock import Clock
     from moldau.config.broker import BrokerConfig
     from moldau.coordinator.group.service import GroupCoordinatorService
+    from moldau.coordinator.share.service import ShareGroupService
     from moldau.coordinator.txn.service import TransactionCoordinatorService
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from moldau.server.fetch_session import FetchSessionCache
     from moldau.server.node_to_controller import NodeToControllerChannel
     from moldau.server.producer_ids import ProducerIdManager
+    from moldau.server.share_session import ShareSessionCache
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Services:
     producer_ids: ProducerIdManager
     fetch_sessions: FetchSessionCache
     transactions: TransactionCoordinatorService
+    shares: ShareGroupService
+    share_sessions: ShareSessionCache
     authorizer: Access = field(default_factory=Access)  # ACL checks (allows all if unset)
     quotas: ClientQuotas = field(default_factory=ClientQuotas)
 

@@ -12,6 +12,7 @@ from enum import IntEnum
 
 from moldau.config.broker import LISTENER_SCOPED
 from moldau.config.catalog import BROKER_CATALOG, BrokerEntry
+from moldau.config.group import GROUP_CONFIGS
 from moldau.config.kafka import PER_BROKER
 from moldau.config.topic import (
     TOPIC_CONFIGS,
@@ -197,3 +198,35 @@ def describe_broker(
         result.is_sensitive = sensitive
         entries.append(result)
     return entries
+
+
+def describe_group(
+    overrides: Mapping[str, str], broker_props: Mapping[str, str], opts: DescribeOptions
+) -> list[DescribeConfigsResourceResult]:
+    """A group's configs: its overrides, else the broker's ``group.*`` default."""
+    out = []
+    for name, spec in GROUP_CONFIGS.items():
+        if not opts.wants(name):
+            continue
+        broker_value = broker_props.get(spec.broker_key) if spec.broker_key else None
+        synonyms = []
+        if broker_value is not None:
+            synonyms.append(
+                DescribeConfigsSynonym(
+                    spec.broker_key, broker_value, ConfigSource.STATIC_BROKER_CONFIG
+                )
+            )
+        if name in overrides:
+            value, source = overrides[name], ConfigSource.GROUP_CONFIG
+            synonyms.insert(0, DescribeConfigsSynonym(name, value, source))
+        elif broker_value is not None:
+            value, source = broker_value, ConfigSource.STATIC_BROKER_CONFIG
+        else:
+            value, source = spec.default, ConfigSource.DEFAULT_CONFIG
+        config_type = ConfigType.INT if spec.is_int else ConfigType.STRING
+        out.append(
+            _entry(
+                name, value, source, config_type, spec.doc, opts, read_only=False, synonyms=synonyms
+            )
+        )
+    return out

@@ -54,6 +54,8 @@ def test_every_kafka_config_is_known() -> None:
         # Kafka's internal (undocumented) backoff of the remote log manager's tasks.
         "remote.log.manager.task.retry.backoff.ms",
         "remote.log.manager.task.retry.backoff.max.ms",
+        # Kafka 4.0/4.1's share-group switch (after the 3.9 table), accepted for old tools.
+        "group.share.enable",
         # The schema registry inside the server (docs/schema-registry.md).
         "schema.registry.listeners",
         "schema.registry.advertised.listener",

@@ -18,6 +18,7 @@ from moldau.protocol.primitives import (
 )
 
 _S_i = struct.Struct(">i")
+_S_io = struct.Struct(">i?")
 _S_qq = struct.Struct(">qq")
 _S_u = struct.Struct(">16s")
 
@@ -44,12 +45,13 @@ class AcknowledgeTopic:
 @dataclass(slots=True)
 class ShareAcknowledgeRequest:
     API_KEY: ClassVar[int | None] = 79
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     group_id: str | None = None
     member_id: str | None = ""
     share_session_epoch: int = 0
+    is_renew_ack: bool = False
     topics: list[AcknowledgeTopic] = field(default_factory=list)
 
     @classmethod
@@ -175,6 +177,41 @@ def _d_ShareAcknowledgeRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
+def _d_ShareAcknowledgeRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
+    v_group_id, pos = read_nullable_compact_string(buf, pos)
+    v_member_id, pos = read_nullable_compact_string(buf, pos)
+    (
+        v_share_session_epoch,
+        v_is_renew_ack,
+    ) = _S_io.unpack_from(buf, pos)
+    pos += 5
+    _n, pos = read_compact_array_len(buf, pos, 18)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field Topics was null")
+    v_topics = []
+    for _ in range(_n):
+        _x, pos = _d_AcknowledgeTopic_0(buf, pos)
+        v_topics.append(_x)
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return ShareAcknowledgeRequest(
+        group_id=v_group_id,
+        member_id=v_member_id,
+        share_session_epoch=v_share_session_epoch,
+        is_renew_ack=v_is_renew_ack,
+        topics=v_topics,
+    ), pos
+
+
 def _e_AcknowledgementBatch_0(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_qq.pack(o.first_offset, o.last_offset)
@@ -223,5 +260,19 @@ def _e_ShareAcknowledgeRequest_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareAcknowledgeRequest_0}
-_ENCODERS = {0: _e_ShareAcknowledgeRequest_0}
+def _e_ShareAcknowledgeRequest_1(o: Any, w: Writer) -> None:
+    out = w.buf
+    write_compact_string(out, o.group_id)
+    write_compact_string(out, o.member_id)
+    out += _S_io.pack(o.share_session_epoch, o.is_renew_ack)
+    _a = o.topics
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_AcknowledgeTopic_0(_x, w)
+        out = w.buf
+    out.append(0)
+
+
+_DECODERS = {1: _d_ShareAcknowledgeRequest_0, 2: _d_ShareAcknowledgeRequest_1}
+_ENCODERS = {1: _e_ShareAcknowledgeRequest_0, 2: _e_ShareAcknowledgeRequest_1}

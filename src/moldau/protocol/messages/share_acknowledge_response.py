@@ -55,12 +55,13 @@ class NodeEndpoint:
 @dataclass(slots=True)
 class ShareAcknowledgeResponse:
     API_KEY: ClassVar[int | None] = 79
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
     responses: list[ShareAcknowledgeTopicResponse] = field(default_factory=list)
     node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
@@ -209,6 +210,50 @@ def _d_ShareAcknowledgeResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     ), pos
 
 
+def _d_ShareAcknowledgeResponse_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_error_message: Any
+    v_responses: Any
+    v_node_endpoints: Any
+    (
+        v_throttle_time_ms,
+        v_error_code,
+    ) = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_error_message, pos = read_nullable_compact_string(buf, pos)
+    (v_acquisition_lock_timeout_ms,) = _S_i.unpack_from(buf, pos)
+    pos += 4
+    _n, pos = read_compact_array_len(buf, pos, 18)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field Responses was null")
+    v_responses = []
+    for _ in range(_n):
+        _x, pos = _d_ShareAcknowledgeTopicResponse_0(buf, pos)
+        v_responses.append(_x)
+    _n, pos = read_compact_array_len(buf, pos, 11)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field NodeEndpoints was null")
+    v_node_endpoints = []
+    for _ in range(_n):
+        _x, pos = _d_NodeEndpoint_0(buf, pos)
+        v_node_endpoints.append(_x)
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return ShareAcknowledgeResponse(
+        throttle_time_ms=v_throttle_time_ms,
+        error_code=v_error_code,
+        error_message=v_error_message,
+        acquisition_lock_timeout_ms=v_acquisition_lock_timeout_ms,
+        responses=v_responses,
+        node_endpoints=v_node_endpoints,
+    ), pos
+
+
 def _e_LeaderIdAndEpoch_0(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
@@ -264,5 +309,25 @@ def _e_ShareAcknowledgeResponse_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareAcknowledgeResponse_0}
-_ENCODERS = {0: _e_ShareAcknowledgeResponse_0}
+def _e_ShareAcknowledgeResponse_1(o: Any, w: Writer) -> None:
+    out = w.buf
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    write_compact_string(out, o.error_message)
+    out += _S_i.pack(o.acquisition_lock_timeout_ms)
+    _a = o.responses
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_ShareAcknowledgeTopicResponse_0(_x, w)
+        out = w.buf
+    _a = o.node_endpoints
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_NodeEndpoint_0(_x, w)
+        out = w.buf
+    out.append(0)
+
+
+_DECODERS = {1: _d_ShareAcknowledgeResponse_0, 2: _d_ShareAcknowledgeResponse_1}
+_ENCODERS = {1: _e_ShareAcknowledgeResponse_0, 2: _e_ShareAcknowledgeResponse_1}

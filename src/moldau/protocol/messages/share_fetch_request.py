@@ -17,8 +17,9 @@ from moldau.protocol.primitives import (
     write_compact_string,
 )
 
-_S_ii = struct.Struct(">ii")
-_S_iiii = struct.Struct(">iiii")
+_S_i = struct.Struct(">i")
+_S_iiiiii = struct.Struct(">iiiiii")
+_S_iiiiiib = struct.Struct(">iiiiiib")
 _S_qq = struct.Struct(">qq")
 _S_u = struct.Struct(">16s")
 
@@ -52,8 +53,8 @@ class ForgottenTopic:
 @dataclass(slots=True)
 class ShareFetchRequest:
     API_KEY: ClassVar[int | None] = 78
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     group_id: str | None = None
     member_id: str | None = ""
@@ -61,6 +62,9 @@ class ShareFetchRequest:
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 2147483647
+    max_records: int = 0
+    batch_size: int = 0
+    share_acquire_mode: int = 0
     topics: list[FetchTopic] = field(default_factory=list)
     forgotten_topics_data: list[ForgottenTopic] = field(default_factory=list)
 
@@ -110,11 +114,8 @@ def _d_AcknowledgementBatch_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_acknowledgement_batches: Any
-    (
-        v_partition_index,
-        v_partition_max_bytes,
-    ) = _S_ii.unpack_from(buf, pos)
-    pos += 8
+    (v_partition_index,) = _S_i.unpack_from(buf, pos)
+    pos += 4
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field AcknowledgementBatches was null")
@@ -131,9 +132,7 @@ def _d_FetchPartition_0(buf: memoryview, pos: int) -> tuple[Any, int]:
             raise ProtocolDecodeError("tagged field overruns")
         pos = _end
     return FetchPartition(
-        partition_index=v_partition_index,
-        partition_max_bytes=v_partition_max_bytes,
-        acknowledgement_batches=v_acknowledgement_batches,
+        partition_index=v_partition_index, acknowledgement_batches=v_acknowledgement_batches
     ), pos
 
 
@@ -141,7 +140,7 @@ def _d_FetchTopic_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     v_partitions: Any
     (v_topic_id,) = _S_u.unpack_from(buf, pos)
     pos += 16
-    _n, pos = read_compact_array_len(buf, pos, 10)
+    _n, pos = read_compact_array_len(buf, pos, 6)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Partitions was null")
     v_partitions = []
@@ -191,8 +190,10 @@ def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
         v_max_wait_ms,
         v_min_bytes,
         v_max_bytes,
-    ) = _S_iiii.unpack_from(buf, pos)
-    pos += 16
+        v_max_records,
+        v_batch_size,
+    ) = _S_iiiiii.unpack_from(buf, pos)
+    pos += 24
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Topics was null")
@@ -222,6 +223,62 @@ def _d_ShareFetchRequest_0(buf: memoryview, pos: int) -> tuple[Any, int]:
         max_wait_ms=v_max_wait_ms,
         min_bytes=v_min_bytes,
         max_bytes=v_max_bytes,
+        max_records=v_max_records,
+        batch_size=v_batch_size,
+        topics=v_topics,
+        forgotten_topics_data=v_forgotten_topics_data,
+    ), pos
+
+
+def _d_ShareFetchRequest_1(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_group_id: Any
+    v_member_id: Any
+    v_topics: Any
+    v_forgotten_topics_data: Any
+    v_group_id, pos = read_nullable_compact_string(buf, pos)
+    v_member_id, pos = read_nullable_compact_string(buf, pos)
+    (
+        v_share_session_epoch,
+        v_max_wait_ms,
+        v_min_bytes,
+        v_max_bytes,
+        v_max_records,
+        v_batch_size,
+        v_share_acquire_mode,
+    ) = _S_iiiiiib.unpack_from(buf, pos)
+    pos += 25
+    _n, pos = read_compact_array_len(buf, pos, 18)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field Topics was null")
+    v_topics = []
+    for _ in range(_n):
+        _x, pos = _d_FetchTopic_0(buf, pos)
+        v_topics.append(_x)
+    _n, pos = read_compact_array_len(buf, pos, 18)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field ForgottenTopicsData was null")
+    v_forgotten_topics_data = []
+    for _ in range(_n):
+        _x, pos = _d_ForgottenTopic_0(buf, pos)
+        v_forgotten_topics_data.append(_x)
+    _tc, pos = read_uvarint(buf, pos)
+    for _ in range(_tc):
+        _tag, pos = read_uvarint(buf, pos)
+        _ts, pos = read_uvarint(buf, pos)
+        _end = pos + _ts
+        if _end > len(buf):
+            raise ProtocolDecodeError("tagged field overruns")
+        pos = _end
+    return ShareFetchRequest(
+        group_id=v_group_id,
+        member_id=v_member_id,
+        share_session_epoch=v_share_session_epoch,
+        max_wait_ms=v_max_wait_ms,
+        min_bytes=v_min_bytes,
+        max_bytes=v_max_bytes,
+        max_records=v_max_records,
+        batch_size=v_batch_size,
+        share_acquire_mode=v_share_acquire_mode,
         topics=v_topics,
         forgotten_topics_data=v_forgotten_topics_data,
     ), pos
@@ -239,7 +296,7 @@ def _e_AcknowledgementBatch_0(o: Any, w: Writer) -> None:
 
 def _e_FetchPartition_0(o: Any, w: Writer) -> None:
     out = w.buf
-    out += _S_ii.pack(o.partition_index, o.partition_max_bytes)
+    out += _S_i.pack(o.partition_index)
     _a = o.acknowledgement_batches
     write_compact_array_len(out, _a)
     if _a:
@@ -275,7 +332,9 @@ def _e_ShareFetchRequest_0(o: Any, w: Writer) -> None:
     out = w.buf
     write_compact_string(out, o.group_id)
     write_compact_string(out, o.member_id)
-    out += _S_iiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
+    out += _S_iiiiii.pack(
+        o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size
+    )
     _a = o.topics
     write_compact_array_len(out, _a)
     if _a:
@@ -291,5 +350,33 @@ def _e_ShareFetchRequest_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareFetchRequest_0}
-_ENCODERS = {0: _e_ShareFetchRequest_0}
+def _e_ShareFetchRequest_1(o: Any, w: Writer) -> None:
+    out = w.buf
+    write_compact_string(out, o.group_id)
+    write_compact_string(out, o.member_id)
+    out += _S_iiiiiib.pack(
+        o.share_session_epoch,
+        o.max_wait_ms,
+        o.min_bytes,
+        o.max_bytes,
+        o.max_records,
+        o.batch_size,
+        o.share_acquire_mode,
+    )
+    _a = o.topics
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_FetchTopic_0(_x, w)
+        out = w.buf
+    _a = o.forgotten_topics_data
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_ForgottenTopic_0(_x, w)
+        out = w.buf
+    out.append(0)
+
+
+_DECODERS = {1: _d_ShareFetchRequest_0, 2: _d_ShareFetchRequest_1}
+_ENCODERS = {1: _e_ShareFetchRequest_0, 2: _e_ShareFetchRequest_1}

@@ -11,8 +11,8 @@ from moldau.protocol.primitives import (
     Writer,
     ZERO_UUID,
     read_compact_array_len,
+    read_compact_bytes,
     read_compact_string,
-    read_nullable_compact_bytes,
     read_nullable_compact_string,
     read_uvarint,
     write_compact_array_len,
@@ -69,12 +69,13 @@ class NodeEndpoint:
 @dataclass(slots=True)
 class ShareFetchResponse:
     API_KEY: ClassVar[int | None] = 78
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 2
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
     responses: list[ShareFetchableTopicResponse] = field(default_factory=list)
     node_endpoints: list[NodeEndpoint] = field(default_factory=list)
 
@@ -148,7 +149,7 @@ def _d_PartitionData_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     pos += 2
     v_acknowledge_error_message, pos = read_nullable_compact_string(buf, pos)
     v_current_leader, pos = _d_LeaderIdAndEpoch_0(buf, pos)
-    v_records, pos = read_nullable_compact_bytes(buf, pos)
+    v_records, pos = read_compact_bytes(buf, pos)
     _n, pos = read_compact_array_len(buf, pos, 19)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field AcquiredRecords was null")
@@ -228,6 +229,8 @@ def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
     ) = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = read_nullable_compact_string(buf, pos)
+    (v_acquisition_lock_timeout_ms,) = _S_i.unpack_from(buf, pos)
+    pos += 4
     _n, pos = read_compact_array_len(buf, pos, 18)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field Responses was null")
@@ -254,6 +257,7 @@ def _d_ShareFetchResponse_0(buf: memoryview, pos: int) -> tuple[Any, int]:
         throttle_time_ms=v_throttle_time_ms,
         error_code=v_error_code,
         error_message=v_error_message,
+        acquisition_lock_timeout_ms=v_acquisition_lock_timeout_ms,
         responses=v_responses,
         node_endpoints=v_node_endpoints,
     ), pos
@@ -315,6 +319,7 @@ def _e_ShareFetchResponse_0(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     write_compact_string(out, o.error_message)
+    out += _S_i.pack(o.acquisition_lock_timeout_ms)
     _a = o.responses
     write_compact_array_len(out, _a)
     if _a:
@@ -330,5 +335,5 @@ def _e_ShareFetchResponse_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareFetchResponse_0}
-_ENCODERS = {0: _e_ShareFetchResponse_0}
+_DECODERS = {1: _d_ShareFetchResponse_0, 2: _d_ShareFetchResponse_0}
+_ENCODERS = {1: _e_ShareFetchResponse_0, 2: _e_ShareFetchResponse_0}

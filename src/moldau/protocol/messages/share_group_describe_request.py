@@ -22,8 +22,8 @@ _S_o = struct.Struct(">?")
 @dataclass(slots=True)
 class ShareGroupDescribeRequest:
     API_KEY: ClassVar[int | None] = 77
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     group_ids: list[str] = field(default_factory=list)
     include_authorized_operations: bool = False
@@ -82,5 +82,5 @@ def _e_ShareGroupDescribeRequest_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareGroupDescribeRequest_0}
-_ENCODERS = {0: _e_ShareGroupDescribeRequest_0}
+_DECODERS = {1: _d_ShareGroupDescribeRequest_0}
+_ENCODERS = {1: _e_ShareGroupDescribeRequest_0}

@@ -63,8 +63,8 @@ class DescribedGroup:
 @dataclass(slots=True)
 class ShareGroupDescribeResponse:
     API_KEY: ClassVar[int | None] = 77
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     groups: list[DescribedGroup] = field(default_factory=list)
@@ -310,5 +310,5 @@ def _e_ShareGroupDescribeResponse_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareGroupDescribeResponse_0}
-_ENCODERS = {0: _e_ShareGroupDescribeResponse_0}
+_DECODERS = {1: _d_ShareGroupDescribeResponse_0}
+_ENCODERS = {1: _e_ShareGroupDescribeResponse_0}

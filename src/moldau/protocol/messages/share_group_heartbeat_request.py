@@ -23,8 +23,8 @@ _S_i = struct.Struct(">i")
 @dataclass(slots=True)
 class ShareGroupHeartbeatRequest:
     API_KEY: ClassVar[int | None] = 76
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     group_id: str = ""
     member_id: str = ""
@@ -100,5 +100,5 @@ def _e_ShareGroupHeartbeatRequest_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareGroupHeartbeatRequest_0}
-_ENCODERS = {0: _e_ShareGroupHeartbeatRequest_0}
+_DECODERS = {1: _d_ShareGroupHeartbeatRequest_0}
+_ENCODERS = {1: _e_ShareGroupHeartbeatRequest_0}

@@ -37,8 +37,8 @@ class Assignment:
 @dataclass(slots=True)
 class ShareGroupHeartbeatResponse:
     API_KEY: ClassVar[int | None] = 76
-    MIN_VERSION: ClassVar[int] = 0
-    MAX_VERSION: ClassVar[int] = 0
+    MIN_VERSION: ClassVar[int] = 1
+    MAX_VERSION: ClassVar[int] = 1
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
     throttle_time_ms: int = 0
     error_code: int = 0
@@ -184,5 +184,5 @@ def _e_ShareGroupHeartbeatResponse_0(o: Any, w: Writer) -> None:
     out.append(0)
 
 
-_DECODERS = {0: _d_ShareGroupHeartbeatResponse_0}
-_ENCODERS = {0: _e_ShareGroupHeartbeatResponse_0}
+_DECODERS = {1: _d_ShareGroupHeartbeatResponse_0}
+_ENCODERS = {1: _e_ShareGroupHeartbeatResponse_0}

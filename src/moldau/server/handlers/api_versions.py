@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moldau.metadata.features import SUPPORTED
+from moldau.metadata.features import ALWAYS_FINALIZED, SUPPORTED
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages.api_versions_request import ApiVersionsRequest
 from moldau.protocol.messages.api_versions_response import (
@@ -36,6 +36,6 @@ async def handle(
     response.finalized_features_epoch = image.offset if image.features else -1
     response.finalized_features = [
         FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
-        for name, level in image.features.items()
+        for name, level in (ALWAYS_FINALIZED | dict(image.features)).items()
     ]
     return response

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE
+from moldau.metadata.image import BROKER_RESOURCE, GROUP_RESOURCE, TOPIC_RESOURCE
 from moldau.metadata.topics import missing_topic
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -17,7 +17,12 @@ from moldau.protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
 )
 from moldau.security.acl import CLUSTER_NAME, AclOperation, ResourceType
-from moldau.server.topic_configs import DescribeOptions, describe_broker, describe_topic
+from moldau.server.topic_configs import (
+    DescribeOptions,
+    describe_broker,
+    describe_group,
+    describe_topic,
+)
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -30,6 +35,7 @@ API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.DESCRIBE_CONFIGS, 1, 4
 _AUTHORIZATION = {
     TOPIC_RESOURCE: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
     BROKER_RESOURCE: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    GROUP_RESOURCE: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
 }
 
 
@@ -45,7 +51,7 @@ def describe(
     )
     if r.resource_type in _AUTHORIZATION:
         resource, error = _AUTHORIZATION[r.resource_type]
-        target = name if resource == ResourceType.TOPIC else CLUSTER_NAME
+        target = CLUSTER_NAME if resource == ResourceType.CLUSTER else name
         if not services.authorizer.allowed(ctx, AclOperation.DESCRIBE_CONFIGS, resource, target):
             result.error_code = error
             return result
@@ -69,6 +75,9 @@ def describe(
                 f"Unexpected broker id, expected {services.node_id} or empty string, "
                 f"but received {name}"
             )
+    elif r.resource_type == GROUP_RESOURCE:
+        overrides = services.image.group_configs.get(name, {})
+        result.configs = describe_group(overrides, services.config.props, opts)
     else:
         result.error_code = ErrorCode.INVALID_REQUEST
         result.error_message = f"Unsupported resource type {r.resource_type}."

@@ -65,7 +65,7 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
         high_watermark=r.high_watermark,
         last_stable_offset=r.last_stable_offset,
         log_start_offset=r.log_start_offset,
-        records=_records(r.records),
+        records=records_payload(r.records),
         preferred_read_replica=r.preferred_read_replica,
     )
     if r.diverging_epoch is not None:
@@ -78,7 +78,7 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
     return data
 
 
-def _records(read: LogReadResult | RemoteLogReadResult | None) -> FileRecords | bytes:
+def records_payload(read: LogReadResult | RemoteLogReadResult | None) -> FileRecords | bytes:
     """Never null records: librdkafka 2.0.2 cannot parse them (Kafka writes empty).
     Remote reads are bytes already."""
     if read is None or not read.size:
