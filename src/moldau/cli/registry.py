@@ -16,6 +16,7 @@ from moldau.cli.common import (
     PropertyOption,
     check_reachable,
     fail,
+    parse_pairs,
     user_properties,
 )
 
@@ -32,7 +33,8 @@ def registry(
         ),
     ] = DEFAULT_BOOTSTRAP,
     listener: Annotated[
-        str, typer.Option(help="http://HOST:PORT the REST API is served at (port 0: any).")
+        str,
+        typer.Option(help="http(s)://HOST:PORT the REST API is served at (port 0: any)."),
     ] = "http://127.0.0.1:8081",
     advertised_url: Annotated[
         str | None,
@@ -49,12 +51,23 @@ def registry(
     ] = True,
     command_config: CommandConfigOption = None,
     properties: PropertyOption = None,
+    listener_properties: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--listener-property",
+            "-L",
+            metavar="KEY=VALUE",
+            help="TLS of an https listener, Kafka's ssl.* keys (ssl.keystore.location, "
+            "ssl.keystore.type, ssl.truststore.location, ...); repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Serve Confluent Schema Registry's REST API, with the schemas in the cluster's
     `_schemas` topic. Several nodes on one cluster elect a primary; any takes requests."""
     try:  # web dependencies are an extra: load them only for this command
         from moldau.admin.preflight import Unreachable, client_security
         from moldau.registry.runner import RegistryNode
+        from moldau.security.tls import TlsConfigError, client_context, server_context
     except ImportError as exc:
         fail(f"the registry is unavailable: {exc}; install with: pip install 'moldau[registry]'")
     logging.basicConfig(
@@ -64,6 +77,13 @@ def registry(
     )
     user = user_properties(properties, command_config)
     check_reachable(bootstrap, user)
+    tls_settings = parse_pairs(listener_properties, "--listener-property").get
+    try:
+        https = listener.startswith("https:")
+        tls = server_context(tls_settings) if https else None
+        forward_tls = client_context(tls_settings) if https else None
+    except TlsConfigError as exc:
+        fail(f"--listener-property: {exc}")
     try:
         node = RegistryNode(
             bootstrap,
@@ -73,6 +93,8 @@ def registry(
             security=client_security(user),
             eligible=primary_eligible,
             replication_factor=replication_factor,
+            tls=tls,
+            forward_tls=forward_tls,
         )
     except (ValueError, OSError, Unreachable) as exc:
         fail(f"cannot serve the registry at {listener}: {exc}")

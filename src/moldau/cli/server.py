@@ -17,7 +17,11 @@ from moldau.config.broker import BrokerConfig, ConfigError, Listener
 from moldau.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
+    from moldau.metadata.security import ScramCredential
+    from moldau.registry.auth import RegistryAccess
     from moldau.registry.runner import RegistryNode
+    from moldau.security.scram import ScramMechanism
+    from moldau.server.node import Node
 
 log = logging.getLogger("moldau.server")
 
@@ -74,10 +78,32 @@ def _run(config: Path | None, override: list[str]) -> None:
         raise typer.Exit(1) from None
 
 
-async def _start_registry(config: BrokerConfig, bound: list[Listener]) -> RegistryNode | None:
+def _registry_access(config: BrokerConfig, node: Node) -> RegistryAccess:
+    """Basic authentication against this node's SCRAM credentials (if configured) and its
+    authorizer (if it has one), read from the registry's thread: both are swapped whole."""
+    from moldau.registry.auth import BASIC, RegistryAccess
+
+    broker = node.broker
+    assert broker is not None, "the registry runs on brokers"
+
+    def credentials(user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return broker.publisher.image.security.scram_credential(user, mechanism.type)
+
+    basic = config.get("schema.registry.authentication.method").strip().upper() == BASIC
+    authorizer = broker.authorizer.authorizer
+    return RegistryAccess(
+        credentials if basic else None, None if authorizer is None else authorizer.authorize
+    )
+
+
+async def _start_registry(
+    config: BrokerConfig, node: Node, bound: list[Listener]
+) -> RegistryNode | None:
     """The schema registry of `schema.registry.listeners`, a Kafka client of this node's
-    inter-broker listener (so it is one code path with `moldau registry`)."""
-    from moldau.security.listeners import SecurityProtocol, listener_protocol
+    inter-broker listener (so it is one code path with `moldau registry`). An https
+    listener takes its keystore from `listener.name.schema_registry.ssl.*`, else `ssl.*`."""
+    from moldau.security.listeners import ListenerConfig, SecurityProtocol, listener_protocol
+    from moldau.security.tls import TlsConfigError, client_context, server_context
 
     url = config.schema_registry_listener
     if url is None:
@@ -98,11 +124,21 @@ async def _start_registry(config: BrokerConfig, bound: list[Listener]) -> Regist
             "(inter.broker.listener.name) to reach its node"
         )
     voters = config.get("controller.quorum.voters")
+    tls_config = ListenerConfig(config, "SCHEMA_REGISTRY").get
+    try:
+        https = url.startswith("https:")
+        tls = server_context(tls_config) if https else None
+        forward_tls = client_context(tls_config) if https else None
+    except TlsConfigError as e:
+        raise ConfigError(f"schema.registry.listeners: {e}") from None
     registry = RegistryNode(
         f"{own[0].host or '127.0.0.1'}:{own[0].port}",
         url,
         advertised=config.get("schema.registry.advertised.listener") or None,
         replication_factor=min(3, max(1, len([v for v in voters.split(",") if v.strip()]))),
+        tls=tls,
+        access=_registry_access(config, node),
+        forward_tls=forward_tls,
     )
     try:
         await asyncio.to_thread(registry.start)
@@ -128,7 +164,7 @@ async def _serve(config: BrokerConfig) -> None:
         metrics.watch_node(node)
         print(f"metrics on {metrics.url}", flush=True)
     try:
-        registry = await _start_registry(config, bound)
+        registry = await _start_registry(config, node, bound)
     except BaseException:
         await node.stop()  # a registry that cannot start stops the server, cleanly
         raise

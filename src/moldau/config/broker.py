@@ -466,7 +466,15 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             str,
             "",
             "Moldau: serve the schema registry (Confluent's REST API) at this http://HOST:PORT "
-            "(empty: off).",
+            "or https://HOST:PORT (empty: off). https uses the broker's ssl.* keystore, "
+            "overridden by listener.name.schema_registry.ssl.* keys.",
+        ),
+        BrokerKey(
+            "schema.registry.authentication.method",
+            str,
+            "NONE",
+            "Moldau: NONE, or BASIC (HTTP basic authentication against the broker's SCRAM "
+            "credentials), as Confluent's authentication.method.",
         ),
         BrokerKey(
             "schema.registry.advertised.listener",
@@ -559,17 +567,17 @@ def parse_override(item: str) -> tuple[str, str]:
 
 
 def _registry_listener(value: str) -> str | None:
-    """The one http://HOST:PORT the registry serves (Confluent's `listeners` key takes a
-    list; TLS is not served yet, so only http)."""
+    """The one http(s)://HOST:PORT the registry serves (Confluent's `listeners` key takes
+    a list)."""
     urls = [u.strip() for u in value.split(",") if u.strip()]
     if not urls:
         return None
     if len(urls) > 1:
         raise ConfigError(f"schema.registry.listeners: one listener, not {len(urls)}")
-    if not re.fullmatch(r"http://(\[[^\]]*\]|[^:/]+):\d{1,5}/?", urls[0]) or not (
+    if not re.fullmatch(r"https?://(\[[^\]]*\]|[^:/]+):\d{1,5}/?", urls[0]) or not (
         0 <= int(urls[0].rstrip("/").rsplit(":", 1)[1]) <= 65535
     ):
-        raise ConfigError(f"schema.registry.listeners: {urls[0]!r} is not http://HOST:PORT")
+        raise ConfigError(f"schema.registry.listeners: {urls[0]!r} is not http(s)://HOST:PORT")
     return urls[0].rstrip("/")
 
 
@@ -640,6 +648,11 @@ class BrokerConfig:
             )
 
         self.schema_registry_listener = _registry_listener(self.get("schema.registry.listeners"))
+        method = self.get("schema.registry.authentication.method").strip().upper()
+        if method not in ("NONE", "BASIC"):
+            raise ConfigError(
+                f"schema.registry.authentication.method must be NONE or BASIC, not {method!r}"
+            )
 
     def _check_socket_server(self) -> None:
         """Kafka's checks of its socket server keys."""

@@ -2,13 +2,18 @@
 
 Every operation runs in a worker thread (it may wait on the store). A write that reaches
 a node that is not the primary is forwarded over HTTP to the primary's URL, as Confluent's
-registry and Karapace forward it, so any node takes any request.
+registry and Karapace forward it, so any node takes any request, with the caller's credentials: the primary checks them again.
+
+Each request is authenticated and authorized by a `RegistryAccess` (registry/auth.py)
+before its handler runs; `/subjects` lists only the subjects the caller may describe, and
+a schema id is readable by whoever may read one of the subjects that use it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
@@ -20,8 +25,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from moldau.registry import errors
+from moldau.registry.auth import RegistryAccess
 from moldau.registry.errors import RegistryError
 from moldau.registry.service import SchemaRegistry, parse_bool
+from moldau.security.acl import ANONYMOUS, AclOperation, KafkaPrincipal
+
+READ, WRITE, DELETE = AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE
+DESCRIBE_CONFIGS, ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 FORWARD_TIMEOUT_S = 60.0
@@ -51,7 +61,31 @@ def respond(body: Any, status: int = 200) -> Response:
 
 
 def error_response(error: RegistryError) -> Response:
-    return respond({"error_code": error.error_code, "message": error.message}, error.status)
+    response = respond({"error_code": error.error_code, "message": error.message}, error.status)
+    if error.status == 401:
+        response.headers["WWW-Authenticate"] = 'Basic realm="SchemaRegistry"'
+    return response
+
+
+def _principal(request: Request) -> KafkaPrincipal:
+    return getattr(request.state, "principal", ANONYMOUS)
+
+
+def _host(request: Request) -> str:
+    return request.client.host if request.client is not None else ""
+
+
+async def _authorize(
+    request: Request, access: RegistryAccess, operation: AclOperation | None
+) -> None:
+    """Authenticate the caller (401), then check `operation` on the request's subject, or
+    on the whole registry if it names none (403); None: the handler decides."""
+    if access.credentials is not None:
+        header = request.headers.get("authorization")
+        request.state.principal = await asyncio.to_thread(access.authenticate, header)
+    if operation is not None:
+        subject = request.path_params.get("subject")
+        access.check(_principal(request), _host(request), operation, subject)
 
 
 def _schema_id(request: Request) -> int:
@@ -83,14 +117,37 @@ def _run(fn: Callable[..., Any], *args: Any) -> Any:
 class Endpoints:
     """One method per REST endpoint: request in, JSON-able answer (or Response) out."""
 
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, access: RegistryAccess) -> None:
         self.registry = registry
+        self.access = access
+
+    def _visible(self, request: Request, subjects: list[str]) -> list[str]:
+        """The subjects the caller may describe (Kafka's Metadata filters topics so)."""
+        principal, host = _principal(request), _host(request)
+        return [
+            s for s in subjects if self.access.allowed(principal, host, AclOperation.DESCRIBE, s)
+        ]
+
+    async def _readable_id(self, request: Request) -> int:
+        """The request's schema id, if the caller may read a subject that uses it (403)."""
+        schema_id = _schema_id(request)
+        if self.access.authorizer is not None:
+            pairs = await _run(self.registry.subjects_of_id, schema_id, True)
+            principal, host = _principal(request), _host(request)
+            if not any(self.access.allowed(principal, host, READ, p["subject"]) for p in pairs):
+                raise RegistryError(
+                    403,
+                    40301,
+                    f"User is denied operation Read on the subjects of schema {schema_id}",
+                )
+        return schema_id
 
     async def root(self, request: Request) -> Any:
         return {}
 
     async def subjects(self, request: Request) -> Any:
-        return await _run(self.registry.subjects, _query(request, "deleted"))
+        found = await _run(self.registry.subjects, _query(request, "deleted"))
+        return self._visible(request, found)
 
     async def versions(self, request: Request) -> Any:
         s = request.path_params["subject"]
@@ -130,20 +187,24 @@ class Endpoints:
 
     async def schema_by_id(self, request: Request) -> Any:
         subject, fmt = request.query_params.get("subject"), request.query_params.get("format")
-        return await _run(self.registry.schema_by_id, _schema_id(request), subject, fmt)
+        return await _run(
+            self.registry.schema_by_id, await self._readable_id(request), subject, fmt
+        )
 
     async def schema_text_by_id(self, request: Request) -> Any:
-        found = await _run(self.registry.schema_by_id, _schema_id(request))
+        found = await _run(self.registry.schema_by_id, await self._readable_id(request))
         return Response(found["schema"], media_type=CONTENT_TYPE)
 
     async def id_subjects(self, request: Request) -> Any:
         deleted = _query(request, "deleted")
-        pairs = await _run(self.registry.subjects_of_id, _schema_id(request), deleted)
-        return sorted({p["subject"] for p in pairs})
+        pairs = await _run(self.registry.subjects_of_id, await self._readable_id(request), deleted)
+        return self._visible(request, sorted({p["subject"] for p in pairs}))
 
     async def id_versions(self, request: Request) -> Any:
         deleted = _query(request, "deleted")
-        return await _run(self.registry.subjects_of_id, _schema_id(request), deleted)
+        pairs = await _run(self.registry.subjects_of_id, await self._readable_id(request), deleted)
+        visible = set(self._visible(request, [p["subject"] for p in pairs]))
+        return [p for p in pairs if p["subject"] in visible]
 
     async def types(self, request: Request) -> Any:
         return self.registry.types()
@@ -186,23 +247,36 @@ async def _answer(handler: Callable[[Request], Any], request: Request) -> Respon
     return result if isinstance(result, Response) else respond(result)
 
 
-def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
-    """The ASGI app serving `registry`'s API."""
-    api = Endpoints(registry)
+def build_app(
+    registry: SchemaRegistry,
+    primary: Primary,
+    access: RegistryAccess | None = None,
+    forward_tls: ssl.SSLContext | None = None,
+) -> Starlette:
+    """The ASGI app serving `registry`'s API; `forward_tls` verifies an https primary."""
+    guard = access or RegistryAccess()
+    api = Endpoints(registry, guard)
 
-    def read(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def read(
+        handler: Callable[[Request], Any], operation: AclOperation | None = READ
+    ) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
+                await _authorize(request, guard, operation)
                 return await _answer(handler, request)
             except RegistryError as e:
                 return error_response(e)
 
         return endpoint
 
-    def write(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+    def write(
+        handler: Callable[[Request], Any], operation: AclOperation
+    ) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
-                return await _write(request, primary, lambda: _answer(handler, request))
+                await _authorize(request, guard, operation)
+                forward = _Forward(request, primary, forward_tls)
+                return await forward.write(lambda: _answer(handler, request))
             except RegistryError as e:
                 return error_response(e)
 
@@ -211,32 +285,34 @@ def build_app(registry: SchemaRegistry, primary: Primary) -> Starlette:
     subject = "/subjects/{subject:path}"
     compatibility = "/compatibility" + subject + "/versions"
     routes = [
-        Route("/", read(api.root)),
-        Route("/subjects", read(api.subjects)),
+        Route("/", read(api.root, None)),
+        Route("/subjects", read(api.subjects, None)),
         Route(subject + "/versions/{version}/schema", read(api.version_schema)),
         Route(subject + "/versions/{version}/referencedby", read(api.referenced_by)),
         Route(subject + "/versions/{version}", read(api.version), methods=["GET"]),
-        Route(subject + "/versions/{version}", write(api.delete_version), methods=["DELETE"]),
+        Route(
+            subject + "/versions/{version}", write(api.delete_version, DELETE), methods=["DELETE"]
+        ),
         Route(subject + "/versions", read(api.versions), methods=["GET"]),
-        Route(subject + "/versions", write(api.register), methods=["POST"]),
+        Route(subject + "/versions", write(api.register, WRITE), methods=["POST"]),
         Route(subject, read(api.lookup), methods=["POST"]),
-        Route(subject, write(api.delete_subject), methods=["DELETE"]),
-        Route("/schemas/types", read(api.types)),
-        Route("/schemas/ids/{id}", read(api.schema_by_id)),
-        Route("/schemas/ids/{id}/schema", read(api.schema_text_by_id)),
-        Route("/schemas/ids/{id}/subjects", read(api.id_subjects)),
-        Route("/schemas/ids/{id}/versions", read(api.id_versions)),
+        Route(subject, write(api.delete_subject, DELETE), methods=["DELETE"]),
+        Route("/schemas/types", read(api.types, None)),
+        Route("/schemas/ids/{id}", read(api.schema_by_id, None)),
+        Route("/schemas/ids/{id}/schema", read(api.schema_text_by_id, None)),
+        Route("/schemas/ids/{id}/subjects", read(api.id_subjects, None)),
+        Route("/schemas/ids/{id}/versions", read(api.id_versions, None)),
         Route(compatibility + "/{version}", read(api.compatibility), methods=["POST"]),
         Route(compatibility, read(api.compatibility), methods=["POST"]),
     ]
-    for path in ("/config", "/config/{subject:path}"):
-        routes.append(Route(path, read(api.get_config), methods=["GET"]))
-        routes.append(Route(path, write(api.put_config), methods=["PUT"]))
-        routes.append(Route(path, write(api.delete_config), methods=["DELETE"]))
-    for path in ("/mode", "/mode/{subject:path}"):
-        routes.append(Route(path, read(api.get_mode), methods=["GET"]))
-        routes.append(Route(path, write(api.put_mode), methods=["PUT"]))
-        routes.append(Route(path, write(api.delete_mode), methods=["DELETE"]))
+    for path, describe in (("/config", None), ("/config/{subject:path}", DESCRIBE_CONFIGS)):
+        routes.append(Route(path, read(api.get_config, describe), methods=["GET"]))
+        routes.append(Route(path, write(api.put_config, ALTER_CONFIGS), methods=["PUT"]))
+        routes.append(Route(path, write(api.delete_config, ALTER_CONFIGS), methods=["DELETE"]))
+    for path, describe in (("/mode", None), ("/mode/{subject:path}", DESCRIBE_CONFIGS)):
+        routes.append(Route(path, read(api.get_mode, describe), methods=["GET"]))
+        routes.append(Route(path, write(api.put_mode, ALTER_CONFIGS), methods=["PUT"]))
+        routes.append(Route(path, write(api.delete_mode, ALTER_CONFIGS), methods=["DELETE"]))
     return Starlette(
         routes=routes, exception_handlers={404: _not_found, 405: _not_found, 500: _internal}
     )
@@ -251,52 +327,59 @@ async def _internal(request: Request, exc: Exception) -> Response:
     return respond({"error_code": 50001, "message": f"Internal error: {exc}"}, 500)
 
 
-async def _write(
-    request: Request, primary: Primary, handle: Callable[[], Awaitable[Response]]
-) -> Response:
-    """Handle the write here if this node is the primary, else forward it to the primary.
+class _Forward:
+    """One write: handled here if this node is the primary, else sent to the primary."""
 
-    While there is none, or it cannot be reached (it just died), the write waits up to
-    ELECTION_WAIT_S for the next election rather than fail at once."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + ELECTION_WAIT_S
-    while True:
-        if primary.is_primary():
-            return await handle()
-        url = primary.primary_url()
-        if url is not None:
+    def __init__(self, request: Request, primary: Primary, tls: ssl.SSLContext | None) -> None:
+        self.request = request
+        self.primary = primary
+        self.tls = tls
+
+    async def write(self, handle: Callable[[], Awaitable[Response]]) -> Response:
+        """While there is no primary, or it cannot be reached (it just died), the write
+        waits up to ELECTION_WAIT_S for the next election rather than fail at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ELECTION_WAIT_S
+        while True:
+            if self.primary.is_primary():
+                return await handle()
+            url = self.primary.primary_url()
+            if url is not None:
+                try:
+                    return await self.send(url)
+                except RegistryError:
+                    if loop.time() > deadline:
+                        raise
+            elif loop.time() > deadline:
+                raise RegistryError(500, 50003, "Error while forwarding the request: no primary")
+            await asyncio.sleep(0.2)
+
+    async def send(self, url: str) -> Response:
+        """Send the write to the primary, with the caller's credentials; answer what it
+        answered."""
+        request = self.request
+        target = url.rstrip("/") + request.url.path
+        if request.url.query:
+            target += "?" + request.url.query
+        headers = {"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE}
+        if "authorization" in request.headers:
+            headers["Authorization"] = request.headers["authorization"]
+        forwarded = urllib.request.Request(
+            target, data=await request.body() or None, method=request.method, headers=headers
+        )
+
+        def send() -> tuple[int, bytes]:
             try:
-                return await _forward(request, url)
-            except RegistryError:
-                if loop.time() > deadline:
-                    raise
-        elif loop.time() > deadline:
-            raise RegistryError(500, 50003, "Error while forwarding the request: no primary")
-        await asyncio.sleep(0.2)
+                with urllib.request.urlopen(
+                    forwarded, timeout=FORWARD_TIMEOUT_S, context=self.tls
+                ) as answer:
+                    return answer.status, answer.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read()
+            except OSError as e:
+                raise RegistryError(
+                    500, 50003, f"Error while forwarding the request to the primary {url}: {e}"
+                ) from None
 
-
-async def _forward(request: Request, url: str) -> Response:
-    """Send the write to the primary; answer what it answered."""
-    target = url.rstrip("/") + request.url.path
-    if request.url.query:
-        target += "?" + request.url.query
-    forwarded = urllib.request.Request(
-        target,
-        data=await request.body() or None,
-        method=request.method,
-        headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE},
-    )
-
-    def send() -> tuple[int, bytes]:
-        try:
-            with urllib.request.urlopen(forwarded, timeout=FORWARD_TIMEOUT_S) as answer:
-                return answer.status, answer.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
-        except OSError as e:
-            raise RegistryError(
-                500, 50003, f"Error while forwarding the request to the primary {url}: {e}"
-            ) from None
-
-    status, body = await asyncio.to_thread(send)
-    return Response(body, status, media_type=CONTENT_TYPE)
+        status, body = await asyncio.to_thread(send)
+        return Response(body, status, media_type=CONTENT_TYPE)

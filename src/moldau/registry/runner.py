@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
+from moldau.registry.auth import RegistryAccess
 from moldau.registry.compatibility import check
 from moldau.registry.election import PrimaryElection
 from moldau.registry.formats.catalog import FORMATS
@@ -29,10 +31,10 @@ START_TIMEOUT_S = 60.0
 
 
 def parse_listener(url: str) -> tuple[str, int]:
-    """`http://host:port` -> (host, port); ValueError with the reason otherwise."""
+    """`http(s)://host:port` -> (host, port); ValueError with the reason otherwise."""
     parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname or parts.port is None:
-        raise ValueError(f"{url!r} is not an http://HOST:PORT listener")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
+        raise ValueError(f"{url!r} is not an http(s)://HOST:PORT listener")
     return parts.hostname, parts.port
 
 
@@ -47,7 +49,8 @@ def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
 
 
 class RegistryNode:
-    """One registry node of the cluster at `bootstrap`, serving `listener`."""
+    """One registry node of the cluster at `bootstrap`, serving `listener` (an https one
+    with the server context `tls`), its requests checked by `access`."""
 
     def __init__(
         self,
@@ -59,12 +62,21 @@ class RegistryNode:
         security: ClientSecurity | None = None,
         eligible: bool = True,
         replication_factor: int | None = None,
+        tls: ssl.SSLContext | None = None,
+        access: RegistryAccess | None = None,
+        forward_tls: ssl.SSLContext | None = None,
     ) -> None:
         self.host, port = parse_listener(listener)
+        if listener.startswith("https:") and tls is None:
+            raise ValueError(f"{listener}: https needs a keystore (ssl.keystore.location)")
+        self.tls = tls
+        self.access = access
+        self.forward_tls = forward_tls
         self.bootstrap = bootstrap
         self.sock = socket.create_server((self.host, port))  # a taken port fails here
         self.port = self.sock.getsockname()[1]
-        self.url = advertised or f"http://{self.host}:{self.port}"
+        scheme = "https" if tls is not None else "http"
+        self.url = advertised or f"{scheme}://{self.host}:{self.port}"
         self.store = KafkaStore(bootstrap, client_config, replication_factor)
         self.registry = SchemaRegistry(self.store, FORMATS, check)
         self.election = PrimaryElection(
@@ -117,9 +129,10 @@ class RegistryNode:
     async def _serve(self) -> None:
         await asyncio.to_thread(self.store.start, START_TIMEOUT_S)
         election = asyncio.ensure_future(self.election.run())
-        config = uvicorn.Config(
-            build_app(self.registry, self.election), log_level="warning", access_log=False
-        )
+        app = build_app(self.registry, self.election, self.access, self.forward_tls)
+        config = uvicorn.Config(app, log_level="warning", access_log=False)
+        config.load()
+        config.ssl = self.tls  # uvicorn only builds contexts from files; ours is made
         self._server = uvicorn.Server(config)
         serving = asyncio.ensure_future(self._server.serve(sockets=[self.sock]))
         while not self._server.started and not serving.done():

@@ -59,6 +59,7 @@ def test_every_kafka_config_is_known() -> None:
         # The schema registry inside the server (docs/schema-registry.md).
         "schema.registry.listeners",
         "schema.registry.advertised.listener",
+        "schema.registry.authentication.method",
     }
     # Topic configs of Confluent Server's, not Kafka's: broker-side schema validation.
     assert TOPIC_CONFIGS.keys() - KAFKA_TOPIC_CONFIGS.keys() == CONFLUENT_TOPIC_CONFIGS
