@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.registry.conftest import registry_broker  # noqa: F401 (a fixture)
@@ -126,3 +127,45 @@ def test_avro_sink_frames_values_for_avro_deserializer(spark, registry_broker, u
         key=lambda u: u["age"],
     )
     assert got == [_user(i, f"C{i}") for i in range(6, 12)]
+
+
+def test_json_schema_values_read_as_typed_columns(spark, registry_broker):  # noqa: F811
+    bootstrap, url, topic = registry_broker.broker.bootstrap, registry_broker.url, "json-users"
+    create_topic(bootstrap, topic, 1)
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"type": "integer"},
+            "score": {"type": ["number", "null"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "address": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    serializer = JSONSerializer(json.dumps(schema), SchemaRegistryClient({"url": url}))
+    context = SerializationContext(topic, MessageField.VALUE)
+    users = [
+        {
+            "name": f"j{i}",
+            "age": i,
+            "score": i / 2 if i else None,
+            "tags": ["a"] * i,
+            "address": {"city": f"c{i}"},
+        }
+        for i in range(4)
+    ]
+    produce(bootstrap, topic, [(0, None, serializer(u, context)) for u in users])
+    df = (
+        spark.read.format("moldau")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("valueFormat", "json")
+        .option("schemaRegistryUrl", url)
+        .load()
+    )
+    # Fields in the order of the registry's canonical text (Moldau's sorts the keys).
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<address:struct<city:string>,age:bigint,name:string,score:double,tags:array<string>>"
+    )
+    got = [r.asDict(recursive=True) for r in df.orderBy("offset").select("value.*").collect()]
+    assert got == users
