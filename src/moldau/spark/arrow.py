@@ -29,10 +29,11 @@ def spark_schema(include_headers: bool) -> str:
     return f"{SPARK_SCHEMA}, {HEADERS_SPARK}" if include_headers else SPARK_SCHEMA
 
 
-def arrow_schema(include_headers: bool) -> pa.Schema:
+def arrow_schema(include_headers: bool, value: pa.DataType | None = None) -> pa.Schema:
+    """`value` replaces the binary value's type (a value format's decoded struct)."""
     fields = [
         ("key", pa.binary()),
-        ("value", pa.binary()),
+        ("value", value or pa.binary()),
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("offset", pa.int64()),

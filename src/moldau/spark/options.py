@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from moldau.spark.offsets import EARLIEST, LATEST, OffsetMap, parse_partition_json
+from moldau.spark.serde import ValueFormat, value_format
 
 OffsetKind = Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
 
@@ -97,6 +98,7 @@ class ReadOptions:
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_s: float
+    value_format: ValueFormat | None = None
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -145,6 +147,16 @@ def _subscription(opts: Mapping[str, str]) -> Subscription:
     return Subscription(assigned=assigned)
 
 
+def read_value_format(options: Mapping[str, str]) -> ValueFormat | None:
+    """`valueFormat` of a read; `subject` defaults to `<topic>-value` for a single topic."""
+    opts = {k.lower(): v for k, v in options.items()}
+    if "valueformat" not in opts:
+        return None
+    sub = _subscription(opts)
+    topics = set(sub.topics) | {t for t, _ in sub.assigned}
+    return value_format(opts, topics.pop() if len(topics) == 1 and not sub.pattern else None)
+
+
 def _starting(opts: Mapping[str, str], streaming: bool) -> OffsetSpec:
     if opts.get("startingoffsetsbytimestamp"):
         return OffsetSpec(
@@ -189,6 +201,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         include_headers=_bool(opts, "includeheaders", False),
         poll_timeout_s=(_positive_int(opts, "kafkaconsumer.polltimeoutms") or 120_000) / 1000,
+        value_format=read_value_format(opts),
     )
 
 
@@ -198,6 +211,7 @@ class WriteOptions:
     topic: str | None
     exactly_once: bool
     transactional_id_prefix: str
+    value_format: ValueFormat | None = None
 
 
 GUARANTEES = ("exactly-once", "at-least-once")
@@ -206,6 +220,8 @@ GUARANTEES = ("exactly-once", "at-least-once")
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     """The `topic` option, if given, overrides a `topic` column (as in Spark's Kafka sink).
 
+    `valueFormat` (with `schemaRegistryUrl`, `subject` defaulting to `<topic>-value`) encodes
+    a struct `value` column with the subject's latest schema.
     `deliveryGuarantee` is `exactly-once` (default: Kafka transactions) or `at-least-once`
     (idempotent producer, no transactions); `transactionalIdPrefix` namespaces the
     transactional ids and ledger groups of the exactly-once sink.
@@ -219,4 +235,5 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         topic=opts.get("topic") or None,
         exactly_once=guarantee == "exactly-once",
         transactional_id_prefix=opts.get("transactionalidprefix", "moldau-spark"),
+        value_format=value_format(opts, opts.get("topic")),
     )

@@ -39,6 +39,7 @@ from moldau.spark.offsets import (
     to_json_dict,
 )
 from moldau.spark.options import ReadOptions
+from moldau.spark.serde import decode_batches
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +88,16 @@ class _Planner:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), partition
-        yield from fetch_range(
+        batches = fetch_range(
             self.options.client,
             partition.range,
             include_headers=self.options.include_headers,
             fail_on_data_loss=self.options.fail_on_data_loss,
             poll_timeout_s=self.options.poll_timeout_s,
         )
+        fmt = self.options.value_format
+        r = partition.range
+        yield from batches if fmt is None else decode_batches(batches, fmt, f"{r.topic}-{r.partition}")
 
     def close(self) -> None:
         if self._cluster is not None:

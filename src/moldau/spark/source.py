@@ -21,11 +21,12 @@ from pyspark.sql.datasource import (
     DataSourceStreamWriter,
     DataSourceWriter,
 )
+from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from moldau.spark.arrow import spark_schema
+from moldau.spark.arrow import arrow_schema, spark_schema
 from moldau.spark.ledger import ensure_topic
-from moldau.spark.options import parse_read_options, parse_write_options
+from moldau.spark.options import parse_read_options, parse_write_options, read_value_format
 from moldau.spark.reader import MoldauBatchReader, MoldauStreamReader
 from moldau.spark.writer import MoldauBatchWriter, MoldauStreamWriter
 
@@ -37,8 +38,13 @@ class MoldauDataSource(DataSource):
     def name(cls) -> str:
         return "moldau"
 
-    def schema(self) -> str:
-        return spark_schema(self.options.get("includeheaders", "false").lower() == "true")
+    def schema(self) -> str | StructType:
+        """Kafka's columns; with `valueFormat`, `value` is a struct of the latest schema."""
+        headers = self.options.get("includeheaders", "false").lower() == "true"
+        fmt = read_value_format(self.options)
+        if fmt is None:
+            return spark_schema(headers)
+        return from_arrow_schema(arrow_schema(headers, fmt.arrow_type))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return MoldauBatchReader(parse_read_options(self.options, streaming=False))

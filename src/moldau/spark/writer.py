@@ -61,6 +61,7 @@ from moldau.spark.client import Header, TransactionalProducer, produce_batches
 from moldau.spark.compat import DataSourceStreamArrowWriter
 from moldau.spark.ledger import TaskLedger, task_name
 from moldau.spark.options import WriteOptions
+from moldau.spark.serde import encode_batches
 
 BATCH_HEADER = "moldau.batch"
 _QUERY_ID = "sql.streaming.queryId"
@@ -79,6 +80,11 @@ def _task_context() -> TaskContext:
     context = TaskContext.get()
     assert context is not None, "write() runs in a Spark task"
     return context
+
+
+def _encoded(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    fmt = options.value_format
+    return batches if fmt is None else encode_batches(batches, fmt)
 
 
 def skip_rows(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.RecordBatch]:
@@ -138,6 +144,7 @@ class MoldauBatchWriter(DataSourceArrowWriter):
         self.write_id = uuid.uuid4().hex  # made on the driver: shared by all task attempts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        iterator = _encoded(self.options, iterator)
         if not self.options.exactly_once:
             return Written(produce_batches(self.options.client, iterator, self.options.topic, []))
         task = _task_context().partitionId()
@@ -151,6 +158,7 @@ class MoldauStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
+        iterator = _encoded(self.options, iterator)
         context = _task_context()
         query_id = context.getLocalProperty(_QUERY_ID)
         batch_id = context.getLocalProperty(_BATCH_ID)
