@@ -310,13 +310,18 @@ def test_init_producer_id_answers(txn_broker: BrokerProcess, topic: str) -> None
     txn_producer(bs, f"{topic}-warmup")  # the coordinator's partitions exist and are loaded
 
     def init(version: int = 4, **fields: object) -> tuple[int, int, int]:
-        request = InitProducerIdRequest(transactional_id=f"{topic}-id", transaction_timeout_ms=60000)
+        request = InitProducerIdRequest(
+            transactional_id=f"{topic}-id", transaction_timeout_ms=60000
+        )
         for name, value in fields.items():
             setattr(request, name, value)
         deadline = time.monotonic() + DEADLINE_S
         while True:
             r = raw.request(request, version)
-            if r.error_code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            if r.error_code not in (
+                ErrorCode.NOT_COORDINATOR,
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ):
                 return r.error_code, r.producer_id, r.producer_epoch
             assert time.monotonic() < deadline
             time.sleep(0.1)
@@ -343,7 +348,9 @@ def test_partition_leaders_verify_transactions(txn_broker: BrokerProcess, topic:
     txn_producer(bs, f"{topic}-warmup")  # the coordinator's partitions exist and are loaded
     tid = f"{topic}-id"
     with RawClient(bs) as raw:
-        init = raw.request(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000), 4)
+        init = raw.request(
+            InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000), 4
+        )
         assert init.error_code == ErrorCode.NONE
         pid, epoch = init.producer_id, init.producer_epoch
         sequences = dict.fromkeys(range(PARTITIONS), 0)
@@ -371,7 +378,10 @@ def test_partition_leaders_verify_transactions(txn_broker: BrokerProcess, topic:
             ),
             3,
         )  # fmt: skip
-        assert [r.partition_error_code for r in added.results_by_topic_v3_and_below[0].results_by_partition] == [0]
+        assert [
+            r.partition_error_code
+            for r in added.results_by_topic_v3_and_below[0].results_by_partition
+        ] == [0]
         verified = raw.request(
             AddPartitionsToTxnRequest(
                 transactions=[
@@ -385,12 +395,16 @@ def test_partition_leaders_verify_transactions(txn_broker: BrokerProcess, topic:
         )  # fmt: skip
         (result,) = verified.results_by_transaction
         assert {
-            r.partition_index: r.partition_error_code for r in result.topic_results[0].results_by_partition
+            r.partition_index: r.partition_error_code
+            for r in result.topic_results[0].results_by_partition
         } == {0: ErrorCode.NONE, 1: ErrorCode.TRANSACTION_ABORTABLE}
         assert produce(0) == ErrorCode.NONE
         assert produce(1) == ErrorCode.INVALID_TXN_STATE
         ended = raw.request(
-            EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True), 3
+            EndTxnRequest(
+                transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=True
+            ),
+            3,
         )
         assert ended.error_code == ErrorCode.NONE
     deadline = time.monotonic() + DEADLINE_S
@@ -409,11 +423,17 @@ def test_requests_about_unknown_transactions_get_kafka_errors(
     unknown = f"{topic}-nobody"
     with RawClient(bs) as raw:
         ended = raw.request(
-            EndTxnRequest(transactional_id=unknown, producer_id=7, producer_epoch=0, committed=True), 3
+            EndTxnRequest(
+                transactional_id=unknown, producer_id=7, producer_epoch=0, committed=True
+            ),
+            3,
         )
         assert ended.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         added = raw.request(
-            AddOffsetsToTxnRequest(transactional_id=unknown, producer_id=7, producer_epoch=0, group_id="g"), 3
+            AddOffsetsToTxnRequest(
+                transactional_id=unknown, producer_id=7, producer_epoch=0, group_id="g"
+            ),
+            3,
         )
         assert added.error_code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         partitions = raw.request(

@@ -120,7 +120,11 @@ def read_aiokafka(bootstrap: str, topic: str, partitions: int, isolation: str) -
     return asyncio.run(run())
 
 
-READERS = {"confluent": read_confluent, "kafka-python": read_kafka_python, "aiokafka": read_aiokafka}
+READERS = {
+    "confluent": read_confluent,
+    "kafka-python": read_kafka_python,
+    "aiokafka": read_aiokafka,
+}
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, int]:

@@ -348,7 +348,10 @@ BROKER_KEYS: dict[str, BrokerKey] = {
             "group.consumer.session.timeout.ms", int, "45000", "Consumer-group member session."
         ),
         BrokerKey(
-            "group.consumer.heartbeat.interval.ms", int, "5000", "Consumer-group heartbeat interval."
+            "group.consumer.heartbeat.interval.ms",
+            int,
+            "5000",
+            "Consumer-group heartbeat interval.",
         ),
         BrokerKey("group.consumer.max.size", int, "2147483647", "Members per consumer group."),
         BrokerKey(

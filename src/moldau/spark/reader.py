@@ -97,7 +97,9 @@ class _Planner:
         )
         fmt = self.options.value_format
         r = partition.range
-        yield from batches if fmt is None else decode_batches(batches, fmt, f"{r.topic}-{r.partition}")
+        yield from (
+            batches if fmt is None else decode_batches(batches, fmt, f"{r.topic}-{r.partition}")
+        )
 
     def close(self) -> None:
         if self._cluster is not None:
