@@ -18,14 +18,13 @@ import os
 import platform
 import statistics
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 import confluent_kafka
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
-from benchmarks.harness import RESULTS, create_topic
+from benchmarks.harness import RESULTS, create_topic, seconds_to_first_record
 from moldau.testing import BrokerProcess
 
 DELAYS_MS = (3000, 0)
@@ -34,23 +33,12 @@ TIMEOUT_S = 60.0
 
 def subscribe_to_first_record(bootstrap: str, topic: str) -> float:
     """Seconds from subscribe() to the first record poll() returns, for a new group."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"join-{uuid.uuid4().hex[:8]}",
-            "auto.offset.reset": "earliest",
-        }
-    )
-    try:
-        start = time.monotonic()
-        consumer.subscribe([topic])
-        while time.monotonic() - start < TIMEOUT_S:
-            msg = consumer.poll(0.01)
-            if msg is not None and msg.error() is None:
-                return time.monotonic() - start
-        raise RuntimeError(f"no record within {TIMEOUT_S} s")
-    finally:
-        consumer.close()
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"join-{uuid.uuid4().hex[:8]}",
+        "auto.offset.reset": "earliest",
+    }
+    return seconds_to_first_record(config, topic, TIMEOUT_S)
 
 
 def measure(delay_ms: int, runs: int) -> dict[str, object]:

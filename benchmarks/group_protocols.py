@@ -35,7 +35,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka import Consumer, Producer
 
-from benchmarks.harness import RESULTS, create_topic
+from benchmarks.harness import RESULTS, create_topic, seconds_to_first_record
 from moldau.testing import BrokerProcess
 
 PROTOCOLS = ("classic", "consumer")
@@ -57,17 +57,8 @@ def client_config(bootstrap: str, group: str, protocol: str) -> dict[str, Any]:
 
 
 def first_record(bootstrap: str, topic: str, protocol: str) -> float:
-    consumer = Consumer(client_config(bootstrap, f"first-{uuid.uuid4().hex[:8]}", protocol))
-    try:
-        start = time.monotonic()
-        consumer.subscribe([topic])
-        while time.monotonic() - start < TIMEOUT_S:
-            msg = consumer.poll(0.01)
-            if msg is not None and msg.error() is None:
-                return time.monotonic() - start
-        raise RuntimeError(f"no record within {TIMEOUT_S} s")
-    finally:
-        consumer.close()
+    config = client_config(bootstrap, f"first-{uuid.uuid4().hex[:8]}", protocol)
+    return seconds_to_first_record(config, topic, TIMEOUT_S)
 
 
 class Member:

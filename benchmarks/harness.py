@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.testing import BrokerProcess
@@ -94,3 +96,18 @@ def write_result(name: str, args: argparse.Namespace, results: object) -> Path:
     path = RESULTS / f"{name}-{now:%Y%m%dT%H%M%SZ}.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
+
+
+def seconds_to_first_record(config: dict[str, Any], topic: str, timeout_s: float) -> float:
+    """Seconds from a new consumer's subscribe() to the first record its poll() returns."""
+    consumer = Consumer(config)
+    try:
+        start = time.monotonic()
+        consumer.subscribe([topic])
+        while time.monotonic() - start < timeout_s:
+            msg = consumer.poll(0.01)
+            if msg is not None and msg.error() is None:
+                return time.monotonic() - start
+        raise RuntimeError(f"no record within {timeout_s} s")
+    finally:
+        consumer.close()
