@@ -10,9 +10,11 @@ Kafka's type and range, and listed as not acted upon (``moldau.config.catalog``)
 from __future__ import annotations
 
 import builtins
+import json
 import re
 import socket
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from moldau.config.kafka import KAFKA_BROKER_CONFIGS
@@ -40,454 +42,38 @@ class BrokerKey:
     why_default: str = ""
 
 
-# Security (moldau.security): listeners' protocols, TLS, SASL, authorizer, quotas. Each
+# The catalog of broker keys Moldau acts upon is data: broker_keys.json, in three groups.
+# "security" (moldau.security): listeners' protocols, TLS, SASL, authorizer, quotas; each
 # ssl.*/sasl.* key may be set for one listener as listener.name.<listener>.<key>.
-SECURITY_KEYS = [
-    BrokerKey(
-        "listener.security.protocol.map",
-        str,
-        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
-        "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
-    ),
-    BrokerKey("ssl.keystore.type", str, "JKS", "PEM or PKCS12 (JKS is not supported)."),
-    BrokerKey("ssl.keystore.location", str, "", "Key and certificate chain file."),
-    BrokerKey("ssl.keystore.password", str, "", "PKCS12 keystore password."),
-    BrokerKey("ssl.key.password", str, "", "Password of an encrypted private key."),
-    BrokerKey("ssl.keystore.certificate.chain", str, "", "Inline PEM certificate chain."),
-    BrokerKey("ssl.keystore.key", str, "", "Inline PEM private key."),
-    BrokerKey("ssl.truststore.type", str, "JKS", "PEM or PKCS12."),
-    BrokerKey("ssl.truststore.location", str, "", "Trusted CA certificates file."),
-    BrokerKey("ssl.truststore.password", str, "", "PKCS12 truststore password."),
-    BrokerKey("ssl.truststore.certificates", str, "", "Inline PEM CA certificates."),
-    BrokerKey("ssl.client.auth", str, "none", "Client certificates: none, requested, required."),
-    BrokerKey(
-        "ssl.enabled.protocols",
-        str,
-        "TLSv1.2,TLSv1.3",
-        "TLS versions allowed.",
-        "Kafka enables TLSv1.3 too where its JDK has it (the rendered default shows TLSv1.2).",
-    ),
-    BrokerKey(
-        "ssl.protocol",
-        str,
-        "TLSv1.3",
-        "TLS protocol (the versions are enabled.protocols).",
-        "As ssl.enabled.protocols: the newest version the TLS library has.",
-    ),
-    BrokerKey("ssl.cipher.suites", str, "", "TLS 1.2 cipher suites (IANA or OpenSSL names)."),
-    BrokerKey("ssl.endpoint.identification.algorithm", str, "https", "https: check host names."),
-    BrokerKey("ssl.principal.mapping.rules", str, "DEFAULT", "Certificate subject -> user name."),
-    BrokerKey("sasl.enabled.mechanisms", str, "GSSAPI", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
-    BrokerKey("sasl.mechanism.inter.broker.protocol", str, "GSSAPI", "Mechanism between brokers."),
-    BrokerKey("sasl.mechanism.controller.protocol", str, "GSSAPI", "Mechanism to controllers."),
-    BrokerKey(
-        "sasl.server.max.receive.size", int, "524288", "Largest frame before authentication."
-    ),
-    BrokerKey("connections.max.reauth.ms", int, "0", "SASL session lifetime (0: unlimited)."),
-    BrokerKey(
-        "authorizer.class.name", str, "", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-    ),
-    BrokerKey("super.users", str, "", "Principals allowed everything: User:a;User:b."),
-    BrokerKey("allow.everyone.if.no.acl.found", bool, "false", "Allow where no ACL applies."),
-    BrokerKey("quota.window.num", int, "11", "Samples a client quota rate is measured over."),
-    BrokerKey("quota.window.size.seconds", int, "1", "Length of one quota sample."),
-]
+# "remote_log": tiered storage (KIP-405), Kafka's RemoteLogManagerConfig keys and defaults.
+# "broker": the rest. queued.max.request.bytes departs from Kafka's -1 (unbounded): it
+# bounds request memory to what one largest frame may take by default.
+_TYPES: dict[str, type] = {"int": int, "str": str, "bool": bool}
+
+
+def _load_keys() -> dict[str, list[BrokerKey]]:
+    raw = json.loads(resources.files(__package__).joinpath("broker_keys.json").read_text())
+    return {
+        group: [BrokerKey(**{**entry, "type": _TYPES[entry["type"]]}) for entry in entries]
+        for group, entries in raw.items()
+    }
+
+
+_KEYS = _load_keys()
+SECURITY_KEYS = _KEYS["security"]
 LISTENER_SCOPED = re.compile(
     r"^listener\.name\.[^.]+\.(?:[a-z0-9-]+\.sasl\.jaas\.config|(?P<key>.+))$"
 )
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
-# Tiered storage (KIP-405): Kafka's RemoteLogManagerConfig keys and defaults. Keys under
-# remote.log.storage.manager.impl.prefix (rsm.config.) go to the remote storage manager,
-# those under remote.log.metadata.manager.impl.prefix (rlmm.config.) to the metadata manager.
+# Keys under remote.log.storage.manager.impl.prefix (rsm.config.) go to the remote storage
+# manager, those under remote.log.metadata.manager.impl.prefix (rlmm.config.) to the
+# metadata manager.
 REMOTE_STORAGE_MANAGER_PREFIX = "rsm.config."
 REMOTE_LOG_METADATA_MANAGER_PREFIX = "rlmm.config."
-REMOTE_LOG_KEYS = [
-    BrokerKey(
-        "remote.log.storage.system.enable",
-        bool,
-        "false",
-        "Enable tiered storage on this broker; topics opt in with remote.storage.enable.",
-    ),
-    BrokerKey(
-        "remote.log.storage.manager.class.name",
-        str,
-        "",
-        "Remote storage manager: file, s3, or a Python 'package.module:Class'.",
-    ),
-    BrokerKey(
-        "remote.log.storage.manager.impl.prefix",
-        str,
-        REMOTE_STORAGE_MANAGER_PREFIX,
-        "Prefix of the keys passed (without it) to the remote storage manager.",
-    ),
-    BrokerKey(
-        "remote.log.metadata.manager.class.name",
-        str,
-        "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager",
-        "Remote log metadata manager (Moldau has the topic-based one).",
-    ),
-    BrokerKey(
-        "remote.log.metadata.manager.impl.prefix",
-        str,
-        REMOTE_LOG_METADATA_MANAGER_PREFIX,
-        "Prefix of the keys passed (without it) to the remote log metadata manager.",
-    ),
-    BrokerKey(
-        "remote.log.metadata.topic.replication.factor",
-        int,
-        "3",
-        "Replication of __remote_log_metadata (capped by the live brokers).",
-    ),
-    BrokerKey(
-        "remote.log.metadata.topic.num.partitions",
-        int,
-        "50",
-        "Partitions of __remote_log_metadata.",
-    ),
-    BrokerKey(
-        "remote.log.metadata.topic.retention.ms",
-        int,
-        "-1",
-        "retention.ms of __remote_log_metadata (-1: forever).",
-    ),
-    BrokerKey(
-        "remote.log.manager.task.interval.ms",
-        int,
-        "30000",
-        "How often each leader partition looks for segments to copy or expire.",
-    ),
-    BrokerKey(
-        "remote.log.manager.task.retry.backoff.ms",
-        int,
-        "500",
-        "First backoff after a failed copy; doubles up to the max.",
-    ),
-    BrokerKey(
-        "remote.log.manager.task.retry.backoff.max.ms",
-        int,
-        "30000",
-        "Largest backoff after failed copies.",
-    ),
-    BrokerKey(
-        "remote.log.manager.thread.pool.size",
-        int,
-        "10",
-        "Worker threads copying and expiring segments.",
-    ),
-    BrokerKey("remote.log.reader.threads", int, "10", "Worker threads reading remote data."),
-    BrokerKey(
-        "remote.log.index.file.cache.total.size.bytes",
-        int,
-        str(1 << 30),
-        "Bytes of remote offset/time/transaction indexes cached on this broker.",
-    ),
-]
-
-
+REMOTE_LOG_KEYS = _KEYS["remote_log"]
 BROKER_KEYS: dict[str, BrokerKey] = {
-    k.name: k
-    for k in [
-        BrokerKey("node.id", int, "1", "This broker's id.", "A node started bare is node 1."),
-        BrokerKey(
-            "listeners",
-            str,
-            "PLAINTEXT://127.0.0.1:9092",
-            "Where to listen.",
-            "A node started bare listens on loopback only.",
-        ),
-        BrokerKey("advertised.listeners", str, "", "What to tell clients (default: listeners)."),
-        BrokerKey(
-            "log.dirs",
-            str,
-            "./moldau-data",
-            "Comma-separated data directories.",
-            "Data under the working directory, not /tmp.",
-        ),
-        BrokerKey(
-            "log.dir",
-            str,
-            "./moldau-data",
-            "Data directory, if log.dirs is unset.",
-            "Data under the working directory, not /tmp.",
-        ),
-        BrokerKey("num.partitions", int, "1", "Partitions of auto-created topics."),
-        BrokerKey("default.replication.factor", int, "1", "Replication of auto-created topics."),
-        BrokerKey("auto.create.topics.enable", bool, "true", "Create topics on first use."),
-        BrokerKey("delete.topic.enable", bool, "true", "Allow DeleteTopics."),
-        BrokerKey("socket.request.max.bytes", int, "104857600", "Largest request frame."),
-        # Kafka's default is -1 (unbounded); ours bounds request memory to what one
-        # largest frame may take, and may be raised when many large requests are in flight.
-        BrokerKey(
-            "queued.max.request.bytes",
-            int,
-            "104857600",
-            "Bytes of all requests in flight; reading stops while exhausted (-1: unbounded).",
-            "Bounds request memory by default (Kafka: unbounded).",
-        ),
-        BrokerKey("connections.max.idle.ms", int, "600000", "Close idle connections (-1: never)."),
-        BrokerKey(
-            "socket.request.read.timeout.ms",
-            int,
-            "30000",
-            "Moldau: close a connection whose request stops arriving mid-frame this long "
-            "(-1: never); clients give up on a request after request.timeout.ms, 30 s.",
-        ),
-        BrokerKey("max.connections", int, "2147483647", "Connections per broker; accepting waits."),
-        BrokerKey("max.connections.per.ip", int, "2147483647", "Connections per client address."),
-        BrokerKey(
-            "max.connections.per.ip.overrides", str, "", "Per-address limits: 'host:count,...'."
-        ),
-        BrokerKey("max.connection.creation.rate", int, "2147483647", "New connections per second."),
-        BrokerKey("log.retention.check.interval.ms", int, "300000", "Retention check period."),
-        BrokerKey(
-            "log.flush.scheduler.interval.ms",
-            int,
-            "1000",
-            "How often flush.ms is checked.",
-            "Kafka's default never checks; flush.ms is honoured within a second.",
-        ),
-        BrokerKey("log.flush.offset.checkpoint.interval.ms", int, "60000", "Checkpoint period."),
-        BrokerKey("log.cleaner.enable", bool, "true", "Run the log cleaner (compaction)."),
-        BrokerKey("log.cleaner.backoff.ms", int, "15000", "Sleep between log cleaner runs."),
-        BrokerKey("log.cleaner.threads", int, "1", "Log cleaner threads (Moldau runs one)."),
-        BrokerKey(
-            "log.cleaner.dedupe.buffer.size",
-            int,
-            "134217728",
-            "Bounds the cleaner's key map (24 bytes a key, filled to 90%, shared by the "
-            "cleaner threads); a log with more dirty keys is cleaned in several passes.",
-        ),
-        BrokerKey(
-            "replica.lag.time.max.ms", int, "30000", "A follower this far behind leaves the ISR."
-        ),
-        BrokerKey(
-            "replica.high.watermark.checkpoint.interval.ms", int, "5000", "HW checkpoint period."
-        ),
-        BrokerKey("num.replica.fetchers", int, "1", "Fetcher connections per leader."),
-        BrokerKey("replica.fetch.max.bytes", int, "1048576", "Bytes per partition per fetch."),
-        BrokerKey("replica.fetch.response.max.bytes", int, "10485760", "Bytes per fetch."),
-        BrokerKey("replica.fetch.wait.max.ms", int, "500", "Follower fetch long poll."),
-        BrokerKey("replica.fetch.min.bytes", int, "1", "Bytes a follower fetch waits for."),
-        BrokerKey("replica.fetch.backoff.ms", int, "1000", "Follower backoff after errors."),
-        BrokerKey(
-            "replication.quota.window.num",
-            int,
-            "11",
-            "Samples the replication throttles' rate is measured over (KIP-73).",
-        ),
-        BrokerKey(
-            "replication.quota.window.size.seconds",
-            int,
-            "1",
-            "Length of one replication throttle sample.",
-        ),
-        BrokerKey("max.incremental.fetch.session.cache.slots", int, "1000", "Fetch sessions kept."),
-        BrokerKey("broker.rack", str, "", "Rack of this broker (rack-aware placement)."),
-        BrokerKey(
-            "replica.selector.class",
-            str,
-            "",
-            f"Empty (consumers read from leaders) or {RACK_AWARE_SELECTOR} (KIP-392).",
-        ),
-        BrokerKey("broker.heartbeat.interval.ms", int, "2000", "Heartbeats to the controller."),
-        BrokerKey("broker.session.timeout.ms", int, "9000", "Fenced without heartbeats."),
-        BrokerKey("controlled.shutdown.enable", bool, "true", "Move leaders before stopping."),
-        BrokerKey("unclean.leader.election.enable", bool, "false", "Elect out-of-sync replicas."),
-        BrokerKey("auto.leader.rebalance.enable", bool, "true", "Move leaders back home."),
-        BrokerKey("leader.imbalance.per.broker.percentage", int, "10", "Tolerated imbalance."),
-        BrokerKey("leader.imbalance.check.interval.seconds", int, "300", "Balance check period."),
-        BrokerKey(
-            "log.segment.open.files.max", int, "-1", "Segment files kept open (-1: derived)."
-        ),
-        BrokerKey("max.broker.partitions", int, "-1", "Partitions accepted (-1: derived)."),
-        BrokerKey(
-            "num.recovery.threads.per.data.dir",
-            int,
-            "2",
-            "Log loading threads.",
-            "Logs load in worker threads; two overlap IO with parsing.",
-        ),
-        BrokerKey("offsets.topic.num.partitions", int, "50", "Partitions of __consumer_offsets."),
-        BrokerKey(
-            "offsets.topic.replication.factor",
-            int,
-            "3",
-            "Replication of __consumer_offsets; groups wait (COORDINATOR_NOT_AVAILABLE) until "
-            "this many brokers are alive. A single node (no controller.quorum.voters) uses 1.",
-        ),
-        BrokerKey("offsets.topic.segment.bytes", int, "104857600", "Offsets topic segment size."),
-        BrokerKey("offsets.retention.minutes", int, "10080", "Offsets kept after a group empties."),
-        BrokerKey("offsets.retention.check.interval.ms", int, "600000", "Offset expiry period."),
-        BrokerKey("offset.metadata.max.bytes", int, "4096", "Largest commit metadata."),
-        BrokerKey(
-            "offsets.commit.timeout.ms",
-            int,
-            "5000",
-            "How long a group write (offset commit, join, sync) waits for its replicas.",
-        ),
-        BrokerKey("group.initial.rebalance.delay.ms", int, "3000", "Wait for more joiners."),
-        BrokerKey("group.min.session.timeout.ms", int, "6000", "Smallest session timeout."),
-        BrokerKey("group.max.session.timeout.ms", int, "1800000", "Largest session timeout."),
-        BrokerKey("group.max.size", int, "2147483647", "Members per group."),
-        BrokerKey(
-            "group.coordinator.rebalance.protocols",
-            str,
-            "classic,consumer,share",
-            "Group protocols the coordinator accepts.",
-            "Kafka 4.2's default; consumer (KIP-848) and share (KIP-932) groups are on.",
-        ),
-        BrokerKey(
-            "group.consumer.assignors",
-            str,
-            "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
-            "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
-            "KIP-848 server-side assignors (class or short names: uniform, range); first is default.",
-        ),
-        BrokerKey(
-            "group.consumer.session.timeout.ms", int, "45000", "Consumer-group member session."
-        ),
-        BrokerKey(
-            "group.consumer.heartbeat.interval.ms",
-            int,
-            "5000",
-            "Consumer-group heartbeat interval.",
-        ),
-        BrokerKey("group.consumer.max.size", int, "2147483647", "Members per consumer group."),
-        BrokerKey(
-            "group.share.enable",
-            bool,
-            "true",
-            "Share groups on (Kafka 4.0/4.1's switch; accepted, always on).",
-            "Kafka 4.2 made share groups generally available.",
-        ),
-        BrokerKey(
-            "group.share.record.lock.duration.ms", int, "30000", "Acquisition lock of a record."
-        ),
-        BrokerKey("group.share.delivery.count.limit", int, "5", "Deliveries before archiving."),
-        BrokerKey(
-            "group.share.partition.max.record.locks",
-            int,
-            "2000",
-            "In-flight records per share-partition.",
-            "Kafka 4.1's default (the key table is Kafka 3.9's, which had 200).",
-        ),
-        BrokerKey("group.share.session.timeout.ms", int, "45000", "Share member session."),
-        BrokerKey("group.share.heartbeat.interval.ms", int, "5000", "Share member heartbeat."),
-        BrokerKey("group.share.max.size", int, "200", "Members per share group."),
-        BrokerKey("producer.id.expiration.ms", int, "86400000", "Forget idle producers."),
-        BrokerKey(
-            "transaction.state.log.num.partitions", int, "50", "Partitions of __transaction_state."
-        ),
-        BrokerKey(
-            "transaction.state.log.replication.factor",
-            int,
-            "3",
-            "Replication of __transaction_state; as offsets.topic.replication.factor, a "
-            "single node (no controller.quorum.voters) uses 1.",
-        ),
-        BrokerKey(
-            "transaction.state.log.min.isr",
-            int,
-            "2",
-            "min.insync.replicas of __transaction_state (at most its replication factor).",
-        ),
-        BrokerKey(
-            "transaction.state.log.segment.bytes", int, "104857600", "Transaction log segments."
-        ),
-        BrokerKey(
-            "transaction.max.timeout.ms", int, "900000", "Largest transaction.timeout.ms allowed."
-        ),
-        BrokerKey(
-            "transactional.id.expiration.ms", int, "604800000", "Forget idle transactional ids."
-        ),
-        BrokerKey(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-            int,
-            "10000",
-            "How often transactions past their timeout are aborted.",
-        ),
-        BrokerKey(
-            "transaction.remove.expired.transaction.cleanup.interval.ms",
-            int,
-            "3600000",
-            "How often idle transactional ids are expired.",
-        ),
-        BrokerKey(
-            "transaction.partition.verification.enable",
-            bool,
-            "true",
-            "Leaders check with the coordinator before a transaction starts (KIP-890).",
-        ),
-        BrokerKey("cluster.id", str, "", "Cluster id (generated on first start)."),
-        BrokerKey(
-            "process.roles",
-            str,
-            "broker,controller",
-            "KRaft roles of this node.",
-            "A node started bare is a combined single-node cluster.",
-        ),
-        BrokerKey("controller.quorum.voters", str, "", "KRaft voters (single node: self)."),
-        BrokerKey(
-            "controller.listener.names",
-            str,
-            "CONTROLLER",
-            "Controller listener names.",
-            "Kafka requires it to be set; Moldau names the listener for you.",
-        ),
-        BrokerKey("controller.quorum.election.timeout.ms", int, "1000", "Raft election timeout."),
-        BrokerKey("controller.quorum.fetch.timeout.ms", int, "2000", "Raft follower timeout."),
-        BrokerKey("controller.quorum.election.backoff.max.ms", int, "1000", "Raft backoff."),
-        BrokerKey("controller.quorum.request.timeout.ms", int, "2000", "Raft request timeout."),
-        BrokerKey("controller.quorum.retry.backoff.ms", int, "20", "Raft retry backoff."),
-        BrokerKey("metadata.log.segment.bytes", int, "1073741824", "Metadata log segment size."),
-        BrokerKey(
-            "metadata.log.max.record.bytes.between.snapshots",
-            int,
-            "20971520",
-            "Metadata snapshot period.",
-        ),
-        BrokerKey(
-            "inter.broker.protocol.version",
-            str,
-            "3.9-IV0",
-            "Read when a new cluster's metadata log starts: the metadata.version it is "
-            "finalized at if Moldau supports it (3.0-IV1 to 3.3-IV3; else 3.3-IV3), as "
-            "kafka-storage format reads it. Later, kafka-features upgrades it.",
-        ),
-        BrokerKey(
-            "inter.broker.listener.name",
-            str,
-            "PLAINTEXT",
-            "Listener for brokers.",
-            "Kafka derives it from security.inter.broker.protocol (PLAINTEXT).",
-        ),
-        BrokerKey("metrics.port", int, "0", "Moldau: serve Prometheus /metrics here (0: off)."),
-        BrokerKey("metrics.host", str, "127.0.0.1", "Moldau: address of the /metrics server."),
-        BrokerKey(
-            "schema.registry.listeners",
-            str,
-            "",
-            "Moldau: serve the schema registry (Confluent's REST API) at this http://HOST:PORT "
-            "or https://HOST:PORT (empty: off). https uses the broker's ssl.* keystore, "
-            "overridden by listener.name.schema_registry.ssl.* keys.",
-        ),
-        BrokerKey(
-            "schema.registry.authentication.method",
-            str,
-            "NONE",
-            "Moldau: NONE, or BASIC (HTTP basic authentication against the broker's SCRAM "
-            "credentials), as Confluent's authentication.method.",
-        ),
-        BrokerKey(
-            "schema.registry.advertised.listener",
-            str,
-            "",
-            "Moldau: the registry URL other nodes forward writes to (default: the listener).",
-        ),
-        *SECURITY_KEYS,
-        *REMOTE_LOG_KEYS,
-    ]
+    k.name: k for k in [*_KEYS["broker"], *SECURITY_KEYS, *REMOTE_LOG_KEYS]
 }
 
 _LISTENER = re.compile(

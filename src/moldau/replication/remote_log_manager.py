@@ -110,14 +110,17 @@ class RemoteLogManagerConfig:
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> RemoteLogManagerConfig:
-        return cls(
-            config.int("remote.log.manager.task.interval.ms"),
-            config.int("remote.log.manager.thread.pool.size"),
-            config.int("remote.log.reader.threads"),
-            config.int("remote.log.index.file.cache.total.size.bytes"),
-            config.int("remote.log.manager.task.retry.backoff.ms"),
-            config.int("remote.log.manager.task.retry.backoff.max.ms"),
-        )
+        return cls(*(config.int(key) for key in _REMOTE_LOG_MANAGER_KEYS))
+
+
+_REMOTE_LOG_MANAGER_KEYS = (  # RemoteLogManagerConfig's fields, in order
+    "remote.log.manager.task.interval.ms",
+    "remote.log.manager.thread.pool.size",
+    "remote.log.reader.threads",
+    "remote.log.index.file.cache.total.size.bytes",
+    "remote.log.manager.task.retry.backoff.ms",
+    "remote.log.manager.task.retry.backoff.max.ms",
+)
 
 
 @dataclass(frozen=True, slots=True)

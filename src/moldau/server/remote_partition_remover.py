@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from moldau.metadata.image import MetadataImage
 from moldau.records.record import decode_all
@@ -40,21 +41,16 @@ READ_CHUNK = 1 << 20
 _FINISHED = RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
 
 
+@dataclass
 class RemotePartitionRemover:
-    def __init__(
-        self,
-        replica_manager: ReplicaManager,
-        remote_log_manager: RemoteLogManager,
-        image: Callable[[], MetadataImage],
-        num_partitions: int,
-    ) -> None:
-        self.replica_manager = replica_manager
-        self.remote_log_manager = remote_log_manager
-        self.image = image
-        self.num_partitions = num_partitions
-        self._positions: dict[int, int] = {}  # led metadata partition -> next offset to read
-        # metadata partition -> user partitions marked or started, not finished
-        self._unfinished: dict[int, set[TopicIdPartition]] = {}
+    replica_manager: ReplicaManager
+    remote_log_manager: RemoteLogManager
+    image: Callable[[], MetadataImage]
+    num_partitions: int
+    # led metadata partition -> next offset to read
+    _positions: dict[int, int] = field(default_factory=dict, init=False)
+    # metadata partition -> user partitions marked or started, not finished
+    _unfinished: dict[int, set[TopicIdPartition]] = field(default_factory=dict, init=False)
 
     def run_once(self) -> None:
         """Read what the led metadata partitions gained, then start the deletions due."""

@@ -44,14 +44,17 @@ class ShareSettings:
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ShareSettings:
-        return cls(
-            config.int("group.share.record.lock.duration.ms"),
-            config.int("group.share.delivery.count.limit"),
-            config.int("group.share.partition.max.record.locks"),
-            config.int("group.share.session.timeout.ms"),
-            config.int("group.share.heartbeat.interval.ms"),
-            config.int("group.share.max.size"),
-        )
+        return cls(*(config.int(key) for key in _SHARE_KEYS))
+
+
+_SHARE_KEYS = (  # ShareSettings' fields, in order
+    "group.share.record.lock.duration.ms",
+    "group.share.delivery.count.limit",
+    "group.share.partition.max.record.locks",
+    "group.share.session.timeout.ms",
+    "group.share.heartbeat.interval.ms",
+    "group.share.max.size",
+)
 
 
 def wake_key(group_id: str, topic: str, partition: int) -> Hashable:
