@@ -123,6 +123,11 @@ async def handle(
     if request.acks == 0:
         return None
     if request.acks == -1:
+        if ctx.throttle_ms:
+            # Over its quota: answered in turn, then muted, as Kafka does; a pending answer
+            # would let the next requests in before the mute, and the client's own backoff
+            # (KIP-219) and the mute would add up instead of overlapping.
+            return await _replicated(replica_manager, request, results)
         return Pending(_replicated(replica_manager, request, results))
     return _produce_response(request, results)
 
