@@ -107,6 +107,24 @@ def test_session_timeout_fences_and_others_take_over() -> None:
     assert b.member_epoch == 3 and parts(b) == set(range(6))
 
 
+def test_the_groups_own_session_timeout_and_heartbeat_interval_win() -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms set on the GROUP
+    resource override the broker's group.consumer.* defaults."""
+    c = GroupCoordinator(CONFIG)
+    own = {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "7000"}
+    result, _ = c.consumer_group_heartbeat(
+        0,
+        ConsumerHeartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_names=["foo"]),
+        TOPICS,
+        own,
+    )
+    assert result.heartbeat_interval_ms == 7_000
+    c.tick(45_001)  # past the broker default, within the group's own timeout
+    assert "a" in c.consumer_groups["g"].members
+    c.tick(50_001)
+    assert "a" not in c.consumer_groups["g"].members
+
+
 def test_static_member_leave_and_rejoin_keeps_assignment() -> None:
     c = GroupCoordinator(CONFIG)
     hb(c, "a", 0, instance_id="i1")

@@ -88,6 +88,7 @@ async def handle(
             client_host=f"/{ctx.client_host}",
         ),
         topics,
+        services.image.group_configs.get(request.group_id, {}),
     )
     response = ConsumerGroupHeartbeatResponse(
         error_code=result.error,
