@@ -339,11 +339,17 @@ class ConsumerGroupManager:
                 m.instance_id,
                 frozenset(topics[n].topic_id for n in _topics_of(m, topics) if n in topics),
                 group.target_assignment.get(m.member_id, {}),
+                m.rack_id,
             )
             for m in group.members.values()
         ]
         partitions = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
-        target = ASSIGNORS[assignor](members, partitions)
+        racks = {
+            t.topic_id: topics[name].partition_racks
+            for name, t in group.subscription_metadata.items()
+            if name in topics and topics[name].partition_racks
+        }
+        target = ASSIGNORS[assignor](members, partitions, racks)
         for member_id, assignment in target.items():
             if group.target_assignment.get(member_id) != assignment:
                 group.target_assignment[member_id] = assignment

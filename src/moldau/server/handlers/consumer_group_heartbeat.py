@@ -34,12 +34,19 @@ class ImageTopics(Mapping[str, TopicMetadata]):
 
     def __init__(self, image: MetadataImage) -> None:
         self._topics = image.topics
+        self._racks = {b.broker_id: b.rack for b in image.brokers.values() if b.rack}
 
     def __getitem__(self, name: str) -> TopicMetadata:
         t = self._topics[name]
         if t.is_internal:
             raise KeyError(name)
-        return TopicMetadata(t.topic_id, name, len(t.partitions))
+        racks: tuple[frozenset[str], ...] = ()
+        if self._racks:  # replicas' racks only when brokers have them (broker.rack)
+            racks = tuple(
+                frozenset(r for b in p.replicas if (r := self._racks.get(b)))
+                for _, p in sorted(t.partitions.items())
+            )
+        return TopicMetadata(t.topic_id, name, len(t.partitions), racks)
 
     def __iter__(self) -> Iterator[str]:
         return (name for name, t in self._topics.items() if not t.is_internal)
