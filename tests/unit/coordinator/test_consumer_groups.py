@@ -125,6 +125,31 @@ def test_the_groups_own_session_timeout_and_heartbeat_interval_win() -> None:
     assert "a" not in c.consumer_groups["g"].members
 
 
+class CountingTopics(dict[str, TopicMetadata]):
+    """A topics view that counts full scans (what a regex evaluation does)."""
+
+    scans = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        CountingTopics.scans += 1
+        return super().__iter__()
+
+
+def test_a_regex_is_evaluated_once_per_view_of_the_topics() -> None:
+    c = GroupCoordinator(CONFIG)
+    view = CountingTopics(TOPICS)
+    CountingTopics.scans = 0
+    r = hb(c, "a", 0, topics=view, subscribed_topic_regex="f.*")
+    for now in (1, 2, 3):
+        hb(c, "a", r.member_epoch, now=now, topics=view)
+    hb(c, "b", 0, topics=view, subscribed_topic_regex="f.*")
+    assert CountingTopics.scans == 1
+    grown = CountingTopics({**TOPICS, "fizz": TopicMetadata(b"\x03" * 16, "fizz", 2)})
+    hb(c, "a", r.member_epoch, now=4, topics=grown)
+    assert CountingTopics.scans == 2
+    assert "fizz" in c.consumer_groups["g"].subscription_metadata
+
+
 def test_static_member_leave_and_rejoin_keeps_assignment() -> None:
     c = GroupCoordinator(CONFIG)
     hb(c, "a", 0, instance_id="i1")

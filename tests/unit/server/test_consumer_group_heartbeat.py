@@ -40,3 +40,11 @@ def test_partitions_carry_their_replicas_racks() -> None:
 
 def test_without_broker_racks_there_are_none_to_compute() -> None:
     assert ImageTopics(image({1: None, 2: None, 3: None}))["t"].partition_racks == ()
+
+
+def test_one_view_per_image_topics_so_regex_matches_are_cached() -> None:
+    first = image({1: "a", 2: "b", 3: "c"})
+    view = ImageTopics.of(first)
+    assert ImageTopics.of(first) is view
+    grown = first.apply([TopicRecord(name="u", topic_id=b"\x08" * 16)])
+    assert ImageTopics.of(grown) is not view and "u" in ImageTopics.of(grown)

@@ -34,7 +34,8 @@ from .reconciliation import MemberAssignment, MemberState, reconcile
 from .timers import Timers
 
 TopicsView = Mapping[str, TopicMetadata]
-"""The topics of the metadata image the coordinator sees, by name."""
+"""The topics of the metadata image the coordinator sees, by name. A snapshot: a new
+view object when topics change (regex matches are cached per view)."""
 GroupOverrides = Mapping[str, str]
 """A group's own configs (Kafka's GroupConfig), by name."""
 NO_OVERRIDES: GroupOverrides = MappingProxyType({})
@@ -91,6 +92,8 @@ class ConsumerGroupManager:
         self._ops = ops
         self.timers = timers
         self._ids = ids
+        self._regex_view: TopicsView | None = None
+        self._regex_matches: dict[str, frozenset[str]] = {}
 
     def _new_member_id(self) -> str:
         """Kafka's Uuid.toString: the UUID's 16 bytes in URL-safe base64, unpadded."""
@@ -321,12 +324,32 @@ class ConsumerGroupManager:
             self.timers.cancel(key)
         return group.members[member.member_id]
 
+    def _topics_of(self, member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
+        """The member's explicit topics plus those its regex matches in full (RE2/J's
+        ``matches``); internal topics are never matched. A regex is evaluated once per
+        view of the topics, so again only when topics are created or deleted, not at
+        every heartbeat of every member."""
+        names = set(member.subscribed_topic_names)
+        regex = member.subscribed_topic_regex
+        if regex:
+            if topics is not self._regex_view:
+                self._regex_view, self._regex_matches = topics, {}
+            matched = self._regex_matches.get(regex)
+            if matched is None:
+                pattern = re.compile(regex)
+                matched = frozenset(
+                    n for n in topics if not n.startswith("__") and pattern.fullmatch(n)
+                )
+                self._regex_matches[regex] = matched
+            names.update(matched)
+        return names
+
     def _subscription_metadata(
         self, group: ConsumerGroup, topics: TopicsView
     ) -> dict[str, TopicMetadata]:
         names = set()
         for m in group.members.values():
-            names.update(_topics_of(m, topics))
+            names.update(self._topics_of(m, topics))
         return {n: topics[n] for n in sorted(names) if n in topics}
 
     def _compute_target_assignment(self, group: ConsumerGroup, topics: TopicsView) -> None:
@@ -337,7 +360,7 @@ class ConsumerGroupManager:
             AssignmentMember(
                 m.member_id,
                 m.instance_id,
-                frozenset(topics[n].topic_id for n in _topics_of(m, topics) if n in topics),
+                frozenset(topics[n].topic_id for n in self._topics_of(m, topics) if n in topics),
                 group.target_assignment.get(m.member_id, {}),
                 m.rack_id,
             )
@@ -439,16 +462,6 @@ class ConsumerGroupManager:
 
 def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
     return (m.subscribed_topic_names, m.subscribed_topic_regex, m.server_assignor)
-
-
-def _topics_of(member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
-    """The member's explicit topics plus those its regex matches in full (RE2/J's
-    ``matches``); internal topics are never matched."""
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        pattern = re.compile(member.subscribed_topic_regex)
-        names.update(n for n in topics if not n.startswith("__") and pattern.fullmatch(n))
-    return names
 
 
 def _int(overrides: GroupOverrides, name: str, default: int) -> int:
