@@ -25,7 +25,7 @@ The machine is shared: every result carries the load average before and after it
 serves the consume). Nothing is asserted; results go to
 ``benchmarks/results/request_rate-<label>-<UTC time>.json``.
 
-    python -m benchmarks.request_rate [--label before] [--quick] [--only cluster|single|pacing]
+    python -m benchmarks.request_rate [--label before] [--quick] [--only cluster,single,pacing]
 """
 
 from __future__ import annotations
@@ -306,7 +306,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="per offered rate")
     parser.add_argument("--records", type=int, default=2_000_000, help="single-node case")
     parser.add_argument("--repeat", type=int, default=2, help="single-node runs per broker")
-    parser.add_argument("--only", choices=("cluster", "single", "pacing"))
+    parser.add_argument(
+        "--only",
+        type=lambda s: s.split(","),
+        help="cases, comma-separated: cluster,single,pacing",
+    )
     parser.add_argument("--profile", choices=("cluster", "single"))
     parser.add_argument("--label", default="run", help="names the result (e.g. before/after)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
@@ -315,15 +319,46 @@ def main() -> None:
         args.rates, args.seconds, args.records, args.repeat = [500], 2.0, 50_000, 1
     tool = rdkafka_performance()
     results: dict[str, Any] = {"load_start": load()}
-    if args.only in (None, "cluster"):
+    if not args.only or "cluster" in args.only:
         results["cluster"] = run_cluster(tool, args)
-    if args.only in (None, "single"):
+    if not args.only or "single" in args.only:
         results["single"] = run_single(tool, args)
-    if args.only in (None, "pacing"):
+    if not args.only or "pacing" in args.only:
         results["pacing"] = run_pacing(tool, args)
     results["load_end"] = load()
     path = write_result(f"request_rate-{args.label}", args, results)
     print(path)
+    if "cluster" in results and "pacing" in results:
+        plot(results, path.with_suffix(".svg"))
+        print(path.with_suffix(".svg"))
+
+
+def plot(results: dict, path: Path) -> None:
+    """Delivery latency (p50, p99) and achieved rate against the offered rate: the
+    Moldau cluster and the same load against noida-db."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (latency, achieved) = plt.subplots(1, 2, figsize=(12, 4.5))
+    sides = [("Moldau, 3 nodes RF=3", results["cluster"]), ("noida-db, 1 node", results["pacing"])]
+    for name, runs in sides:
+        x = [r["offered_msgs_s"] for r in runs]
+        for key, style in (("p50_ms", "o-"), ("p99_ms", "s--")):
+            latency.plot(x, [r.get(key) for r in runs], style, label=f"{name} {key[:3]}")
+        achieved.plot(x, [r["achieved_msgs_s"] for r in runs], "o-", label=name)
+    achieved.plot(x, x, ":", color="grey", label="offered")
+    latency.set(xscale="log", yscale="log", xlabel="offered msg/s", ylabel="delivery latency (ms)")
+    achieved.set(xscale="log", yscale="log", xlabel="offered msg/s", ylabel="achieved msg/s")
+    loads = f"load average {results['load_start'][0]} to {results['load_end'][0]} on 2 cores"
+    fig.suptitle(f"acks=all, linger.ms=0, 100 B, rdkafka_performance ({loads})")
+    for ax in (latency, achieved):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

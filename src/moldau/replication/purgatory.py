@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
 
-from moldau.clock import Scheduler
+from moldau.clock import Scheduler, TimerHandle
 from moldau.stats.timing import parked
 
 
@@ -27,7 +26,7 @@ class _Watch:
     def __init__(self, keys: list[Hashable], check: Callable[[bool], bool]) -> None:
         self.keys = keys
         self.check = check
-        self.timer: Any = None
+        self.timer: TimerHandle | None = None
         self.done = False
 
 
@@ -78,7 +77,8 @@ class Purgatory:
 
     def _finish(self, op: _Watch) -> None:
         op.done = True
-        op.timer.cancel()
+        if op.timer is not None:
+            op.timer.cancel()
         for key in op.keys:
             watchers = self._watchers.get(key)
             if watchers is not None:
