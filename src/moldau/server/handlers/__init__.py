@@ -28,6 +28,7 @@ from moldau.server.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -47,6 +48,7 @@ from moldau.server.handlers import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leave_group,
     list_groups,
@@ -59,6 +61,7 @@ from moldau.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    read_share_group_state,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -68,6 +71,7 @@ from moldau.server.handlers import (
     sync_group,
     txn_offset_commit,
     update_features,
+    write_share_group_state,
     write_txn_markers,
 )
 
@@ -127,6 +131,10 @@ _MODULES: list[ModuleType] = [
     share_group_describe,
     share_fetch,
     share_acknowledge,
+    initialize_share_group_state,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
     consumer_group_heartbeat,
     consumer_group_describe,
 ]
