@@ -88,6 +88,12 @@ class StateStore(Protocol):
 
     async def write(self, key: ShareKey, data: WriteState) -> ErrorCode: ...
 
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """Start over at ``start_offset`` in a new state epoch (AlterShareGroupOffsets)."""
+
+    async def delete(self, key: ShareKey) -> ErrorCode:
+        """Forget the state (DeleteShareGroupOffsets, a deleted group)."""
+
 
 @dataclass(slots=True)
 class _Durable:
@@ -330,6 +336,12 @@ class ShareGroupService:
         if sp is not None:
             sp.reset(start_offset)
             self.persist_later(key)
+
+    def evict(self, group_id: str) -> None:
+        """Drop this node's share-partitions of a group from memory: they are read again
+        from the share coordinator on next use (after AlterShareGroupOffsets)."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Give back what a member holds everywhere (it left, or its session closed)."""

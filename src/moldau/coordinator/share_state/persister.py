@@ -21,13 +21,12 @@ from moldau.coordinator.share_state.service import SHARE_STATE_TOPIC, ShareCoord
 from moldau.coordinator.share_state.shard import ShareGroupOffset, ShareKey, StateBatch, WriteState
 from moldau.coordinator.txn.routing import LeaderRouter
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages import delete_share_group_state_request as dq
+from moldau.protocol.messages import initialize_share_group_state_request as iq
 from moldau.protocol.messages import read_share_group_state_request as rq
 from moldau.protocol.messages import write_share_group_state_request as wq
 from moldau.protocol.messages.read_share_group_state_response import (
     ReadShareGroupStateResponse,
-)
-from moldau.protocol.messages.write_share_group_state_response import (
-    WriteShareGroupStateResponse,
 )
 
 log = logging.getLogger(__name__)
@@ -101,12 +100,42 @@ class ShareStatePersister:
                 group_id=group_id, topics=[wq.WriteStateData(topic_id, [part])]
             ), 0
 
-        def answer(response: WriteShareGroupStateResponse) -> ErrorCode:
-            codes = [p.error_code for r in response.results for p in r.partitions]
-            return ErrorCode(codes[0]) if codes else ErrorCode.UNKNOWN_SERVER_ERROR
+        return await self._call(
+            key, lambda: self.service.write(key, data), request, _first_error, lambda code: code
+        )
+
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """InitializeShareGroupState: start over at ``start_offset`` in ``state_epoch``
+        (AlterShareGroupOffsets); the leader's next write of the old epoch is fenced, and
+        it reads the new state."""
+        group_id, topic_id, partition = key
+
+        def request() -> tuple[Any, int]:
+            part = iq.PartitionData(partition, state_epoch, start_offset)
+            return iq.InitializeShareGroupStateRequest(
+                group_id=group_id, topics=[iq.InitializeStateData(topic_id, [part])]
+            ), 0
 
         return await self._call(
-            key, lambda: self.service.write(key, data), request, answer, lambda code: code
+            key,
+            lambda: self.service.initialize(key, state_epoch, start_offset),
+            request,
+            _first_error,
+            lambda code: code,
+        )
+
+    async def delete(self, key: ShareKey) -> ErrorCode:
+        """DeleteShareGroupState: forget the share-partition's state."""
+        group_id, topic_id, partition = key
+
+        def request() -> tuple[Any, int]:
+            part = dq.PartitionData(partition)
+            return dq.DeleteShareGroupStateRequest(
+                group_id=group_id, topics=[dq.DeleteStateData(topic_id, [part])]
+            ), 0
+
+        return await self._call(
+            key, lambda: self.service.delete(key), request, _first_error, lambda code: code
         )
 
     async def _call(
@@ -147,6 +176,12 @@ class ShareStatePersister:
             if self.clock.now_ms() >= deadline:
                 return failed(error)
             await asyncio.sleep(RETRY_BACKOFF_S)
+
+
+def _first_error(response: Any) -> ErrorCode:
+    """The error of the one partition a Write/Initialize/Delete response answers."""
+    codes = [p.error_code for r in response.results for p in r.partitions]
+    return ErrorCode(codes[0]) if codes else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _code(result: Any) -> ErrorCode:
