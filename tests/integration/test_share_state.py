@@ -1,6 +1,7 @@
 """Durable share state (KIP-932's share coordinator and ``__share_group_state``): what a
 share group acknowledged survives a kill -9 of its broker, and what it did not is
-delivered again, with confluent-kafka's ShareConsumer against a real broker process."""
+delivered again, with confluent-kafka's ShareConsumer against a real broker process; the
+group's membership survives too (``__consumer_offsets``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import AcknowledgeType, Message
 
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from moldau.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+from moldau.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from moldau.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from moldau.testing import BrokerProcess
-from tests.integration.helpers import wait_until
+from tests.integration.helpers import RawClient, create_topic, wait_until
 from tests.integration.test_share_groups import poll, setup, share_consumer
 
 EXPLICIT = {"share.acknowledgement.mode": "explicit"}
@@ -73,3 +79,59 @@ def test_after_kill_9_only_the_unacknowledged_records_are_delivered_again(
             third.close()
     finally:
         first.close()
+
+
+def _heartbeat(
+    broker: BrokerProcess, request: ShareGroupHeartbeatRequest
+) -> ShareGroupHeartbeatResponse:
+    """One ShareGroupHeartbeat, after FindCoordinator (which creates __consumer_offsets)
+    as a client does, retried while the coordinator loads after a start."""
+    answer: list[ShareGroupHeartbeatResponse] = []
+
+    def send() -> bool:
+        with RawClient(broker.bootstrap) as raw:
+            raw.request(FindCoordinatorRequest(coordinator_keys=[request.group_id]), 4)
+            response = raw.request(request, 1)
+        retriable = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if response.error_code in retriable:
+            return False
+        answer.append(response)
+        return True
+
+    wait_until(send, "an answer from the group coordinator")
+    return answer[0]
+
+
+def test_a_share_group_survives_kill_9_of_its_coordinator(
+    broker: BrokerProcess, topic: str
+) -> None:
+    group = f"{topic}-g"
+    create_topic(broker.bootstrap_servers, topic, partitions=2)
+
+    def beat(member: str, epoch: int, topics: list[str] | None = None) -> int:
+        request = ShareGroupHeartbeatRequest(group, member, epoch, None, topics)
+        response = _heartbeat(broker, request)
+        assert response.error_code == ErrorCode.NONE, response
+        return response.member_epoch
+
+    beat("m1", 0, [topic])
+    beat("m2", 0, [topic])
+    beat("m3", 0, [topic])
+    beat("m3", -1)  # left: not restored
+    epoch = beat("m1", 1)  # catches up with the group epoch
+    broker.kill()
+    broker.start()
+    # m1 goes on with the epoch it had: the coordinator knows it (no UNKNOWN_MEMBER_ID)
+    # and hands it the assignment of a new epoch.
+    after = _heartbeat(broker, ShareGroupHeartbeatRequest(group, "m1", epoch))
+    assert after.error_code == ErrorCode.NONE, after
+    assert after.member_epoch > epoch
+    assert after.assignment is not None and after.assignment.topic_partitions
+    with RawClient(broker.bootstrap) as raw:
+        [described] = raw.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
+    assert described.error_code == 0
+    assert described.group_epoch == after.member_epoch
+    assert {m.member_id: m.subscribed_topic_names for m in described.members} == {
+        "m1": [topic],
+        "m2": [topic],
+    }

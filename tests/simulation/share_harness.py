@@ -143,7 +143,7 @@ class ShareSimulation:
         self.at(self.rng.randrange(10, 300), lambda: self._fetch(c, inc))
 
     def _heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
-        return self.service.heartbeat(hb, lambda topics: {TOPIC: (b"t-id", 1)})
+        return at_once(self.service.heartbeat(hb, lambda topics: {TOPIC: (b"t-id", 1)}))
 
     def _beat(self, c: SimConsumer, inc: int) -> None:
         if not self._alive(c, inc):

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from moldau.clock import AsyncioScheduler
 from moldau.config.broker import BrokerConfig, Listener
 from moldau.config.topic import LogConfig
+from moldau.coordinator.effects import CoordinatorRecord, Effects
 from moldau.coordinator.group.config import GroupConfig
+from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.service import GroupCoordinatorService
 from moldau.coordinator.share.service import TICK_MS, ShareGroupService, ShareSettings
 from moldau.coordinator.share_state.persister import ShareStatePersister
@@ -112,6 +114,7 @@ class Broker:
             self._ensure_share_state_topic,
         )
         self.shares, self.share_sessions = self._share_groups(), ShareSessionCache()
+        self.groups.runtime.on_loaded = self._share_groups_loaded
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -327,6 +330,28 @@ class Broker:
             self.replica_manager.purgatory.notify,
             lambda group_id: self.publisher.image.group_configs.get(group_id, {}),
             ShareStatePersister(self.share_state, router, self.clock),
+            self._write_share_group,
+        )
+
+    async def _write_share_group(
+        self, group_id: str, records: list[CoordinatorRecord]
+    ) -> ErrorCode:
+        """Share-group membership records, to the group's ``__consumer_offsets`` partition."""
+        try:
+            await self.groups.runtime.write(
+                self.groups.partition_for(group_id),
+                lambda shard: (None, Effects(records=records)),
+                [group_id],
+            )
+        except KafkaError as e:
+            return e.code
+        return ErrorCode.NONE
+
+    def _share_groups_loaded(self, partition: int, shard: GroupCoordinator) -> None:
+        """A ``__consumer_offsets`` partition loaded: its share groups come back."""
+        records, shard.loaded_share_group_records = shard.loaded_share_group_records, []
+        self.shares.load_groups(
+            records, lambda group_id: self.groups.partition_for(group_id) == partition
         )
 
     async def _ensure_share_state_topic(self) -> None:

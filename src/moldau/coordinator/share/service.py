@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.clock import Clock
+from moldau.coordinator.effects import CoordinatorRecord
+from moldau.coordinator.share import group_records
 from moldau.coordinator.share.group import (
     Heartbeat,
     HeartbeatResult,
@@ -105,6 +107,7 @@ class _Durable:
 
 
 PartitionKey = tuple[str, str, int]  # group id, topic name, partition
+GroupWriter = Callable[[str, list[CoordinatorRecord]], Awaitable[ErrorCode]]
 
 
 def wake_key(group_id: str, topic: str, partition: int) -> Hashable:
@@ -121,6 +124,7 @@ class ShareGroupService:
         notify: Callable[[Hashable], None],
         group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {},
         store: StateStore | None = None,
+        write_group: GroupWriter | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -128,6 +132,7 @@ class ShareGroupService:
         self.group_configs = group_configs
         self.coordinator = ShareGroupCoordinator(ids, settings.max_size)
         self.store = store
+        self.write_group = write_group  # membership records to __consumer_offsets
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self._durable: dict[PartitionKey, _Durable] = {}  # a recreated topic starts over
         self._loading: dict[PartitionKey, asyncio.Future[ErrorCode]] = {}
@@ -157,13 +162,36 @@ class ShareGroupService:
         return self.group_configs(group_id).get("share.auto.offset.reset", LATEST)
 
     # -- membership ----------------------------------------------------------------
-    def heartbeat(
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(
+            group_id, "share.session.timeout.ms", self.settings.session_timeout_ms
+        )
+
+    async def heartbeat(
         self, hb: Heartbeat, topics: Callable[[Iterable[str]], Mapping[str, tuple[bytes, int]]]
     ) -> HeartbeatResult:
-        session = self._group_int(
-            hb.group_id, "share.session.timeout.ms", self.settings.session_timeout_ms
+        """One heartbeat; answered once the membership it changed is written."""
+        before = group_records.view(self.coordinator.groups.get(hb.group_id))
+        result = self.coordinator.heartbeat(
+            hb, self.clock.now_ms(), self.session_timeout_ms(hb.group_id), topics
         )
-        return self.coordinator.heartbeat(hb, self.clock.now_ms(), session, topics)
+        after = group_records.view(self.coordinator.groups.get(hb.group_id))
+        records = group_records.changes(hb.group_id, before, after)
+        if records and self.write_group is not None:
+            error = await self.write_group(hb.group_id, records)
+            if error:
+                return HeartbeatResult(error, result.member_id)
+        return result
+
+    def load_groups(
+        self, records: Iterable[tuple[bytes, bytes | None]], owned: Callable[[str], bool]
+    ) -> None:
+        """This node now coordinates the groups for which ``owned`` holds: they are the
+        ones in ``records`` (their ``__consumer_offsets`` records, oldest first)."""
+        groups = self.coordinator.groups
+        for group_id in [g for g in groups if owned(g)]:
+            del groups[group_id]
+        groups.update(group_records.restore(records, self.clock.now_ms(), self.session_timeout_ms))
 
     # -- share-partitions ----------------------------------------------------------
     async def share_partition(
@@ -259,6 +287,12 @@ class ShareGroupService:
                 self._spawn(self._flush(key))
         return await asyncio.shield(pending)
 
+    async def _write_group_quietly(self, group_id: str, records: list[CoordinatorRecord]) -> None:
+        assert self.write_group is not None
+        error = await self.write_group(group_id, records)
+        if error:
+            log.info("writing share group %s's membership failed: %s", group_id, error.name)
+
     def persist_later(self, key: PartitionKey) -> None:
         """Write without waiting (lock expiry, a member leaving): failures are logged."""
         if self.store is not None:
@@ -351,10 +385,21 @@ class ShareGroupService:
                 self.persist_later(key)
 
     def tick(self) -> None:
-        """Remove members past their session timeout, release expired locks."""
+        """Remove members past their session timeout (and write that), release expired
+        locks."""
         now = self.clock.now_ms()
+        expiring = {
+            g.group_id: group_records.view(g)
+            for g in self.coordinator.groups.values()
+            if any(m.deadline_ms <= now for m in g.members.values())
+        }
         for group_id, member_id in self.coordinator.expire(now):
             self.release_member(group_id, member_id)
+        for group_id, before in expiring.items():
+            after = group_records.view(self.coordinator.groups.get(group_id))
+            records = group_records.changes(group_id, before, after)
+            if records and self.write_group is not None:
+                self._spawn(self._write_group_quietly(group_id, records))
         for key, sp in list(self.partitions.items()):
             deadline = sp.next_deadline_ms()
             if deadline is not None and deadline <= now and sp.expire_locks(now):
