@@ -6,23 +6,30 @@ group's membership survives too (``__consumer_offsets``)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Message
 
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages import delete_share_group_state_request as dq
+from moldau.protocol.messages import initialize_share_group_state_request as iq
+from moldau.protocol.messages import read_share_group_state_request as rq
+from moldau.protocol.messages import read_share_group_state_summary_request as sq
+from moldau.protocol.messages import write_share_group_state_request as wq
+from moldau.protocol.messages.api_versions_request import ApiVersionsRequest
 from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from moldau.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from moldau.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from moldau.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from moldau.testing import BrokerProcess
-from tests.integration.helpers import RawClient, create_topic, wait_until
+from tests.integration.helpers import RawClient, create_topic, metadata_request, wait_until
 from tests.integration.test_share_groups import poll, setup, share_consumer
 
 EXPLICIT = {"share.acknowledgement.mode": "explicit"}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with BrokerProcess(
         tmp_path_factory.mktemp("share-state"),
@@ -135,3 +142,74 @@ def test_a_share_group_survives_kill_9_of_its_coordinator(
         "m1": [topic],
         "m2": [topic],
     }
+
+
+def test_the_share_state_apis_answer_as_kafkas_share_coordinator(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """Initialize/Read/Write/Delete ShareGroupState and the summary, on the wire."""
+    create_topic(broker.bootstrap_servers, topic, partitions=1)
+    group = f"{topic}-g"
+    with RawClient(broker.bootstrap) as raw:
+        served = {k.api_key for k in raw.request(ApiVersionsRequest(), 3).api_keys}
+        assert {83, 84, 85, 86, 87} <= served
+        [meta] = raw.request(metadata_request([topic]), 12).topics
+        tid = meta.topic_id
+
+        def read() -> tuple[int, int, int, list[tuple[int, int, int, int]]]:
+            request = rq.ReadShareGroupStateRequest(
+                group, [rq.ReadStateData(tid, [rq.PartitionData(0, -1)])]
+            )
+            [result] = raw.request(request, 0).results[0].partitions
+            batches = [
+                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                for b in result.state_batches
+            ]
+            return result.error_code, result.start_offset, result.state_epoch, batches
+
+        def first_error(response: Any) -> int:
+            code: int = response.results[0].partitions[0].error_code
+            return code
+
+        def until_served(request: Any) -> int:
+            """The first request creates __share_group_state: retried while it loads."""
+            codes: list[int] = []
+            loading = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+
+            def served() -> bool:
+                codes.append(first_error(raw.request(request, 0)))
+                return codes[-1] not in loading
+
+            wait_until(served, "the share coordinator")
+            return codes[-1]
+
+        initialize = iq.InitializeShareGroupStateRequest(
+            group, [iq.InitializeStateData(tid, [iq.PartitionData(0, 1, 5)])]
+        )
+        # The first request creates __share_group_state; it answers once loaded.
+        assert until_served(initialize) == ErrorCode.NONE
+        assert read() == (ErrorCode.NONE, 5, 1, [])
+        batch = wq.StateBatch(5, 7, 2, 1)
+        write = wq.WriteShareGroupStateRequest(
+            group, [wq.WriteStateData(tid, [wq.PartitionData(0, 1, 0, 5, [batch])])]
+        )
+        assert first_error(raw.request(write, 0)) == ErrorCode.NONE
+        assert read() == (ErrorCode.NONE, 5, 1, [(5, 7, 2, 1)])
+        stale = wq.WriteShareGroupStateRequest(
+            group, [wq.WriteStateData(tid, [wq.PartitionData(0, 0, 0, 9, [])])]
+        )
+        assert first_error(raw.request(stale, 0)) == ErrorCode.FENCED_STATE_EPOCH
+        summary = sq.ReadShareGroupStateSummaryRequest(
+            group, [sq.ReadStateSummaryData(tid, [sq.PartitionData(0, -1)])]
+        )
+        [result] = raw.request(summary, 0).results[0].partitions
+        assert (result.error_code, result.start_offset, result.state_epoch) == (0, 5, 1)
+        unknown = iq.InitializeShareGroupStateRequest(
+            group, [iq.InitializeStateData(b"x" * 16, [iq.PartitionData(0, 1, 0)])]
+        )
+        assert first_error(raw.request(unknown, 0)) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        delete = dq.DeleteShareGroupStateRequest(
+            group, [dq.DeleteStateData(tid, [dq.PartitionData(0)])]
+        )
+        assert first_error(raw.request(delete, 0)) == ErrorCode.NONE
+        assert read() == (ErrorCode.NONE, -1, 0, [])

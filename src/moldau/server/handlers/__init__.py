@@ -62,6 +62,7 @@ from moldau.server.handlers import (
     offset_for_leader_epoch,
     produce,
     read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -135,6 +136,7 @@ _MODULES: list[ModuleType] = [
     read_share_group_state,
     write_share_group_state,
     delete_share_group_state,
+    read_share_group_state_summary,
     consumer_group_heartbeat,
     consumer_group_describe,
 ]
