@@ -107,6 +107,13 @@ class _Durable:
 
 
 PartitionKey = tuple[str, str, int]  # group id, topic name, partition
+# What a share fetch answers when its share-partition's state cannot be read (Kafka's
+# SharePartition initialisation): a deposed leader tells the client to look again.
+_READ_ERRORS = {
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
 GroupWriter = Callable[[str, list[CoordinatorRecord]], Awaitable[ErrorCode]]
 
 
@@ -268,7 +275,7 @@ class ShareGroupService:
         error, state = await self.store.read((group_id, topic_id, key[2]), leader_epoch)
         if error:
             log.info("reading the state of share-partition %s failed: %s", key, error.name)
-            return error
+            return _READ_ERRORS.get(error, error)
         start = reset if state.start_offset == UNINITIALIZED else state.start_offset
         batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
         self.partitions[key] = SharePartition.restore(start, batches, self.limits(group_id))

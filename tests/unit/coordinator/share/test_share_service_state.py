@@ -114,3 +114,13 @@ def test_a_new_leader_epoch_reads_again_and_evict_forgets() -> None:
         assert KEY not in service.partitions
 
     asyncio.run(run())
+
+
+def test_a_deposed_leader_is_told_to_look_again() -> None:
+    async def run() -> None:
+        store = ShardStore()
+        store.shard.write(("g", TOPIC_ID, 0), WriteState(0, 7, 0, ()))  # leader epoch 7
+        error, sp = await _service(store).share_partition("g", "t", 0, 0, 10, TOPIC_ID, 6)
+        assert (error, sp) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+
+    asyncio.run(run())
