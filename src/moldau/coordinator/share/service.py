@@ -237,6 +237,9 @@ class ShareGroupService:
         self._loading[key] = done
         try:
             error = await self._load(key, topic_id, leader_epoch, log_start, high_watermark)
+        except Exception:
+            log.exception("loading share-partition %s failed", key)
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
         finally:
             del self._loading[key]
         done.set_result(error)
@@ -314,7 +317,10 @@ class ShareGroupService:
         task.add_done_callback(self._tasks.discard)
 
     async def _flush(self, key: PartitionKey) -> None:
-        """Write a share-partition's state until no change is waiting; one at a time."""
+        """Write a share-partition's state until no change is waiting; one at a time.
+        Each write carries the whole in-flight window from the start offset, so the
+        latest ShareUpdate alone (all a compacted ``__share_group_state`` keeps of the
+        updates) restores the share-partition."""
         assert self.store is not None
         self._writing.add(key)
         try:
@@ -329,7 +335,11 @@ class ShareGroupService:
                     sp.start_offset,
                     tuple(StateBatch(*b) for b in sp.state_batches()),
                 )
-                error = await self.store.write((key[0], durable.topic_id, key[2]), data)
+                try:
+                    error = await self.store.write((key[0], durable.topic_id, key[2]), data)
+                except Exception:
+                    log.exception("writing share-partition %s failed", key)
+                    error = ErrorCode.UNKNOWN_SERVER_ERROR
                 if error and self.partitions.get(key) is sp:
                     log.warning(
                         "writing the state of share-partition %s failed (%s): it is read "
