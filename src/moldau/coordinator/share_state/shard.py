@@ -16,7 +16,6 @@ runtime writes the records and replays them through :class:`ShareStateLoader` on
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -137,7 +136,7 @@ class ShareCoordinatorShard:
         return dict(self.states), dict(self.updates)
 
     def restore(self, snapshot: Any, /) -> None:
-        self.states, self.updates = copy.copy(snapshot[0]), copy.copy(snapshot[1])
+        self.states, self.updates = dict(snapshot[0]), dict(snapshot[1])
 
     # -- reading -------------------------------------------------------------------
     def read(self, key: ShareKey, leader_epoch: int) -> tuple[ErrorCode, ShareGroupOffset]:
