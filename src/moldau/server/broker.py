@@ -107,14 +107,7 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
-        self.share_state = ShareCoordinatorService(
-            ShareCoordinatorConfig.from_config(config),
-            self.replica_manager,
-            self.scheduler,
-            self._ensure_share_state_topic,
-        )
         self.shares, self.share_sessions = self._share_groups(), ShareSessionCache()
-        self.groups.runtime.on_loaded = self._share_groups_loaded
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -300,8 +293,16 @@ class Broker:
 
     def _share_groups(self) -> ShareGroupService:
         """Share groups (KIP-932): fetches waiting for records wake through the purgatory;
-        share-partition state is durable through the share coordinators."""
+        share-partition state is durable through the share coordinators; a share group's
+        membership comes back when its ``__consumer_offsets`` partition loads."""
         c = self.config
+        self.share_state = ShareCoordinatorService(
+            ShareCoordinatorConfig.from_config(c),
+            self.replica_manager,
+            self.scheduler,
+            self._ensure_share_state_topic,
+        )
+        self.groups.runtime.on_loaded = self._share_groups_loaded
         self.share_network = NetworkClient(
             f"moldau-share-{self.node_id}",
             security=ClientSecurity.inter_broker(c) if c.get("controller.quorum.voters") else None,
