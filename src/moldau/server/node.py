@@ -24,7 +24,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from moldau.clock import AsyncioScheduler
 from moldau.config.broker import BrokerConfig, ConfigError, Listener
@@ -32,6 +32,8 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.security import ScramCredential
 from moldau.protocol.client import Address, NetworkClient
+from moldau.raft.config import MetadataLogConfig, QuorumConfig, VoterAddress
+from moldau.raft.driver import RaftManager
 from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.listeners import listener_security
@@ -46,9 +48,6 @@ from moldau.server.node_to_controller import (
 )
 from moldau.storage.log_dir_lock import LogDirLocks
 from moldau.storage.meta_properties import ensure_formatted
-
-if TYPE_CHECKING:
-    from moldau.raft.driver import RaftManager
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +148,6 @@ class Node:
         """The metadata log replica, and the controller and broker that follow it. A single
         node is a quorum of one: it votes for itself at once, nobody connects to it (no
         controller listener), and its broker calls its controller in-process."""
-        from moldau.raft.config import MetadataLogConfig, QuorumConfig, VoterAddress
-        from moldau.raft.driver import RaftManager
-
         c = self.config
         config = QuorumConfig.from_props(c.props)
         if not self.kraft:
