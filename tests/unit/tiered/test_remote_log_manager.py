@@ -12,11 +12,12 @@ import pytest
 
 from moldau.clock import ManualClock
 from moldau.config.topic import LogConfig
-from moldau.protocol.errors import OffsetMovedToTieredStorageError
+from moldau.protocol.errors import ErrorCode, OffsetMovedToTieredStorageError
 from moldau.records.batch import scan_batches
 from moldau.records.control import build_marker_batch
 from moldau.records.record import Record, build_batch, decode_records
 from moldau.replication.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from moldau.replication.replica_manager import remote_error
 from moldau.storage.remote.file_storage import FileRemoteStorageManager
 from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
 from moldau.storage.remote.metadata_records import deserialize
@@ -173,6 +174,38 @@ def test_copies_then_local_retention_then_reads_from_offset_zero(env) -> None:
         # ListOffsets by timestamp finds the record in the remote tier
         assert await rlm.offset_for_timestamp(TP, log, 1_003) == (3, 1_003)
         await rlm.close()
+
+    asyncio.run(main())
+
+
+def test_a_restarted_leader_answers_retriably_until_its_remote_metadata_is_loaded(env) -> None:
+    """A restarted broker reads the remote tier's metadata back from its topic before it
+    can serve it: meanwhile a read below the local log start is REPLICA_NOT_AVAILABLE
+    (clients retry), never OFFSET_OUT_OF_RANGE (a consumer would skip the remote tier)."""
+    clock, rsm, metadata, log, _ = env
+    config = RemoteLogManagerConfig(thread_pool_size=2, reader_threads=2, index_cache_bytes=4096)
+
+    async def main() -> None:
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        values = produce(log, 60)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        await settle(rlm, clock)
+        assert log.enforce_retention(hw) > 0
+        await rlm.close()
+
+        restarted = MetadataTopic()
+        restarted.partitions = metadata.partitions
+        rlm2 = RemoteLogManager(1, config, rsm, restarted.manager, clock)
+        rlm2.on_leader(TP, log, 1, lambda: hw)
+        with pytest.raises(RemoteStorageError) as loading:
+            await rlm2.read(TP, log, 0, 300, max_offset=hw, min_one_batch=True, committed=False)
+        assert remote_error(loading.value, "reading") == ErrorCode.REPLICA_NOT_AVAILABLE
+        restarted.feed()  # loaded
+        assert await read_all(rlm2, log, committed=True) == values
+        assert remote_error(RemoteStorageError("down"), "reading") == ErrorCode.UNKNOWN_SERVER_ERROR
+        await rlm2.close()
 
     asyncio.run(main())
 
