@@ -79,8 +79,7 @@ class Broker:
     ) -> None:
         self.config, self.node_id = config, config.node_id
         self.scheduler, self.clock = scheduler, scheduler.clock
-        self.channel = channel
-        self.cluster_id = cluster_id
+        self.channel, self.cluster_id = channel, cluster_id
         self.inter_broker_listener = config.get("inter.broker.listener.name")
         self.dynamic_config = DynamicBrokerConfig(config)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
