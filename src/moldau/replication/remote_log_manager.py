@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from moldau.clock import Clock
-from moldau.config.broker import BrokerConfig
+from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from moldau.replication.tier_state_machine import build_remote_log_aux_state
 from moldau.stats.counters import RemoteStorageStats
@@ -127,7 +127,7 @@ class RemoteLogManagerConfig:
             strict=True,
         ):
             if size != -1 and size < 1:
-                raise ValueError(f"{key} must be -1 or at least 1, not {size}")
+                raise ConfigError(f"{key} must be -1 or at least 1, not {size}")
 
     @property
     def copier_threads(self) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from moldau.clock import ManualClock
+from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.config.topic import LogConfig
 from moldau.protocol.errors import OffsetMovedToTieredStorageError
 from moldau.records.batch import scan_batches
@@ -354,3 +355,14 @@ def test_concurrent_uploads_finish_in_offset_order_and_a_failed_one_is_cleaned(
         await rlm.close()
 
     asyncio.run(main())
+
+
+def test_copier_pool_size_falls_back_to_the_thread_pool_size() -> None:
+    def copiers(**props: str) -> int:
+        return RemoteLogManagerConfig.from_broker(BrokerConfig(props)).copier_threads
+
+    assert copiers() == 10
+    assert copiers(**{"remote.log.manager.thread.pool.size": "4"}) == 4
+    assert copiers(**{"remote.log.manager.copier.thread.pool.size": "3"}) == 3
+    with pytest.raises(ConfigError, match="copier.thread.pool.size must be -1 or at least 1"):
+        copiers(**{"remote.log.manager.copier.thread.pool.size": "0"})
