@@ -35,7 +35,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from moldau.testing.cluster import ClusterProcess
 from tests.registry.conftest import CONTENT_TYPE, free_port
 from tests.registry.test_durability import primary_node
-from tests.security.secure import Listeners, create_scram_users, standard_pki
+from tests.security.secure import PLAIN_JAAS, Listeners, create_scram_users, jaas, standard_pki
 
 PASSWORDS = {"alice": "alice-secret", "carol": "carol-secret", "admin": "admin-secret"}
 DEADLINE_S = 60.0
@@ -296,3 +296,50 @@ def test_writes_forwarded_over_https_with_the_callers_credentials(tmp_path: Path
         with pytest.raises(SchemaRegistryError) as refused:
             intruder.register_schema("forwarded-value", avro("Intruder"))
         assert refused.value.http_status_code == 401
+
+
+def test_in_server_registry_logs_in_over_sasl_ssl(tmp_path: Path) -> None:
+    """A broker whose only client listener is SASL_SSL: the registry's own client logs in
+    with `schema.registry.kafkastore.*` (PLAIN as carol), trusting the broker's CA from the
+    listener's ssl.truststore.*."""
+    certs = standard_pki(tmp_path / "pki")
+    ca = str(certs["pki"].ca_file)
+    users = {f"user_{u}": p for u, p in PASSWORDS.items()}
+    url = f"http://127.0.0.1:{free_port()}"
+    store = "schema.registry.kafkastore."
+    broker = Listeners(
+        tmp_path / "broker",
+        {"SECURE": "SASL_SSL"},
+        {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs["broker"].keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": ca,
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.secure.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS, username="admin", password=PASSWORDS["admin"], **users
+            ),
+            "schema.registry.listeners": url,
+            f"{store}security.protocol": "SASL_SSL",
+            f"{store}sasl.mechanism": "PLAIN",
+            f"{store}sasl.jaas.config": jaas(
+                PLAIN_JAAS, username="carol", password=PASSWORDS["carol"]
+            ),
+        },
+    )
+    broker.start()
+    try:
+        client = SchemaRegistryClient({"url": url})
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                schema_id = client.register_schema("over-sasl-value", avro("OverSasl"))
+                break
+            except Exception:  # not serving yet
+                assert time.monotonic() < deadline, broker.lines()
+                time.sleep(0.5)
+        got = client.get_schema(schema_id).schema_str
+        assert json.loads(got) == json.loads(avro("OverSasl").schema_str)
+    finally:
+        broker.close()

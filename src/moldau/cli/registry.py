@@ -66,6 +66,11 @@ def registry(
     `_schemas` topic. Several nodes on one cluster elect a primary; any takes requests."""
     try:  # web dependencies are an extra: load them only for this command
         from moldau.admin.preflight import Unreachable, client_security
+        from moldau.registry.kafkastore import (
+            KafkastoreConfigError,
+            client_properties,
+            split_properties,
+        )
         from moldau.registry.runner import RegistryNode
         from moldau.security.tls import TlsConfigError, client_context, server_context
     except ImportError as exc:
@@ -75,7 +80,13 @@ def registry(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    user = user_properties(properties, command_config)
+    # librdkafka's keys, or Confluent's registry's `kafkastore.*` (Kafka's Java client keys).
+    user, store = split_properties(user_properties(properties, command_config))
+    if store:
+        try:
+            user.update(client_properties(store.get))
+        except KafkastoreConfigError as exc:
+            fail(str(exc))
     check_reachable(bootstrap, user)
     tls_settings = parse_pairs(listener_properties, "--listener-property").get
     try:
