@@ -218,21 +218,28 @@ def test_authorizer_decides_on_subjects(secure: SecureRegistry) -> None:
     assert secure.call("/subjects/open-value/versions", "alice")[1]["error_code"] == 40401
 
 
-def test_standalone_registry_over_https(secure: SecureRegistry) -> None:
-    """`moldau registry --listener https://... -L ssl.*`: the same TLS settings as a broker
-    listener; it serves the cluster's schemas (this node has no authentication)."""
+def test_standalone_registry_over_https_with_a_users_file(
+    secure: SecureRegistry, tmp_path: Path
+) -> None:
+    """`moldau registry --listener https://... -L ssl.* --basic-auth-users FILE`: the same
+    TLS settings as a broker listener, basic authentication against the file's users; it
+    serves the cluster's schemas."""
     shared = secure.client("alice").register_schema("standalone-tls-value", avro("Alone"))
     url = f"https://127.0.0.1:{free_port()}"
     keystore = secure.certs["broker"].keystore
+    users = tmp_path / "users.properties"
+    users.write_text("# Jetty's format\ndave: dave-secret,admin\n")
     process = subprocess.Popen(
         [sys.executable, "-m", "moldau", "registry", "-b", secure.bootstrap, "--listener", url]
         + ["-L", "ssl.keystore.type=PEM", "-L", f"ssl.keystore.location={keystore}"]
-        + ["-L", "ssl.truststore.type=PEM", "-L", f"ssl.truststore.location={secure.ca}"],
+        + ["-L", "ssl.truststore.type=PEM", "-L", f"ssl.truststore.location={secure.ca}"]
+        + ["--basic-auth-users", str(users)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     try:
-        client = SchemaRegistryClient({"url": url, "ssl.ca.location": secure.ca})
+        config = {"url": url, "ssl.ca.location": secure.ca}
+        client = SchemaRegistryClient({**config, "basic.auth.user.info": "dave:dave-secret"})
         deadline = time.monotonic() + DEADLINE_S
         while True:
             try:
@@ -243,6 +250,11 @@ def test_standalone_registry_over_https(secure: SecureRegistry) -> None:
                 assert time.monotonic() < deadline, "the standalone registry never served"
                 time.sleep(0.5)
         assert found.schema_id == shared
+        for info in (None, "dave:wrong", "alice:alice-secret"):  # alice: a broker user only
+            extra = {"basic.auth.user.info": info} if info else {}
+            with pytest.raises(SchemaRegistryError) as refused:
+                SchemaRegistryClient({**config, **extra}).get_subjects()
+            assert refused.value.http_status_code == 401, info
     finally:
         process.terminate()
         output = process.communicate(timeout=60)[0].decode(errors="replace")
