@@ -21,7 +21,14 @@ from moldau.stats.counters import GroupStats
 
 from .config import GroupConfig
 from .consumer_group import ConsumerGroup
-from .consumer_groups import ConsumerGroupManager, ConsumerHeartbeat, HeartbeatResult, TopicsView
+from .consumer_groups import (
+    NO_OVERRIDES,
+    ConsumerGroupManager,
+    ConsumerHeartbeat,
+    GroupOverrides,
+    HeartbeatResult,
+    TopicsView,
+)
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, encode_subscription
 from .group import Group, GroupState
 from .loader import GroupLoader
@@ -74,6 +81,8 @@ class GroupCoordinator:
         self._ids = ids
         self._groups: dict[str, Group] = {}
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        # Share groups' records found by the load, until the share-group service takes them.
+        self.loaded_share_group_records: list[tuple[bytes, bytes | None]] = []
         self._timers: Timers[tuple[str, ...]] = Timers()
         self._ops = OperationEffects(now_ms)
         self.offsets = OffsetMetadataManager(
@@ -95,7 +104,11 @@ class GroupCoordinator:
         return MappingProxyType(self._consumer_groups)
 
     def consumer_group_heartbeat(
-        self, now_ms: int, heartbeat: ConsumerHeartbeat, topics: TopicsView
+        self,
+        now_ms: int,
+        heartbeat: ConsumerHeartbeat,
+        topics: TopicsView,
+        overrides: GroupOverrides = NO_OVERRIDES,
     ) -> tuple[HeartbeatResult, Effects]:
         """ConsumerGroupHeartbeat (KIP-848). A group id held by a classic group with
         members is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka answers."""
@@ -109,7 +122,7 @@ class GroupCoordinator:
                 heartbeat.member_epoch,
             )
         else:
-            result = self.consumer.heartbeat(heartbeat, topics)
+            result = self.consumer.heartbeat(heartbeat, topics, overrides)
         return result, self._end()
 
     def next_timer_ms(self) -> int:
@@ -391,6 +404,7 @@ class GroupCoordinator:
         self._ops.now_ms = now_ms
         offsets, metadata, pending = loader.offsets, loader.metadata, loader.pending
         self._consumer_groups.update(loader.consumer_groups)
+        self.loaded_share_group_records = loader.share_group_records
         self.consumer.schedule_loaded()
         for group_id in (
             metadata.keys()

@@ -8,8 +8,10 @@ Handlers see the node only through :class:`~moldau.server.services.Services`.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from types import ModuleType
 
+from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages.api_versions_response import ApiVersion
 from moldau.server.handlers import (
     add_offsets_to_txn,
@@ -28,6 +30,7 @@ from moldau.server.handlers import (
     delete_acls,
     delete_groups,
     delete_records,
+    delete_share_group_state,
     delete_topics,
     describe_acls,
     describe_client_quotas,
@@ -47,6 +50,7 @@ from moldau.server.handlers import (
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    initialize_share_group_state,
     join_group,
     leave_group,
     list_groups,
@@ -59,6 +63,8 @@ from moldau.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    read_share_group_state,
+    read_share_group_state_summary,
     sasl_authenticate,
     sasl_handshake,
     share_acknowledge,
@@ -68,6 +74,7 @@ from moldau.server.handlers import (
     sync_group,
     txn_offset_commit,
     update_features,
+    write_share_group_state,
     write_txn_markers,
 )
 
@@ -127,6 +134,11 @@ _MODULES: list[ModuleType] = [
     share_group_describe,
     share_fetch,
     share_acknowledge,
+    initialize_share_group_state,
+    read_share_group_state,
+    write_share_group_state,
+    delete_share_group_state,
+    read_share_group_state_summary,
     consumer_group_heartbeat,
     consumer_group_describe,
 ]
@@ -135,7 +147,24 @@ _MODULES: list[ModuleType] = [
 HANDLERS: dict[int, ModuleType] = {int(m.API_KEY): m for m in _MODULES}
 
 
-def advertised_versions() -> list[ApiVersion]:
+_PROTOCOL_APIS: dict[str, frozenset[int]] = {
+    "consumer": frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}),
+}
+"""The APIs of a group rebalance protocol, as Kafka exposes them only when it is enabled."""
+
+
+def disabled_apis(rebalance_protocols: Collection[str]) -> frozenset[int]:
+    """APIs of the protocols missing from ``group.coordinator.rebalance.protocols``: not
+    advertised, and their handlers answer UNSUPPORTED_VERSION."""
+    return frozenset(
+        key
+        for protocol, keys in _PROTOCOL_APIS.items()
+        if protocol not in rebalance_protocols
+        for key in keys
+    )
+
+
+def advertised_versions(disabled: Collection[int] = ()) -> list[ApiVersion]:
     return [
         ApiVersion(
             api_key=key,
@@ -143,4 +172,5 @@ def advertised_versions() -> list[ApiVersion]:
             max_version=m.MAX_VERSION,
         )
         for key, m in sorted(HANDLERS.items())
+        if key not in disabled
     ]
