@@ -223,6 +223,7 @@ def fetch_batches(
     passes without records.
     """
     tp = TopicPartition(r.topic, r.partition)
+    r = replace(r, start=start)  # a batch fetched at `start` may begin before it
     offset, conn, ahead = start, None, False
     idle_since = time.monotonic()
     try:
