@@ -17,7 +17,6 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from moldau.spark.arrow import arrow_schema, to_record_batch
-from moldau.spark.fetcher import OutOfRange, fetch_batches, native_capable
 from moldau.spark.offsets import OffsetMap, OffsetRange, check_position
 from moldau.spark.options import Subscription
 
@@ -125,6 +124,10 @@ def fetch_range(
         tp = TopicPartition(r.topic, r.partition)
         low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
         start = check_position((r.topic, r.partition), r.start, low, high, fail_on_data_loss)
+        # Imported here: only read tasks need the protocol codecs, and every Python worker
+        # Spark starts (planning, streaming sources) imports this module within a deadline.
+        from moldau.spark.fetcher import native_capable
+
         if native and native_capable(config, include_headers):
             yield from _fetch_native(c, r, start, config, fail_on_data_loss, poll_timeout_s)
             return
@@ -164,6 +167,8 @@ def _fetch_native(
     poll_timeout_s: float,
 ) -> Iterator[pa.RecordBatch]:
     """`fetcher.fetch_batches`, resuming where failOnDataLoss=false allows a skip."""
+    from moldau.spark.fetcher import OutOfRange, fetch_batches
+
     tp = TopicPartition(r.topic, r.partition)
     read_committed = config.get("isolation.level") == "read_committed"
     deadline = time.monotonic() + poll_timeout_s
