@@ -177,7 +177,6 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._dup_fd = -1
-        self._tls_chunk: memoryview | None = None  # _send_chunks' read buffer, once needed
         self._task: asyncio.Task[None] | None = None
         # Responses owed in order, once one came as a future: written by _write_pending.
         self._pending: deque[tuple[list[Any] | asyncio.Future[list[Any]] | None, RequestTimer]]
@@ -294,7 +293,6 @@ class Connection(asyncio.BufferedProtocol):
             if isinstance(parts, asyncio.Future):
                 parts.cancel()
         self._release_dup()
-        self._tls_chunk = None
         self.pool.cancel(self._memory_granted)
         held = self._reserved + sum(len(f) for f in self._frames)
         self._reserved = 0
@@ -471,26 +469,18 @@ class Connection(asyncio.BufferedProtocol):
     async def _send_chunks(self, file: Any, offset: int, count: int) -> None:
         """A file range through the TLS transport, which encrypts in user space: read at
         most :data:`TLS_FILE_CHUNK` at a time, and only once the previous chunk has left
-        the transport's buffer, so a connection holds one chunk whatever the range.
-
-        Chunks are read into one buffer per connection, reused: the transport encrypts
-        what it is given at once and holds no view of it once its buffer is empty, which
-        is what ``_can_write`` waits for (a fresh 256 KiB ``bytes`` per chunk cost ~15%
-        of a TLS fetch's CPU)."""
+        the transport's buffer, so a connection holds one chunk whatever the range."""
         transport = self.transport
         assert transport is not None
         fd = file.fileno()
-        if self._tls_chunk is None:
-            self._tls_chunk = memoryview(bytearray(TLS_FILE_CHUNK))
-        chunk = self._tls_chunk
         while count > 0 and not self._closed:
             await self._can_write.wait()
-            size = os.preadv(fd, [chunk[: min(count, TLS_FILE_CHUNK)]], offset)
-            if not size:
+            chunk = os.pread(fd, min(count, TLS_FILE_CHUNK), offset)
+            if not chunk:
                 raise ConnectionResetError("file shorter than the range to send")
-            transport.write(chunk[:size])
-            offset += size
-            count -= size
+            transport.write(chunk)
+            offset += len(chunk)
+            count -= len(chunk)
 
     async def _sendfile(self, file: Any, offset: int, count: int) -> None:
         """Zero-copy send of a file range once everything before it has left the buffer."""
