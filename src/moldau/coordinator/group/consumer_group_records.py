@@ -129,7 +129,9 @@ def _classic_value(classic: ClassicMemberMetadata | None) -> cmm.ClassicMemberMe
 
 
 def _classic(value: cmm.ClassicMemberMetadata | None) -> ClassicMemberMetadata | None:
-    if value is None:
+    """The generated codec reads an absent tag as an empty ClassicMemberMetadata rather
+    than the schema's null default; a classic member always has a protocol."""
+    if value is None or not value.supported_protocols:
         return None
     return ClassicMemberMetadata(
         value.session_timeout_ms,
