@@ -22,8 +22,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from moldau.clock import ManualClock
 from moldau.coordinator.share.group import Heartbeat, HeartbeatResult
@@ -44,6 +45,20 @@ SETTINGS = ShareSettings(
 
 class InvariantViolation(AssertionError):
     pass
+
+
+T = TypeVar("T")
+
+
+def at_once(coro: Coroutine[Any, Any, T]) -> T:
+    """The result of a service coroutine that never waits (a service without a state
+    store), without an event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    raise AssertionError("the coroutine waited")
 
 
 @dataclass
@@ -128,7 +143,7 @@ class ShareSimulation:
         self.at(self.rng.randrange(10, 300), lambda: self._fetch(c, inc))
 
     def _heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
-        return self.service.heartbeat(hb, lambda topics: {TOPIC: (b"t-id", 1)})
+        return at_once(self.service.heartbeat(hb, lambda topics: {TOPIC: (b"t-id", 1)}))
 
     def _beat(self, c: SimConsumer, inc: int) -> None:
         if not self._alive(c, inc):
@@ -144,7 +159,8 @@ class ShareSimulation:
     def _fetch(self, c: SimConsumer, inc: int) -> None:
         if not self._alive(c, inc):
             return
-        sp = self.service.share_partition(GROUP, TOPIC, PARTITION, 0, self.log_end)
+        _, sp = at_once(self.service.share_partition(GROUP, TOPIC, PARTITION, 0, self.log_end))
+        assert sp is not None
         read_to = min(self.log_end, sp.fetch_offset() + self.rng.randrange(1, 30)) - 1
         taken = sp.acquire(c.member_id, read_to, self.rng.randrange(1, 25), self.now)
         for a in taken:
@@ -176,8 +192,10 @@ class ShareSimulation:
             [0.8, 0.15, 0.05],
         )[0]
         first, last = a.first_offset, a.last_offset
-        error = self.service.acknowledge(
-            GROUP, c.member_id, TOPIC, PARTITION, [(first, last, [int(kind)])]
+        error = at_once(
+            self.service.acknowledge(
+                GROUP, c.member_id, TOPIC, PARTITION, [(first, last, [int(kind)])]
+            )
         )
         ours = all(self.locks.get(o, ("", 0))[0] == c.member_id for o in range(first, last + 1))
         live = ours and all(self.locks[o][1] > self.now for o in range(first, last + 1))

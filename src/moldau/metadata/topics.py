@@ -1,8 +1,9 @@
 """Topic names: what is legal, what is internal, what is not a topic at all.
 
-As Kafka's ``Topic``: ``__consumer_offsets`` and ``__transaction_state`` are internal
-(only the broker writes them, clients cannot delete them or add partitions), and
-``__cluster_metadata`` is the KRaft log, not a topic any API can name.
+As Kafka's ``Topic``: ``__consumer_offsets``, ``__transaction_state`` and
+``__share_group_state`` are internal (only the broker writes them, clients cannot delete
+them or add partitions), and ``__cluster_metadata`` is the KRaft log, not a topic any API
+can name.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from moldau.protocol.errors import ErrorCode
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = "__share_group_state"
 METADATA_TOPIC = "__cluster_metadata"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 MAX_TOPIC_NAME = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")

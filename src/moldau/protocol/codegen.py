@@ -31,7 +31,7 @@ SCHEMA_DIR = PACKAGE_DIR / "schemas"
 TARGETS: dict[str, tuple[str, ...]] = {
     "messages": ("clients",),
     "metadata_records": ("metadata",),
-    "coordinator_records": ("group-coordinator", "transaction-coordinator"),
+    "coordinator_records": ("group-coordinator", "transaction-coordinator", "share-coordinator"),
     "remote_log_metadata_records": ("storage",),
 }
 # Packages indexed by api key in a RECORDS table, with their index's docstring.

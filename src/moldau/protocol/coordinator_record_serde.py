@@ -14,11 +14,16 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from moldau.protocol.coordinator_records import GROUP_RECORD_TYPES, TRANSACTION_RECORD_TYPES
+from moldau.protocol.coordinator_records import (
+    GROUP_RECORD_TYPES,
+    SHARE_RECORD_TYPES,
+    TRANSACTION_RECORD_TYPES,
+)
 from moldau.protocol.primitives import ProtocolDecodeError
 
 __all__ = [
     "GROUP_RECORD_TYPES",
+    "SHARE_RECORD_TYPES",
     "TRANSACTION_RECORD_TYPES",
     "CoordinatorRecord",
     "UnknownRecordTypeError",
@@ -32,7 +37,8 @@ __all__ = [
 _VERSION = struct.Struct(">h")
 
 # Record type -> (key class, value class): GROUP_RECORD_TYPES as Kafka's
-# GroupCoordinatorRecordSerde, TRANSACTION_RECORD_TYPES as its TransactionLog.
+# GroupCoordinatorRecordSerde, TRANSACTION_RECORD_TYPES as its TransactionLog,
+# SHARE_RECORD_TYPES as ShareCoordinatorRecordSerde (`__share_group_state`).
 RecordTypes = dict[int, Any]
 
 

@@ -16,9 +16,18 @@ from collections.abc import Callable
 from moldau.clock import AsyncioScheduler
 from moldau.config.broker import BrokerConfig, Listener
 from moldau.config.topic import LogConfig
+from moldau.coordinator.effects import CoordinatorRecord, Effects
 from moldau.coordinator.group.config import GroupConfig
+from moldau.coordinator.group.coordinator import GroupCoordinator
 from moldau.coordinator.group.service import GroupCoordinatorService
 from moldau.coordinator.share.service import TICK_MS, ShareGroupService, ShareSettings
+from moldau.coordinator.share_state.persister import ShareStatePersister
+from moldau.coordinator.share_state.service import (
+    SHARE_STATE_TOPIC,
+    ShareCoordinatorConfig,
+    ShareCoordinatorService,
+)
+from moldau.coordinator.txn.routing import LeaderRouter
 from moldau.coordinator.txn.service import TransactionCoordinatorService, TxnServiceConfig
 from moldau.ids import SYSTEM_IDS
 from moldau.metadata.image import MetadataImage
@@ -98,7 +107,14 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
+        self.share_state = ShareCoordinatorService(
+            ShareCoordinatorConfig.from_config(config),
+            self.replica_manager,
+            self.scheduler,
+            self._ensure_share_state_topic,
+        )
         self.shares, self.share_sessions = self._share_groups(), ShareSessionCache()
+        self.groups.runtime.on_loaded = self._share_groups_loaded
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -118,6 +134,7 @@ class Broker:
             self.fetchers.quota,
             self.groups.runtime,
             self.transactions.runtime,
+            self.share_state.runtime,
             self.authorizer,
             self.quotas,
         ):
@@ -187,6 +204,7 @@ class Broker:
             )
         await self.groups.runtime.wait_loaded()
         await self.transactions.runtime.wait_loaded()
+        await self.share_state.runtime.wait_loaded()
         self.serving.set()
 
     async def controlled_shutdown(self) -> None:
@@ -248,6 +266,7 @@ class Broker:
         self.lifecycle.close()
         self.transactions.close()
         self.txn_network.close()
+        self.share_network.close()
         self.fetchers.close()
         if self.tiered_storage is not None:
             self.tiered_storage.shutdown()
@@ -273,19 +292,84 @@ class Broker:
             transactions=self.transactions,
             shares=self.shares,
             share_sessions=self.share_sessions,
+            share_state=self.share_state,
             authorizer=self.authorizer,
             quotas=self.quotas,
             schema_validation=self.schema_validation,
         )
 
     def _share_groups(self) -> ShareGroupService:
-        """Share groups (KIP-932): fetches waiting for records wake through the purgatory."""
+        """Share groups (KIP-932): fetches waiting for records wake through the purgatory;
+        share-partition state is durable through the share coordinators."""
+        c = self.config
+        self.share_network = NetworkClient(
+            f"moldau-share-{self.node_id}",
+            security=ClientSecurity.inter_broker(c) if c.get("controller.quorum.voters") else None,
+        )
+        router = LeaderRouter(
+            self.node_id,
+            lambda: self.publisher.image,
+            self.share_network,
+            self.inter_broker_listener,
+        )
         return ShareGroupService(
-            ShareSettings.from_config(self.config),
+            ShareSettings.from_config(c),
             self.clock,
             SYSTEM_IDS,
             self.replica_manager.purgatory.notify,
             lambda group_id: self.publisher.image.group_configs.get(group_id, {}),
+            ShareStatePersister(self.share_state, router, self.clock),
+            self._write_share_group,
+        )
+
+    async def _write_share_group(
+        self, group_id: str, records: list[CoordinatorRecord]
+    ) -> ErrorCode:
+        """Share-group membership records, to the group's ``__consumer_offsets`` partition."""
+        try:
+            await self.groups.runtime.write(
+                self.groups.partition_for(group_id),
+                lambda shard: (None, Effects(records=records)),
+                [group_id],
+            )
+        except KafkaError as e:
+            return e.code
+        return ErrorCode.NONE
+
+    def _share_groups_loaded(self, partition: int, shard: GroupCoordinator) -> None:
+        """A ``__consumer_offsets`` partition loaded: its share groups come back."""
+        records, shard.loaded_share_group_records = shard.loaded_share_group_records, []
+        self.shares.load_groups(
+            records, lambda group_id: self.groups.partition_for(group_id) == partition
+        )
+
+    async def _ensure_share_state_topic(self) -> None:
+        """``__share_group_state`` as Kafka's share coordinator creates it: compacted,
+        its replication factor capped to the brokers there are."""
+        if SHARE_STATE_TOPIC in self.publisher.image.topics:
+            return
+        c = self.config
+        replication = max(
+            1,
+            min(
+                self._internal_topic_replication(
+                    "share.coordinator.state.topic.replication.factor"
+                ),
+                len(self.publisher.image.brokers),
+            ),
+        )
+        await self.channel.create_internal_topic(
+            SHARE_STATE_TOPIC,
+            c.int("share.coordinator.state.topic.num.partitions"),
+            replication,
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(
+                    min(c.int("share.coordinator.state.topic.min.isr"), replication)
+                ),
+                "segment.bytes": c.get("share.coordinator.state.topic.segment.bytes"),
+            },
         )
 
     def topic_log_config(self, topic: str) -> LogConfig:

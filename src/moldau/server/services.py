@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from moldau.config.broker import BrokerConfig
     from moldau.coordinator.group.service import GroupCoordinatorService
     from moldau.coordinator.share.service import ShareGroupService
+    from moldau.coordinator.share_state.service import ShareCoordinatorService
     from moldau.coordinator.txn.service import TransactionCoordinatorService
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
@@ -40,6 +41,7 @@ class Services:
     transactions: TransactionCoordinatorService
     shares: ShareGroupService
     share_sessions: ShareSessionCache
+    share_state: ShareCoordinatorService
     authorizer: Access = field(default_factory=Access)  # ACL checks (allows all if unset)
     quotas: ClientQuotas = field(default_factory=ClientQuotas)
     schema_validation: SchemaValidation | None = None  # None: no topic validates

@@ -24,9 +24,13 @@ from moldau.testing.launcher import ForkedProcess, launcher
 _LISTENING = re.compile(r"listening on (\S+):(\d+)")
 
 # What broker() and the moldau_broker fixture change from Kafka's defaults, as Kafka's own
-# test harnesses do: a lone consumer joins at once, and the first consumer group does not
-# create 50 partitions of __consumer_offsets.
-TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1"}
+# test harnesses do: a lone consumer joins at once, and the first consumer group (share
+# group) does not create 50 partitions of __consumer_offsets (__share_group_state).
+TEST_DEFAULTS = {
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.num.partitions": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
+}
 
 _running: list[BrokerProcess] = []  # started and not yet closed, for failure reports
 

@@ -56,6 +56,13 @@ def test_every_kafka_config_is_known() -> None:
         "remote.log.manager.task.retry.backoff.max.ms",
         # Kafka 4.0/4.1's share-group switch (after the 3.9 table), accepted for old tools.
         "group.share.enable",
+        # Kafka 4.0's share coordinator (KIP-932), after the 3.9 table, with its defaults.
+        "share.coordinator.state.topic.num.partitions",
+        "share.coordinator.state.topic.replication.factor",
+        "share.coordinator.state.topic.min.isr",
+        "share.coordinator.state.topic.segment.bytes",
+        "share.coordinator.snapshot.update.records.per.snapshot",
+        "share.coordinator.write.timeout.ms",
         # The schema registry inside the server (docs/schema-registry.md).
         "schema.registry.listeners",
         "schema.registry.advertised.listener",

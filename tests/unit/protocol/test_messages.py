@@ -212,6 +212,7 @@ def test_schemas_are_vendored_in_the_package_with_kafkas_license():
         "metadata",
         "group-coordinator",
         "transaction-coordinator",
+        "share-coordinator",
         "raft",
         "storage",
     }

@@ -83,6 +83,8 @@ class GroupCoordinator:
         self._ids = ids
         self._groups: dict[str, Group] = {}
         self._consumer_groups: dict[str, ConsumerGroup] = {}
+        # Share groups' records found by the load, until the share-group service takes them.
+        self.loaded_share_group_records: list[tuple[bytes, bytes | None]] = []
         self._timers: Timers[tuple[str, ...]] = Timers()
         self._ops = OperationEffects(now_ms)
         self.offsets = OffsetMetadataManager(
@@ -504,6 +506,7 @@ class GroupCoordinator:
         self._ops.now_ms = now_ms
         offsets, metadata, pending = loader.offsets, loader.metadata, loader.pending
         self._consumer_groups.update(loader.consumer_groups)
+        self.loaded_share_group_records = loader.share_group_records
         self.consumer.schedule_loaded()
         for group_id in (
             metadata.keys()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from moldau.coordinator.share.group_records import SHARE_GROUP_RECORD_TYPES
 from moldau.protocol import coordinator_record_serde as serde
 from moldau.protocol.coordinator_records import GROUP_RECORD_TYPES
 
@@ -28,6 +29,8 @@ class GroupLoader:
         self.metadata: dict[str, GroupMetadataValue] = {}
         self.pending: dict[str, PendingTxnOffsets] = {}
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # Share groups' records, oldest first, for the share-group service to restore.
+        self.share_group_records: list[tuple[bytes, bytes | None]] = []
 
     def replay(self, key: bytes, value: bytes | None, producer_id: int = -1) -> None:
         """Apply one record (``producer_id`` >= 0: a transactional offset commit, pending
@@ -39,6 +42,9 @@ class GroupLoader:
             consumer_group_records.replay(
                 self.consumer_groups, record.record_type, record.key, record.value
             )
+            return
+        if len(key) >= 2 and int.from_bytes(key[:2], "big") in SHARE_GROUP_RECORD_TYPES:
+            self.share_group_records.append((key, value))
             return
         decoded = decode_key(key)
         if isinstance(decoded, OffsetKey):

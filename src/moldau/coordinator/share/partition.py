@@ -88,6 +88,42 @@ class SharePartition:
         self.limits = limits
         self.runs: list[Run] = []  # contiguous, ascending, from start_offset to next_offset
 
+    @classmethod
+    def restore(
+        cls, start_offset: int, batches: Iterable[tuple[int, int, int, int]], limits: ShareLimits
+    ) -> SharePartition:
+        """Rebuild from durable state: (first, last, state, delivery count) batches as the
+        share coordinator keeps them. Offsets between batches were never delivered; a
+        batch in a state a leader never writes (ACQUIRED) is AVAILABLE."""
+        sp = cls(start_offset, limits)
+        offset = start_offset
+        for first, last, state, count in sorted(batches):
+            if last < offset:
+                continue
+            first = max(first, offset)
+            if first > offset:
+                sp.runs.append(Run(offset, first - 1, RecordState.AVAILABLE))
+            done = state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+            sp.runs.append(Run(first, last, RecordState(state if done else 0), count))
+            offset = last + 1
+        sp.next_offset = offset
+        sp._advance()
+        return sp
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """(first, last, state, delivery count) of the in-flight runs, as written to the
+        share coordinator: an acquisition lock dies with its leader, so an ACQUIRED run
+        is written AVAILABLE (with the deliveries it has had)."""
+        return [
+            (
+                r.first,
+                r.last,
+                0 if r.state == RecordState.ACQUIRED else int(r.state),
+                r.delivery_count,
+            )
+            for r in self.runs
+        ]
+
     # -- reading -------------------------------------------------------------------
     @property
     def in_flight(self) -> int:

@@ -6,26 +6,50 @@ State lives in the pure :class:`ShareGroupCoordinator` and :class:`SharePartitio
 objects; this layer picks the settings (broker configs, per-group overrides), runs the
 timer that expires sessions and acquisition locks, and wakes share fetches waiting for
 records (``notify`` on :func:`wake_key`) when records become available again.
+
+Durable state (KIP-932's persister): with a :class:`StateStore` (the share coordinator,
+through ``__share_group_state``), a share-partition is read from it on first use, and
+again whenever this node leads the partition in another leader epoch; a share-partition
+never written starts at ``share.auto.offset.reset`` and that start is written at once.
+Each change of delivery state (acknowledgement, release, lock expiry, a member leaving,
+the start offset moving) is written; writes of one share-partition never overlap and the
+changes made while one is under way go together in the next. An acknowledgement is
+answered only once its write is committed. A write that fails drops the share-partition
+from memory, so it is read again from what is durable: the acknowledgements that were not
+written get the error and their records are delivered again (at least once, never lost).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from moldau.clock import Clock
+from moldau.coordinator.effects import CoordinatorRecord
+from moldau.coordinator.share import group_records
 from moldau.coordinator.share.group import (
     Heartbeat,
     HeartbeatResult,
     ShareGroupCoordinator,
 )
 from moldau.coordinator.share.partition import ShareLimits, SharePartition
+from moldau.coordinator.share_state.shard import (
+    UNINITIALIZED,
+    ShareGroupOffset,
+    ShareKey,
+    StateBatch,
+    WriteState,
+)
 from moldau.ids import IdSource
 from moldau.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from moldau.config.broker import BrokerConfig
+
+log = logging.getLogger(__name__)
 
 TICK_MS = 100  # how often the node runs tick(): sessions and acquisition locks
 EARLIEST, LATEST = "earliest", "latest"
@@ -57,6 +81,42 @@ _SHARE_KEYS = (  # ShareSettings' fields, in order
 )
 
 
+class StateStore(Protocol):
+    """Where share-partition state is durable (the share coordinator's persister)."""
+
+    async def read(
+        self, key: ShareKey, leader_epoch: int
+    ) -> tuple[ErrorCode, ShareGroupOffset]: ...
+
+    async def write(self, key: ShareKey, data: WriteState) -> ErrorCode: ...
+
+    async def initialize(self, key: ShareKey, state_epoch: int, start_offset: int) -> ErrorCode:
+        """Start over at ``start_offset`` in a new state epoch (AlterShareGroupOffsets)."""
+
+    async def delete(self, key: ShareKey) -> ErrorCode:
+        """Forget the state (DeleteShareGroupOffsets, a deleted group)."""
+
+
+@dataclass(slots=True)
+class _Durable:
+    """Where a share-partition's in-memory state came from."""
+
+    topic_id: bytes
+    leader_epoch: int
+    state_epoch: int = 0
+
+
+PartitionKey = tuple[str, str, int]  # group id, topic name, partition
+# What a share fetch answers when its share-partition's state cannot be read (Kafka's
+# SharePartition initialisation): a deposed leader tells the client to look again.
+_READ_ERRORS = {
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+GroupWriter = Callable[[str, list[CoordinatorRecord]], Awaitable[ErrorCode]]
+
+
 def wake_key(group_id: str, topic: str, partition: int) -> Hashable:
     """The purgatory key share fetches of a group on a partition wait on."""
     return ("share", group_id, topic, partition)
@@ -70,14 +130,22 @@ class ShareGroupService:
         ids: IdSource,
         notify: Callable[[Hashable], None],
         group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {},
+        store: StateStore | None = None,
+        write_group: GroupWriter | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
         self.notify = notify
         self.group_configs = group_configs
         self.coordinator = ShareGroupCoordinator(ids, settings.max_size)
-        self.partitions: dict[tuple[str, str, int], SharePartition] = {}
-        self._topic_ids: dict[tuple[str, str, int], bytes] = {}  # a recreated topic starts over
+        self.store = store
+        self.write_group = write_group  # membership records to __consumer_offsets
+        self.partitions: dict[PartitionKey, SharePartition] = {}
+        self._durable: dict[PartitionKey, _Durable] = {}  # a recreated topic starts over
+        self._loading: dict[PartitionKey, asyncio.Future[ErrorCode]] = {}
+        self._pending: dict[PartitionKey, asyncio.Future[ErrorCode]] = {}  # the next write
+        self._writing: set[PartitionKey] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- settings ------------------------------------------------------------------
     def _group_int(self, group_id: str, key: str, default: int) -> int:
@@ -101,16 +169,39 @@ class ShareGroupService:
         return self.group_configs(group_id).get("share.auto.offset.reset", LATEST)
 
     # -- membership ----------------------------------------------------------------
-    def heartbeat(
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_int(
+            group_id, "share.session.timeout.ms", self.settings.session_timeout_ms
+        )
+
+    async def heartbeat(
         self, hb: Heartbeat, topics: Callable[[Iterable[str]], Mapping[str, tuple[bytes, int]]]
     ) -> HeartbeatResult:
-        session = self._group_int(
-            hb.group_id, "share.session.timeout.ms", self.settings.session_timeout_ms
+        """One heartbeat; answered once the membership it changed is written."""
+        before = group_records.view(self.coordinator.groups.get(hb.group_id))
+        result = self.coordinator.heartbeat(
+            hb, self.clock.now_ms(), self.session_timeout_ms(hb.group_id), topics
         )
-        return self.coordinator.heartbeat(hb, self.clock.now_ms(), session, topics)
+        after = group_records.view(self.coordinator.groups.get(hb.group_id))
+        records = group_records.changes(hb.group_id, before, after)
+        if records and self.write_group is not None:
+            error = await self.write_group(hb.group_id, records)
+            if error:
+                return HeartbeatResult(error, result.member_id)
+        return result
+
+    def load_groups(
+        self, records: Iterable[tuple[bytes, bytes | None]], owned: Callable[[str], bool]
+    ) -> None:
+        """This node now coordinates the groups for which ``owned`` holds: they are the
+        ones in ``records`` (their ``__consumer_offsets`` records, oldest first)."""
+        groups = self.coordinator.groups
+        for group_id in [g for g in groups if owned(g)]:
+            del groups[group_id]
+        groups.update(group_records.restore(records, self.clock.now_ms(), self.session_timeout_ms))
 
     # -- share-partitions ----------------------------------------------------------
-    def share_partition(
+    async def share_partition(
         self,
         group_id: str,
         topic: str,
@@ -118,21 +209,150 @@ class ShareGroupService:
         log_start: int,
         high_watermark: int,
         topic_id: bytes = b"",
-    ) -> SharePartition:
-        """The share-partition, initialised at ``share.auto.offset.reset`` on first use
-        (and when the topic was deleted and created again: another topic id)."""
+        leader_epoch: int = 0,
+    ) -> tuple[ErrorCode, SharePartition | None]:
+        """The share-partition, read from the store on first use (and when the topic was
+        deleted and created again, or this node leads it in another epoch); a new one
+        starts at ``share.auto.offset.reset``."""
         key = (group_id, topic, partition)
-        sp = self.partitions.get(key)
-        limits = self.limits(group_id)
-        if sp is None or self._topic_ids.get(key, topic_id) != topic_id:
-            self._topic_ids[key] = topic_id
-            start = log_start if self.auto_offset_reset(group_id) == EARLIEST else high_watermark
-            sp = self.partitions[key] = SharePartition(start, limits)
-        else:
-            sp.limits = limits
-        return sp
+        if self.store is None:  # in memory only: nothing to wait for
+            self._start(key, topic_id, leader_epoch, log_start, high_watermark)
+            return ErrorCode.NONE, self.partitions[key]
+        while True:
+            sp, durable = self.partitions.get(key), self._durable.get(key)
+            if (
+                sp is not None
+                and durable is not None
+                and (durable.topic_id, durable.leader_epoch) == (topic_id, leader_epoch)
+            ):
+                sp.limits = self.limits(group_id)
+                return ErrorCode.NONE, sp
+            loading = self._loading.get(key)
+            if loading is None:
+                break
+            error = await asyncio.shield(loading)
+            if error:
+                return error, None
+        done: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+        self._loading[key] = done
+        try:
+            error = await self._load(key, topic_id, leader_epoch, log_start, high_watermark)
+        except Exception:
+            log.exception("loading share-partition %s failed", key)
+            error = ErrorCode.UNKNOWN_SERVER_ERROR
+        finally:
+            del self._loading[key]
+        done.set_result(error)
+        return error, self.partitions.get(key) if not error else None
 
-    def acknowledge(
+    def _start(
+        self,
+        key: PartitionKey,
+        topic_id: bytes,
+        leader_epoch: int,
+        log_start: int,
+        high_watermark: int,
+    ) -> None:
+        """Without a store: a share-partition lives as long as this node leads it."""
+        sp, durable = self.partitions.get(key), self._durable.get(key)
+        group_id = key[0]
+        if sp is None or durable is None or durable.topic_id != topic_id:
+            start = log_start if self.auto_offset_reset(group_id) == EARLIEST else high_watermark
+            self.partitions[key] = SharePartition(start, self.limits(group_id))
+            self._durable[key] = _Durable(topic_id, leader_epoch)
+        else:
+            sp.limits = self.limits(group_id)
+
+    async def _load(
+        self,
+        key: PartitionKey,
+        topic_id: bytes,
+        leader_epoch: int,
+        log_start: int,
+        high_watermark: int,
+    ) -> ErrorCode:
+        assert self.store is not None
+        group_id = key[0]
+        self.partitions.pop(key, None)
+        reset = log_start if self.auto_offset_reset(group_id) == EARLIEST else high_watermark
+        error, state = await self.store.read((group_id, topic_id, key[2]), leader_epoch)
+        if error:
+            log.info("reading the state of share-partition %s failed: %s", key, error.name)
+            return _READ_ERRORS.get(error, error)
+        start = reset if state.start_offset == UNINITIALIZED else state.start_offset
+        batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
+        self.partitions[key] = SharePartition.restore(start, batches, self.limits(group_id))
+        self._durable[key] = _Durable(topic_id, leader_epoch, state.state_epoch)
+        # Written at once: the start is fixed, and older leaders are fenced from now on.
+        return await self.persist(key)
+
+    async def persist(self, key: PartitionKey) -> ErrorCode:
+        """Write the share-partition's state; the error of the write that carried it."""
+        if self.store is None or key not in self.partitions:
+            return ErrorCode.NONE
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = asyncio.get_running_loop().create_future()
+            if key not in self._writing:
+                self._spawn(self._flush(key))
+        return await asyncio.shield(pending)
+
+    async def _write_group_quietly(self, group_id: str, records: list[CoordinatorRecord]) -> None:
+        assert self.write_group is not None
+        error = await self.write_group(group_id, records)
+        if error:
+            log.info("writing share group %s's membership failed: %s", group_id, error.name)
+
+    def persist_later(self, key: PartitionKey) -> None:
+        """Write without waiting (lock expiry, a member leaving): failures are logged."""
+        if self.store is not None:
+            self._spawn(self._persist_quietly(key))
+
+    async def _persist_quietly(self, key: PartitionKey) -> None:
+        await self.persist(key)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _flush(self, key: PartitionKey) -> None:
+        """Write a share-partition's state until no change is waiting; one at a time.
+        Each write carries the whole in-flight window from the start offset, so the
+        latest ShareUpdate alone (all a compacted ``__share_group_state`` keeps of the
+        updates) restores the share-partition."""
+        assert self.store is not None
+        self._writing.add(key)
+        try:
+            while (waiting := self._pending.pop(key, None)) is not None:
+                sp, durable = self.partitions.get(key), self._durable.get(key)
+                if sp is None or durable is None:
+                    waiting.set_result(ErrorCode.NONE)  # reloaded from what is durable
+                    continue
+                data = WriteState(
+                    durable.state_epoch,
+                    durable.leader_epoch,
+                    sp.start_offset,
+                    tuple(StateBatch(*b) for b in sp.state_batches()),
+                )
+                try:
+                    error = await self.store.write((key[0], durable.topic_id, key[2]), data)
+                except Exception:
+                    log.exception("writing share-partition %s failed", key)
+                    error = ErrorCode.UNKNOWN_SERVER_ERROR
+                if error and self.partitions.get(key) is sp:
+                    log.warning(
+                        "writing the state of share-partition %s failed (%s): it is read "
+                        "again from the share coordinator",
+                        key,
+                        error.name,
+                    )
+                    del self.partitions[key]
+                waiting.set_result(error)
+        finally:
+            self._writing.discard(key)
+
+    async def acknowledge(
         self,
         group_id: str,
         member_id: str,
@@ -141,33 +361,64 @@ class ShareGroupService:
         batches: Iterable[tuple[int, int, list[int]]],
         topic_id: bytes = b"",
     ) -> ErrorCode:
-        """Apply acknowledgement batches (first, last, types); the first error wins."""
+        """Apply acknowledgement batches (first, last, types); the first error wins.
+        Answers once the new state is durable."""
         key = (group_id, topic, partition)
-        sp = self.partitions.get(key)
-        if sp is None or self._topic_ids.get(key, topic_id) != topic_id:
+        sp, durable = self.partitions.get(key), self._durable.get(key)
+        if sp is None or durable is None or durable.topic_id != topic_id:
             return ErrorCode.INVALID_RECORD_STATE
         error = ErrorCode.NONE
         released = False
+        changed = False
         for first, last, types in batches:
             code = sp.acknowledge(member_id, first, last, types)
             error = error or code
+            changed = changed or not code
             released = released or 2 in types
         if released:
             self.notify(wake_key(group_id, topic, partition))
+        if changed:
+            error = await self.persist(key) or error
         return error
+
+    def reset(self, key: PartitionKey, start_offset: int) -> None:
+        """Start a share-partition over at ``start_offset`` (its records were deleted)."""
+        sp = self.partitions.get(key)
+        if sp is not None:
+            sp.reset(start_offset)
+            self.persist_later(key)
+
+    def evict(self, group_id: str) -> None:
+        """Drop this node's share-partitions of a group from memory: they are read again
+        from the share coordinator on next use (after AlterShareGroupOffsets)."""
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Give back what a member holds everywhere (it left, or its session closed)."""
-        for (group, topic, partition), sp in self.partitions.items():
-            if group == group_id and sp.release_member(member_id):
-                self.notify(wake_key(group, topic, partition))
+        for key, sp in list(self.partitions.items()):
+            if key[0] == group_id and sp.release_member(member_id):
+                self.notify(wake_key(*key))
+                self.persist_later(key)
 
     def tick(self) -> None:
-        """Remove members past their session timeout, release expired locks."""
+        """Remove members past their session timeout (and write that), release expired
+        locks."""
         now = self.clock.now_ms()
+        expiring = {
+            g.group_id: group_records.view(g)
+            for g in self.coordinator.groups.values()
+            if any(m.deadline_ms <= now for m in g.members.values())
+        }
         for group_id, member_id in self.coordinator.expire(now):
             self.release_member(group_id, member_id)
-        for (group, topic, partition), sp in self.partitions.items():
+        for group_id, before in expiring.items():
+            after = group_records.view(self.coordinator.groups.get(group_id))
+            records = group_records.changes(group_id, before, after)
+            if records and self.write_group is not None:
+                self._spawn(self._write_group_quietly(group_id, records))
+        for key, sp in list(self.partitions.items()):
             deadline = sp.next_deadline_ms()
             if deadline is not None and deadline <= now and sp.expire_locks(now):
-                self.notify(wake_key(group, topic, partition))
+                self.notify(wake_key(*key))
+                self.persist_later(key)

@@ -82,6 +82,10 @@ from moldau.protocol.coordinator_records.share_group_target_assignment_metadata_
 )
 from moldau.protocol.coordinator_records.transaction_log_key import TransactionLogKey
 from moldau.protocol.coordinator_records.transaction_log_value import TransactionLogValue
+from moldau.protocol.coordinator_records.share_snapshot_key import ShareSnapshotKey
+from moldau.protocol.coordinator_records.share_snapshot_value import ShareSnapshotValue
+from moldau.protocol.coordinator_records.share_update_key import ShareUpdateKey
+from moldau.protocol.coordinator_records.share_update_value import ShareUpdateValue
 
 GROUP_RECORD_TYPES: dict[int, Any] = {
     0: (OffsetCommitKey, OffsetCommitValue),
@@ -104,4 +108,9 @@ GROUP_RECORD_TYPES: dict[int, Any] = {
 
 TRANSACTION_RECORD_TYPES: dict[int, Any] = {
     0: (TransactionLogKey, TransactionLogValue),
+}
+
+SHARE_RECORD_TYPES: dict[int, Any] = {
+    0: (ShareSnapshotKey, ShareSnapshotValue),
+    1: (ShareUpdateKey, ShareUpdateValue),
 }

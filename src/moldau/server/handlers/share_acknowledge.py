@@ -30,7 +30,7 @@ class AckBatch(Protocol):
     acknowledge_types: list[int]
 
 
-def acknowledge(
+async def acknowledge(
     services: Services,
     ctx: RequestContext,
     group_id: str,
@@ -45,7 +45,7 @@ def acknowledge(
         return ErrorCode.UNKNOWN_TOPIC_ID
     if not services.authorizer.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, topic):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    return services.shares.acknowledge(
+    return await services.shares.acknowledge(
         group_id,
         member_id,
         topic,
@@ -93,7 +93,7 @@ async def handle(
             t.topic_id,
             PartitionData(
                 partition_index=p.partition_index,
-                error_code=acknowledge(
+                error_code=await acknowledge(
                     services,
                     ctx,
                     group_id,

@@ -69,7 +69,7 @@ async def handle(
     for topic_id, p in listed:
         if p.acknowledgement_batches:
             answer = _answer(answers, topic_id, p.partition_index)
-            answer.data.acknowledge_error_code = acknowledge(
+            answer.data.acknowledge_error_code = await acknowledge(
                 services,
                 ctx,
                 group_id,
@@ -172,11 +172,19 @@ async def _acquire_one(
     replica_log = rm.local_log(tp)
     if leader is None or replica_log is None or not leader.is_leader:
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, [], 0
-    sp = services.shares.share_partition(
-        group_id, topic, partition, replica_log.log_start_offset, leader.high_watermark, topic_id
+    error, sp = await services.shares.share_partition(
+        group_id,
+        topic,
+        partition,
+        replica_log.log_start_offset,
+        leader.high_watermark,
+        topic_id,
+        leader.leader_epoch,
     )
-    if sp.fetch_offset() < replica_log.log_start_offset:
-        sp.reset(replica_log.log_start_offset)  # the records were deleted meanwhile
+    if sp is None:
+        return error, [], 0
+    if sp.fetch_offset() < replica_log.log_start_offset:  # the records were deleted meanwhile
+        services.shares.reset((group_id, topic, partition), replica_log.log_start_offset)
     offset = sp.fetch_offset()
     if offset >= leader.high_watermark:
         return ErrorCode.NONE, [], 0

@@ -70,7 +70,7 @@ async def handle(
         f"/{ctx.client_host}",
     )
     shares = services.shares
-    result = shares.heartbeat(hb, lambda topics: topic_shapes(image, topics))
+    result = await shares.heartbeat(hb, lambda topics: topic_shapes(image, topics))
     response = ShareGroupHeartbeatResponse(
         error_code=result.error,
         error_message=result.message,

@@ -98,3 +98,30 @@ def test_reset_starts_over() -> None:
     sp.acquire("a", 3, 10, now_ms=0)
     sp.reset(50)
     assert (sp.start_offset, sp.next_offset, sp.runs) == (50, 50, [])
+
+
+def test_restore_from_durable_state_redelivers_only_what_was_not_done() -> None:
+    """What a share coordinator keeps (acquired written as available) rebuilds a
+    share-partition that hands out exactly the records not acknowledged or archived."""
+    limits = ShareLimits(record_lock_duration_ms=1_000, delivery_count_limit=3)
+    sp = SharePartition(0, limits)
+    sp.acquire("a", 9, 100, 0)
+    assert sp.acknowledge("a", 0, 9, [1, 1, 2, 1, 3, 1, 1, 1, 1, 1]) == ErrorCode.NONE
+    sp.acquire("a", 14, 100, 0)  # 2 again and 10..14: held when the leader dies
+    batches = sp.state_batches()
+    restored = SharePartition.restore(sp.start_offset, batches, limits)
+    assert restored.start_offset == 2
+    assert restored.state_of(2) == (RecordState.AVAILABLE, 2)
+    assert restored.state_of(4) == (RecordState.ARCHIVED, 1)
+    assert restored.state_of(12) == (RecordState.AVAILABLE, 1)
+    got = restored.acquire("b", 20, 100, 0)
+    counts = {o: a.delivery_count for a in got for o in range(a.first_offset, a.last_offset + 1)}
+    assert counts == {2: 3, **dict.fromkeys(range(10, 15), 2), **dict.fromkeys(range(15, 21), 1)}
+
+
+def test_restore_fills_gaps_and_drops_batches_below_the_start() -> None:
+    limits = ShareLimits()
+    sp = SharePartition.restore(5, [(0, 6, 2, 1), (9, 9, 4, 2)], limits)
+    assert sp.start_offset == 7  # 5 and 6 acknowledged
+    assert sp.state_of(8) == (RecordState.AVAILABLE, 0)
+    assert sp.next_offset == 10

@@ -1,0 +1,76 @@
+"""ReadShareGroupState (KIP-932, inter-broker): a share-partition leader reads the durable
+state of a share-partition from its share coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
+from moldau.protocol.messages.read_share_group_state_response import (
+    PartitionResult,
+    ReadShareGroupStateResponse,
+    ReadStateResult,
+    StateBatch,
+)
+from moldau.security.acl import AclOperation
+
+if TYPE_CHECKING:
+    from moldau.server.request_context import RequestContext
+    from moldau.server.services import Services
+
+API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.READ_SHARE_GROUP_STATE, 0, 0
+
+
+def share_state_error(
+    services: Services, ctx: RequestContext, group_id: str, topic_id: bytes, partition: int
+) -> ErrorCode:
+    """The checks every share-state API makes of one share-partition, as Kafka's share
+    coordinator: brokers only, a group, a partition of a topic that exists."""
+    if not services.authorizer.cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    if not group_id or partition < 0:
+        return ErrorCode.INVALID_REQUEST
+    topic = services.image.topics_by_id.get(topic_id)
+    if topic is None or partition not in services.image.topics[topic].partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return ErrorCode.NONE
+
+
+async def handle(
+    services: Services, ctx: RequestContext, request: ReadShareGroupStateRequest
+) -> ReadShareGroupStateResponse:
+    group_id = request.group_id or ""
+
+    async def one(topic_id: bytes, partition: int, leader_epoch: int) -> PartitionResult:
+        error = share_state_error(services, ctx, group_id, topic_id, partition)
+        if error:
+            return PartitionResult(partition, error, start_offset=-1)
+        error, state = await services.share_state.read(
+            (group_id, topic_id, partition), leader_epoch
+        )
+        return PartitionResult(
+            partition,
+            error,
+            state_epoch=state.state_epoch,
+            start_offset=state.start_offset,
+            state_batches=[
+                StateBatch(b.first, b.last, b.state, b.delivery_count) for b in state.batches
+            ],
+        )
+
+    return ReadShareGroupStateResponse(
+        results=[
+            ReadStateResult(
+                t.topic_id,
+                list(
+                    await asyncio.gather(
+                        *(one(t.topic_id, p.partition, p.leader_epoch) for p in t.partitions)
+                    )
+                ),
+            )
+            for t in request.topics or []
+        ]
+    )

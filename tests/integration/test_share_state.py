@@ -1,0 +1,215 @@
+"""Durable share state (KIP-932's share coordinator and ``__share_group_state``): what a
+share group acknowledged survives a kill -9 of its broker, and what it did not is
+delivered again, with confluent-kafka's ShareConsumer against a real broker process; the
+group's membership survives too (``__consumer_offsets``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType, Message
+
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages import delete_share_group_state_request as dq
+from moldau.protocol.messages import initialize_share_group_state_request as iq
+from moldau.protocol.messages import read_share_group_state_request as rq
+from moldau.protocol.messages import read_share_group_state_summary_request as sq
+from moldau.protocol.messages import write_share_group_state_request as wq
+from moldau.protocol.messages.api_versions_request import ApiVersionsRequest
+from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from moldau.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
+from moldau.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
+from moldau.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
+from moldau.testing import BrokerProcess
+from tests.integration.helpers import RawClient, create_topic, metadata_request, wait_until
+from tests.integration.test_share_groups import poll, setup, share_consumer
+
+EXPLICIT = {"share.acknowledgement.mode": "explicit"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with BrokerProcess(
+        tmp_path_factory.mktemp("share-state"),
+        {"group.share.record.lock.duration.ms": "60000"},  # no redelivery by lock expiry
+    ) as running:
+        yield running
+
+
+def test_after_kill_9_only_the_unacknowledged_records_are_delivered_again(
+    broker: BrokerProcess, topic: str
+) -> None:
+    n, group = 40, f"{topic}-g"
+    setup(broker.bootstrap_servers, topic, group, n)
+    first = share_consumer(broker.bootstrap_servers, group, topic, **EXPLICIT)
+    delivered: dict[int, Message] = {}
+    try:
+        wait_until(
+            lambda: bool(delivered.update({m.offset(): m for m in poll(first)})) or delivered,
+            "the first consumer's records",
+        )
+        done = {o for o in delivered if o % 3 == 0 or o < 5 or o == 7}  # 7 is rejected
+        for o in sorted(done):
+            kind = AcknowledgeType.REJECT if o == 7 else AcknowledgeType.ACCEPT
+            first.acknowledge(delivered[o], kind)
+        first.commit_sync()  # answered once the acknowledgements are durable
+        broker.kill()  # the first consumer still holds the rest
+        broker.start()
+        second = share_consumer(broker.bootstrap_servers, group, topic, **EXPLICIT)
+        try:
+            again: dict[int, int] = {}
+
+            def take() -> bool:
+                for m in poll(second):
+                    assert m.offset() not in again, f"{m.offset()} delivered twice"
+                    again[m.offset()] = m.delivery_count()
+                    second.acknowledge(m, AcknowledgeType.ACCEPT)
+                second.commit_sync()
+                return len(again) >= n - len(done)
+
+            wait_until(take, "the unacknowledged records", timeout=60)
+            assert sorted(again) == sorted(set(range(n)) - done)
+            # Each record's delivery count says how often it was handed out before.
+            assert again == {o: 2 if o in delivered else 1 for o in again}
+            assert [m for _ in range(3) for m in poll(second)] == []
+        finally:
+            second.close()
+        # What the second consumer accepted is durable too: a restart hands out nothing.
+        broker.kill()
+        broker.start()
+        third = share_consumer(broker.bootstrap_servers, group, topic)
+        try:
+            assert [m.offset() for _ in range(6) for m in poll(third)] == []
+        finally:
+            third.close()
+    finally:
+        first.close()
+
+
+def _heartbeat(
+    broker: BrokerProcess, request: ShareGroupHeartbeatRequest
+) -> ShareGroupHeartbeatResponse:
+    """One ShareGroupHeartbeat, after FindCoordinator (which creates __consumer_offsets)
+    as a client does, retried while the coordinator loads after a start."""
+    answer: list[ShareGroupHeartbeatResponse] = []
+
+    def send() -> bool:
+        with RawClient(broker.bootstrap) as raw:
+            raw.request(FindCoordinatorRequest(coordinator_keys=[request.group_id]), 4)
+            response = raw.request(request, 1)
+        retriable = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if response.error_code in retriable:
+            return False
+        answer.append(response)
+        return True
+
+    wait_until(send, "an answer from the group coordinator")
+    return answer[0]
+
+
+def test_a_share_group_survives_kill_9_of_its_coordinator(
+    broker: BrokerProcess, topic: str
+) -> None:
+    group = f"{topic}-g"
+    create_topic(broker.bootstrap_servers, topic, partitions=2)
+
+    def beat(member: str, epoch: int, topics: list[str] | None = None) -> int:
+        request = ShareGroupHeartbeatRequest(group, member, epoch, None, topics)
+        response = _heartbeat(broker, request)
+        assert response.error_code == ErrorCode.NONE, response
+        return response.member_epoch
+
+    beat("m1", 0, [topic])
+    beat("m2", 0, [topic])
+    beat("m3", 0, [topic])
+    beat("m3", -1)  # left: not restored
+    epoch = beat("m1", 1)  # catches up with the group epoch
+    broker.kill()
+    broker.start()
+    # m1 goes on with the epoch it had: the coordinator knows it (no UNKNOWN_MEMBER_ID)
+    # and hands it the assignment of a new epoch.
+    after = _heartbeat(broker, ShareGroupHeartbeatRequest(group, "m1", epoch))
+    assert after.error_code == ErrorCode.NONE, after
+    assert after.member_epoch > epoch
+    assert after.assignment is not None and after.assignment.topic_partitions
+    with RawClient(broker.bootstrap) as raw:
+        [described] = raw.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
+    assert described.error_code == 0
+    assert described.group_epoch == after.member_epoch
+    assert {m.member_id: m.subscribed_topic_names for m in described.members} == {
+        "m1": [topic],
+        "m2": [topic],
+    }
+
+
+def test_the_share_state_apis_answer_as_kafkas_share_coordinator(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """Initialize/Read/Write/Delete ShareGroupState and the summary, on the wire."""
+    create_topic(broker.bootstrap_servers, topic, partitions=1)
+    group = f"{topic}-g"
+    with RawClient(broker.bootstrap) as raw:
+        served = {k.api_key for k in raw.request(ApiVersionsRequest(), 3).api_keys}
+        assert {83, 84, 85, 86, 87} <= served
+        [meta] = raw.request(metadata_request([topic]), 12).topics
+        tid = meta.topic_id
+
+        def read() -> tuple[int, int, int, list[tuple[int, int, int, int]]]:
+            request = rq.ReadShareGroupStateRequest(
+                group, [rq.ReadStateData(tid, [rq.PartitionData(0, -1)])]
+            )
+            [result] = raw.request(request, 0).results[0].partitions
+            batches = [
+                (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+                for b in result.state_batches
+            ]
+            return result.error_code, result.start_offset, result.state_epoch, batches
+
+        def first_error(response: Any) -> int:
+            code: int = response.results[0].partitions[0].error_code
+            return code
+
+        def until_served(request: Any) -> int:
+            """The first request creates __share_group_state: retried while it loads."""
+            codes: list[int] = []
+            loading = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
+
+            def served() -> bool:
+                codes.append(first_error(raw.request(request, 0)))
+                return codes[-1] not in loading
+
+            wait_until(served, "the share coordinator")
+            return codes[-1]
+
+        initialize = iq.InitializeShareGroupStateRequest(
+            group, [iq.InitializeStateData(tid, [iq.PartitionData(0, 1, 5)])]
+        )
+        # The first request creates __share_group_state; it answers once loaded.
+        assert until_served(initialize) == ErrorCode.NONE
+        assert read() == (ErrorCode.NONE, 5, 1, [])
+        batch = wq.StateBatch(5, 7, 2, 1)
+        write = wq.WriteShareGroupStateRequest(
+            group, [wq.WriteStateData(tid, [wq.PartitionData(0, 1, 0, 5, [batch])])]
+        )
+        assert first_error(raw.request(write, 0)) == ErrorCode.NONE
+        assert read() == (ErrorCode.NONE, 5, 1, [(5, 7, 2, 1)])
+        stale = wq.WriteShareGroupStateRequest(
+            group, [wq.WriteStateData(tid, [wq.PartitionData(0, 0, 0, 9, [])])]
+        )
+        assert first_error(raw.request(stale, 0)) == ErrorCode.FENCED_STATE_EPOCH
+        summary = sq.ReadShareGroupStateSummaryRequest(
+            group, [sq.ReadStateSummaryData(tid, [sq.PartitionData(0, -1)])]
+        )
+        [result] = raw.request(summary, 0).results[0].partitions
+        assert (result.error_code, result.start_offset, result.state_epoch) == (0, 5, 1)
+        unknown = iq.InitializeShareGroupStateRequest(
+            group, [iq.InitializeStateData(b"x" * 16, [iq.PartitionData(0, 1, 0)])]
+        )
+        assert first_error(raw.request(unknown, 0)) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        delete = dq.DeleteShareGroupStateRequest(
+            group, [dq.DeleteStateData(tid, [dq.PartitionData(0)])]
+        )
+        assert first_error(raw.request(delete, 0)) == ErrorCode.NONE
+        assert read() == (ErrorCode.NONE, -1, 0, [])
