@@ -259,13 +259,14 @@ def test_consumer_apis_are_off_when_the_protocol_is_not_enabled(
         assert [g.error_code for g in describe.groups] == [ErrorCode.UNSUPPORTED_VERSION]
 
 
-def test_classic_group_upgrades_online_when_a_member_restarts_with_the_consumer_protocol(
+def test_classic_group_upgrades_online_and_downgrades_back(
     cbroker: BrokerProcess, topic: str
 ) -> None:
     """Kafka 4.0's online upgrade: two classic members share a 4-partition topic with
     committed offsets; one restarts with group.protocol=consumer. The group becomes a
     consumer group, the remaining classic member keeps consuming next to the new one, and
-    every record arrives exactly once (each member commits before giving partitions up)."""
+    every record arrives exactly once (each member commits before giving partitions up).
+    When the consumer-protocol member leaves, the group is downgraded back to classic."""
     bootstrap, group = cbroker.bootstrap, f"group-{topic}"
     create_topic(bootstrap, topic, partitions=4)
     expected = produce(bootstrap, topic, 80, 4, seed=1)
@@ -311,6 +312,19 @@ def test_classic_group_upgrades_online_when_a_member_restarts_with_the_consumer_
         }
         assert described == {"a": set(a.owned()), "b2": set(b2.owned())}
         assert sum(group_offsets(bootstrap, group)[(topic, p)] for p in range(4)) == 160
+
+        # The downgrade: the last consumer-protocol member leaves, the group is classic again.
+        b2.consumer.close()
+        expected |= produce(bootstrap, topic, 40, 4, seed=3)
+        poll_all(
+            [a],
+            lambda: a.owned() == frozenset(range(4)) and set(values([a, b, b2])) == expected,
+            "the lone classic member's records after the downgrade",
+        )
+        counts = values([a, b, b2])
+        assert max(counts.values()) == 1, [v for v, n in counts.items() if n > 1][:5]
+        listed = client.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
+        assert group in {g.group_id for g in listed.valid}
     finally:
         a.consumer.close()
         if b2 is not None:

@@ -185,3 +185,59 @@ def test_classic_join_to_consumer_group_validates_like_kafka() -> None:
     assert h.completed[h.sync(first.member_id, gen + 7)].error is ErrorCode.ILLEGAL_GENERATION
     assert h.heartbeat("nobody", gen) is ErrorCode.UNKNOWN_MEMBER_ID
     assert encode_subscription(["foo"], None)  # the describe blobs stay decodable
+
+
+def upgraded_and_settled(h: Harness) -> tuple[str, str, int]:
+    """classic_group upgraded by consumer member c, everyone reconciled: (a, b, epoch)."""
+    a, b, generation = classic_group(h)
+    consumer_hb(h, "c", 0)
+    for member in (a, b):
+        rejoin(h, member)
+        rejoin(h, member)
+    consumer_hb(h, "c", generation + 1)
+    assert sorted(owners(h)) == list(range(6))
+    return a, b, generation + 1
+
+
+def test_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalances() -> None:
+    h = Harness()
+    a, b, epoch = upgraded_and_settled(h)
+    h.records.clear()
+    assert consumer_hb(h, "c", -1).error is ErrorCode.NONE
+    assert "g" not in h.coordinator.consumer_groups
+    assert [o.group_type for o in h.coordinator.list_groups()] == ["classic"]
+    assert h.state() == "PreparingRebalance"
+    group = h.coordinator.groups["g"]
+    assert group.generation_id == epoch and group.offsets[("foo", 0)].offset == 42
+    assert (encode_group_key("g"), None) not in [(r.key, r.value) for r in h.records]
+    assert h.records[-1].key == encode_group_key("g") and h.records[-1].value is not None
+    assert h.heartbeat(a, epoch) is ErrorCode.REBALANCE_IN_PROGRESS
+    joins = [h.join(m, protocols=PROTOCOLS) for m in (a, b)]
+    results = [h.completed[j] for j in joins]
+    assert {r.generation_id for r in results} == {epoch + 1}
+    leader = next(r for r in results if r.members)
+    assert {m.member_id for m in leader.members} == {a, b}
+    assert h.completed[h.sync(leader.leader, epoch + 1, {a: b"x", b: b"y"})].error is (
+        ErrorCode.NONE
+    )
+    assert h.state() == "Stable"
+
+
+def test_downgrade_keeps_the_consumer_group_when_the_policy_only_upgrades() -> None:
+    h = Harness(consumer_migration_policy="upgrade")  # type: ignore[arg-type]
+    a, _, epoch = upgraded_and_settled(h)
+    consumer_hb(h, "c", -1)
+    assert set(h.coordinator.consumer_groups["g"].members) == {a, *owners(h).values()}
+    assert h.heartbeat(a, epoch) is ErrorCode.REBALANCE_IN_PROGRESS  # the epoch moved on
+
+
+def test_consumer_member_session_expiry_downgrades_too() -> None:
+    h = Harness()
+    a, b, epoch = upgraded_and_settled(h)
+    for _ in range(10):  # the classic members heartbeat, c stays silent past its 45 s
+        h.advance(5_000)
+        if "g" in h.coordinator.consumer_groups:
+            assert h.heartbeat(a, epoch) is ErrorCode.NONE
+            assert h.heartbeat(b, epoch) is ErrorCode.NONE
+    assert "g" not in h.coordinator.consumer_groups
+    assert set(h.coordinator.groups["g"].members) == {a, b}

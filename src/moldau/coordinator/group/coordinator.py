@@ -19,9 +19,9 @@ from moldau.ids import SYSTEM_IDS, IdSource
 from moldau.protocol.errors import ErrorCode
 from moldau.stats.counters import GroupStats
 
-from . import migration
+from . import consumer_group_records, migration
 from .config import GroupConfig
-from .consumer_group import ConsumerGroup
+from .consumer_group import ConsumerGroup, ConsumerGroupMember
 from .consumer_groups import (
     NO_OVERRIDES,
     ConsumerGroupManager,
@@ -139,7 +139,38 @@ class GroupCoordinator:
                     heartbeat.member_epoch,
                 )
                 return result, self._end()
-        return self.consumer.heartbeat(heartbeat, topics, overrides), self._end()
+        consumer = self._consumer_groups.get(heartbeat.group_id)
+        leaving = consumer.members.get(heartbeat.member_id) if consumer is not None else None
+        result = self.consumer.heartbeat(heartbeat, topics, overrides)
+        self._maybe_downgrade(heartbeat.group_id, leaving)
+        return result, self._end()
+
+    def _maybe_downgrade(self, group_id: str, gone: ConsumerGroupMember | None) -> None:
+        """Once ``gone``, the last member speaking the consumer protocol, has left or was
+        fenced, the group becomes a classic group again and rebalances (Kafka 4.0's online
+        downgrade), if group.consumer.migration.policy allows. Its offsets stay."""
+        group = self._consumer_groups.get(group_id)
+        if gone is None or gone.classic is not None or group is None:
+            return
+        if gone.member_id in group.members or not migration.downgradable(group, self.config):
+            return
+        classic = migration.to_classic_group(group, self._now)
+        for member_id in group.members:
+            self._timers.cancel(("consumer-session", group_id, member_id))
+            self._timers.cancel(("consumer-rebalance", group_id, member_id))
+            for record in consumer_group_records.tombstones(group_id, member_id):
+                self._ops.append(*record)
+        for record in consumer_group_records.group_tombstones(group_id):
+            self._ops.append(*record)
+        del self._consumer_groups[group_id]
+        holder = self._groups.get(group_id)
+        if holder is not None:
+            classic.offsets, classic.pending_txn = holder.offsets, holder.pending_txn
+        self._groups[group_id] = classic
+        self._store_group(classic)
+        for member in classic.members.values():
+            self._schedule_heartbeat(classic, member)
+        self._prepare_rebalance(classic)
 
     def _upgrade(self, classic: Group, topics: TopicsView) -> str | None:
         """Convert a classic group with members to a consumer group (Kafka 4.0's online
@@ -866,7 +897,10 @@ class GroupCoordinator:
             return
         kind, group_id, *member = key
         if kind.startswith("consumer-"):
+            consumer = self._consumer_groups.get(group_id)
+            gone = consumer.members.get(member[0]) if consumer is not None else None
             self.consumer.fire(kind, group_id, member[0])
+            self._maybe_downgrade(group_id, gone)
             return
         group = self._groups.get(group_id)
         if group is None:

@@ -1,6 +1,7 @@
-"""Kafka 4.0's online upgrade of a classic group to a consumer group, and the classic
-protocol spoken inside a consumer group (Kafka's GroupMetadataManager
-``convertToConsumerGroup`` and ``classicGroup*ToConsumerGroup``).
+"""Kafka 4.0's online upgrade of a classic group to a consumer group, the classic
+protocol spoken inside a consumer group, and the downgrade back (Kafka's
+GroupMetadataManager ``convertToConsumerGroup``, ``classicGroup*ToConsumerGroup`` and
+``convertToClassicGroup``).
 
 When the first member with ``group.protocol=consumer`` heartbeats into a classic group
 that still has members, the group becomes a consumer group: each classic member keeps
@@ -8,7 +9,8 @@ its last assignment (member epoch, group epoch and target epoch = the generation
 goes on with JoinGroup/SyncGroup/Heartbeat/LeaveGroup, now answered from the consumer
 group's state: a JoinGroup is a heartbeat that reconciles the member with its target, a
 SyncGroup hands back its assigned partitions, a Heartbeat says REBALANCE_IN_PROGRESS when
-it should rejoin to move on.
+it should rejoin to move on. When the last member speaking the consumer protocol leaves,
+the group goes back to being a classic group and rebalances.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from .consumer_protocol import (
     encode_assignment,
     protocol_version,
 )
-from .group import Group
+from .group import Group, GroupState
+from .member import Member
 from .reconciliation import MemberAssignment, MemberState
 from .results import JoinGroupResult, SyncGroupResult
 
@@ -76,6 +79,50 @@ def to_consumer_group(classic: Group, topics: TopicsView) -> ConsumerGroup:
     names = {n for m in group.members.values() for n in m.subscribed_topic_names}
     group.subscription_metadata = {n: topics[n] for n in sorted(names) if n in topics}
     return group
+
+
+def downgradable(group: ConsumerGroup, config: GroupConfig) -> bool:
+    """Kafka's validateOnlineDowngradeWithFencedMember, once the last consumer-protocol
+    member is gone: members remain, all classic, and the policy allows a downgrade."""
+    return (
+        config.consumer_migration_policy in ("downgrade", "bidirectional")
+        and bool(group.members)
+        and all(m.classic is not None for m in group.members.values())
+    )
+
+
+def to_classic_group(group: ConsumerGroup, now_ms: int) -> Group:
+    """The classic group a consumer group of classic members becomes (Kafka's
+    ClassicGroup.fromConsumerGroup): Stable at the generation its members reached (the
+    epoch before the leaving member's bump, so their heartbeats are told to rejoin, not
+    fenced), each member's target assignment in the consumer protocol version it speaks."""
+    classic = Group(group.group_id, now_ms)
+    classic.generation_id = max(m.member_epoch for m in group.members.values())
+    for m in group.members.values():
+        assert m.classic is not None
+        session_ms, protocols = m.classic.session_timeout_ms, list(m.classic.protocols)
+        classic.add(
+            Member(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                session_ms,
+                CONSUMER_PROTOCOL_TYPE,
+                protocols,
+            )
+        )
+    classic.protocol_name = classic.select_protocol()
+    classic.transition(GroupState.STABLE, now_ms)
+    classic.refresh_subscribed_topics()
+    names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
+    for member in classic.members.values():
+        target = group.target_assignment.get(member.member_id, {})
+        assigned = {names[t]: list(ps) for t, ps in target.items() if t in names}
+        version = protocol_version(member.metadata(classic.protocol_name))
+        member.assignment = encode_assignment(assigned, version)
+    return classic
 
 
 def to_ids(by_name: dict[str, list[int]], topics: TopicsView) -> Assignment:
