@@ -7,7 +7,12 @@ the exactly-once sink (a transaction per task) and with the at-least-once sink (
 producer). Never asserts.
 
     python -m benchmarks.spark_bench [--records N] [--master local[4]] [--quick]
-        [--max-offsets-per-trigger N] [--rounds N]
+        [--max-offsets-per-trigger N] [--rounds N] [--read-only]
+
+`--read-only` measures batch reads alone, as issue 23 compares them with Spark's Kafka
+connector: for each reader (`native`: fetched batches decoded in bulk; `librdkafka`: record
+by record) one warm-up read, then `--rounds` reads taking turns between the readers, the
+best of each reported, with the load average before each read.
 """
 
 from __future__ import annotations
@@ -54,15 +59,31 @@ def timed(action: Callable[[], int]) -> dict[str, int]:
     return {"rows": rows, "rows_per_s": round(rows / (time.perf_counter() - started))}
 
 
+def measure_reads(read: Callable[[str], int], readers: list[str], rounds: int) -> dict:
+    """A warm-up read per reader, then `rounds` timed reads of each, in turns."""
+    for name in readers:
+        read(name)
+    out: dict = {name: {"runs": []} for name in readers}
+    for _ in range(rounds):
+        for name in readers:
+            load = os.getloadavg()[0]
+            run = timed(lambda n=name: read(n))
+            out[name]["runs"].append({**run, "load_avg_1m": round(load, 2)})
+    for result in out.values():
+        result["best_rows_per_s"] = max(r["rows_per_s"] for r in result["runs"])
+    return out
+
+
 def measure(spark: SparkSession, bootstrap: str, args: argparse.Namespace) -> dict:
     source = create_topic(bootstrap, "spark-in", args.partitions)
     produce_rate = produce(bootstrap, source, args.records, args.size)
 
-    def reader() -> DataFrameReader:
+    def reader(kind: str = "native") -> DataFrameReader:
         return (
             spark.read.format("moldau")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", source)
+            .option("reader", kind)
         )
 
     def batch_write(guarantee: str) -> int:
@@ -93,6 +114,13 @@ def measure(spark: SparkSession, bootstrap: str, args: argparse.Namespace) -> di
         query.awaitTermination()
         return sum(p["numInputRows"] for p in query.recentProgress)
 
+    if args.read_only:
+        return {
+            "produce_rows_per_s": round(produce_rate),
+            "batch_read": measure_reads(
+                lambda kind: reader(kind).load().count(), ["native", "librdkafka"], args.rounds
+            ),
+        }
     results: dict = {
         "produce_rows_per_s": round(produce_rate),
         # The first query also pays for Spark's Python workers starting; the second is warm.
@@ -120,7 +148,8 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--master", default="local[*]")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each sink")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each sink (or read)")
+    parser.add_argument("--read-only", action="store_true", help="batch reads alone")
     parser.add_argument(
         "--max-offsets-per-trigger",
         type=int,

@@ -5,7 +5,9 @@
    confluent-kafka consumer reading each from offset 0 (remote tier vs local disk).
 2. ``disk``: one broker; ``--long-mib`` MiB produced to a tiered topic with
    ``local.retention.bytes`` of ``--local-mib`` MiB; the partition's bytes on the disk and
-   in the bucket, sampled as it goes (local use is bounded by local retention).
+   in the bucket, sampled as it goes (local use is bounded by local retention while the
+   copies keep up), once per ``--copiers`` value of
+   ``remote.log.manager.copier.thread.pool.size`` (1: one upload at a time).
 3. ``join``: two brokers; a partition with ``--mib`` MiB of history gets a second replica
    (``moldau reassign``); seconds until it is in the ISR and the bytes it holds, for a
    tiered topic (it fetches only the leader's local part) and an ordinary one.
@@ -39,8 +41,9 @@ VALUE = 1000  # bytes per record value
 SEGMENT = 1 * MIB
 
 
-def tiering_configs(store: SeaweedFS, prefix: str) -> dict[str, str]:
+def tiering_configs(store: SeaweedFS, prefix: str, copiers: int = -1) -> dict[str, str]:
     return {
+        "remote.log.manager.copier.thread.pool.size": str(copiers),
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.class.name": "s3",
         **store.rsm_configs("rsm.config."),
@@ -173,8 +176,10 @@ def consume_part(store: SeaweedFS, mib: float) -> dict[str, Any]:
         }
 
 
-def disk_part(store: SeaweedFS, total_mib: float, local_mib: float, step_mib: float) -> dict:
-    configs = tiering_configs(store, "d/")
+def disk_part(
+    store: SeaweedFS, total_mib: float, local_mib: float, step_mib: float, copiers: int
+) -> dict:
+    configs = tiering_configs(store, f"d{copiers}/", copiers)
     with broker(**{k.replace(".", "_"): v for k, v in configs.items()}) as b:
         tc = topic_configs(True, int(local_mib * MIB))
         b.create_topic("long", 1, **{k.replace(".", "_"): v for k, v in tc.items()})
@@ -186,7 +191,7 @@ def disk_part(store: SeaweedFS, total_mib: float, local_mib: float, step_mib: fl
                 {
                     "produced_mib": produced,
                     "local_mib": round(local_bytes(b.data_dir, "long") / MIB, 2),
-                    "remote_mib": round(remote_bytes(store, "d/") / MIB, 2),
+                    "remote_mib": round(remote_bytes(store, f"d{copiers}/") / MIB, 2),
                     "at_s": round(time.monotonic() - started, 1),
                 }
             )
@@ -199,11 +204,12 @@ def disk_part(store: SeaweedFS, total_mib: float, local_mib: float, step_mib: fl
         return {
             "produce_mib_s": round(total_mib / (produced_at - started), 1),
             "copied_mib_s": round(
-                remote_bytes(store, "d/") / MIB / (time.monotonic() - started), 1
+                remote_bytes(store, f"d{copiers}/") / MIB / (time.monotonic() - started), 1
             ),
             "settled_after_s": round(time.monotonic() - produced_at, 1),
             "settled_local_mib": round(local_bytes(b.data_dir, "long") / MIB, 2),
             "local_retention_mib": local_mib,
+            "copier_threads": copiers,
             "segment_mib": SEGMENT / MIB,
             "max_local_mib": max(s["local_mib"] for s in samples),
             "samples": samples,
@@ -256,6 +262,11 @@ def main() -> None:
     parser.add_argument("--local-mib", type=float, default=4, help="its local.retention.bytes")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--parts", default="consume,disk,join")
+    parser.add_argument(
+        "--copiers",
+        default="1,-1",
+        help="remote.log.manager.copier.thread.pool.size values for disk (-1: the default)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.mib, args.long_mib, args.local_mib = 4, 8, 2
@@ -267,8 +278,10 @@ def main() -> None:
             print("consume", results["consume"])
         if "disk" in parts:
             step = max(args.long_mib / 16, 1)
-            results["disk"] = disk_part(store, args.long_mib, args.local_mib, step)
-            print("disk", {k: v for k, v in results["disk"].items() if k != "samples"})
+            for copiers in map(int, args.copiers.split(",")):
+                run = disk_part(store, args.long_mib, args.local_mib, step, copiers)
+                results[f"disk_copiers_{copiers}"] = run
+                print("disk", {k: v for k, v in run.items() if k != "samples"})
         if "join" in parts:
             results["join"] = join_part(store, args.mib)
             print("join", results["join"])

@@ -23,7 +23,8 @@ from moldau.console.metrics import (
     Scrape,
 )
 from moldau.console.model import GroupInfo, GroupOffset, QuorumInfo, QuorumVoter
-from moldau.console.render import parse_timestamp, show, size, timestamp
+from moldau.console.registry import framed_id
+from moldau.console.render import diff, parse_timestamp, pretty_schema, show, size, timestamp
 from moldau.console.series import History, Rates
 
 # --- payloads -------------------------------------------------------------------------------
@@ -279,3 +280,22 @@ def test_quorum_from_a_cluster_description():
     )
     assert QuorumInfo.from_described({"error": 35}) is None  # UNSUPPORTED_VERSION
     assert QuorumInfo.from_described({}) is None
+
+
+def test_schema_diff_and_framing() -> None:
+    old = pretty_schema('{"type":"record","name":"U","fields":[{"name":"a","type":"int"}]}', "AVRO")
+    new = pretty_schema(
+        '{"type":"record","name":"U","fields":[{"name":"a","type":"int"},'
+        '{"name":"b","type":"string","default":""}]}',
+        "AVRO",
+    )
+    lines = diff(old, new, "v1", "v2")
+    assert [k for k, _ in lines[:3]] == ["file", "file", "hunk"]
+    added = [line for kind, line in lines if kind == "add"]
+    assert any('"name": "b"' in line for line in added)
+    assert all(not line.startswith("+") for kind, line in lines if kind in ("same", "del"))
+    assert diff(old, old, "v1", "v1") == []
+    assert pretty_schema("syntax = 'proto3';", "PROTOBUF") == "syntax = 'proto3';"
+    assert framed_id(b"\0\0\0\1\2body") == 258
+    assert framed_id(b"\1\0\0\1\2") is None and framed_id(b"\0\0") is None
+    assert framed_id(None) is None

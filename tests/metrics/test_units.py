@@ -17,7 +17,6 @@ from prometheus_client.core import Metric
 from moldau import metrics
 from moldau.clock import ManualScheduler
 from moldau.config.topic import LogConfig
-from moldau.controller.metadata_log import MetadataLog
 from moldau.controller.quorum_controller import QuorumController
 from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.service import GroupCoordinatorService
@@ -43,6 +42,7 @@ from moldau.stats.requests import RequestStats
 from moldau.stats.timing import RequestTimer, parked
 from moldau.storage.log_manager import LogManager
 from tests.metrics.helpers import Samples
+from tests.unit.controller.test_quorum_controller import quorum_of_one
 
 RM = "kafka_server_replicamanager_"
 
@@ -217,7 +217,7 @@ def test_controller_counts_offline_and_unpreferred_leaders(tmp_path: Path):
     )
     c = "kafka_controller_kafkacontroller_"
     assert node.samples().value(c + "activecontrollercount") == 0
-    node.controller = QuorumController(MetadataLog.open(tmp_path), image)
+    node.controller = QuorumController(quorum_of_one(tmp_path / "metadata"), image)
     s = node.samples()
     assert s.value(c + "activecontrollercount") == 1
     assert s.value(c + "offlinepartitionscount") == 1

@@ -35,7 +35,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from moldau.testing.cluster import ClusterProcess
 from tests.registry.conftest import CONTENT_TYPE, free_port
 from tests.registry.test_durability import primary_node
-from tests.security.secure import Listeners, create_scram_users, standard_pki
+from tests.security.secure import PLAIN_JAAS, Listeners, create_scram_users, jaas, standard_pki
 
 PASSWORDS = {"alice": "alice-secret", "carol": "carol-secret", "admin": "admin-secret"}
 DEADLINE_S = 60.0
@@ -218,21 +218,28 @@ def test_authorizer_decides_on_subjects(secure: SecureRegistry) -> None:
     assert secure.call("/subjects/open-value/versions", "alice")[1]["error_code"] == 40401
 
 
-def test_standalone_registry_over_https(secure: SecureRegistry) -> None:
-    """`moldau registry --listener https://... -L ssl.*`: the same TLS settings as a broker
-    listener; it serves the cluster's schemas (this node has no authentication)."""
+def test_standalone_registry_over_https_with_a_users_file(
+    secure: SecureRegistry, tmp_path: Path
+) -> None:
+    """`moldau registry --listener https://... -L ssl.* --basic-auth-users FILE`: the same
+    TLS settings as a broker listener, basic authentication against the file's users; it
+    serves the cluster's schemas."""
     shared = secure.client("alice").register_schema("standalone-tls-value", avro("Alone"))
     url = f"https://127.0.0.1:{free_port()}"
     keystore = secure.certs["broker"].keystore
+    users = tmp_path / "users.properties"
+    users.write_text("# Jetty's format\ndave: dave-secret,admin\n")
     process = subprocess.Popen(
         [sys.executable, "-m", "moldau", "registry", "-b", secure.bootstrap, "--listener", url]
         + ["-L", "ssl.keystore.type=PEM", "-L", f"ssl.keystore.location={keystore}"]
-        + ["-L", "ssl.truststore.type=PEM", "-L", f"ssl.truststore.location={secure.ca}"],
+        + ["-L", "ssl.truststore.type=PEM", "-L", f"ssl.truststore.location={secure.ca}"]
+        + ["--basic-auth-users", str(users)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     try:
-        client = SchemaRegistryClient({"url": url, "ssl.ca.location": secure.ca})
+        config = {"url": url, "ssl.ca.location": secure.ca}
+        client = SchemaRegistryClient({**config, "basic.auth.user.info": "dave:dave-secret"})
         deadline = time.monotonic() + DEADLINE_S
         while True:
             try:
@@ -243,6 +250,11 @@ def test_standalone_registry_over_https(secure: SecureRegistry) -> None:
                 assert time.monotonic() < deadline, "the standalone registry never served"
                 time.sleep(0.5)
         assert found.schema_id == shared
+        for info in (None, "dave:wrong", "alice:alice-secret"):  # alice: a broker user only
+            extra = {"basic.auth.user.info": info} if info else {}
+            with pytest.raises(SchemaRegistryError) as refused:
+                SchemaRegistryClient({**config, **extra}).get_subjects()
+            assert refused.value.http_status_code == 401, info
     finally:
         process.terminate()
         output = process.communicate(timeout=60)[0].decode(errors="replace")
@@ -296,3 +308,50 @@ def test_writes_forwarded_over_https_with_the_callers_credentials(tmp_path: Path
         with pytest.raises(SchemaRegistryError) as refused:
             intruder.register_schema("forwarded-value", avro("Intruder"))
         assert refused.value.http_status_code == 401
+
+
+def test_in_server_registry_logs_in_over_sasl_ssl(tmp_path: Path) -> None:
+    """A broker whose only client listener is SASL_SSL: the registry's own client logs in
+    with `schema.registry.kafkastore.*` (PLAIN as carol), trusting the broker's CA from the
+    listener's ssl.truststore.*."""
+    certs = standard_pki(tmp_path / "pki")
+    ca = str(certs["pki"].ca_file)
+    users = {f"user_{u}": p for u, p in PASSWORDS.items()}
+    url = f"http://127.0.0.1:{free_port()}"
+    store = "schema.registry.kafkastore."
+    broker = Listeners(
+        tmp_path / "broker",
+        {"SECURE": "SASL_SSL"},
+        {
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs["broker"].keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": ca,
+            "sasl.enabled.mechanisms": "PLAIN",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.secure.plain.sasl.jaas.config": jaas(
+                PLAIN_JAAS, username="admin", password=PASSWORDS["admin"], **users
+            ),
+            "schema.registry.listeners": url,
+            f"{store}security.protocol": "SASL_SSL",
+            f"{store}sasl.mechanism": "PLAIN",
+            f"{store}sasl.jaas.config": jaas(
+                PLAIN_JAAS, username="carol", password=PASSWORDS["carol"]
+            ),
+        },
+    )
+    broker.start()
+    try:
+        client = SchemaRegistryClient({"url": url})
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                schema_id = client.register_schema("over-sasl-value", avro("OverSasl"))
+                break
+            except Exception:  # not serving yet
+                assert time.monotonic() < deadline, broker.lines()
+                time.sleep(0.5)
+        got = client.get_schema(schema_id).schema_str
+        assert json.loads(got) == json.loads(avro("OverSasl").schema_str)
+    finally:
+        broker.close()

@@ -31,8 +31,11 @@ def produce(
     *,
     headers: list[tuple[str, bytes]] | None = None,
     timestamps: list[int] | None = None,
+    config: dict[str, str] | None = None,
 ) -> list[Rec]:
-    """Produce `(partition, key, value)` rows; returns them with their acknowledged offsets."""
+    """Produce `(partition, key, value)` rows; returns them with their acknowledged offsets.
+
+    `config` adds producer settings (e.g. `compression.type`)."""
     acked: list[Rec] = []
     failed: list[KafkaError] = []
 
@@ -52,7 +55,7 @@ def produce(
             )
         )
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", **(config or {})})
     for i, (partition, key, value) in enumerate(rows):
         extra = {"timestamp": timestamps[i]} if timestamps else {}
         producer.produce(

@@ -1,15 +1,19 @@
 """One broker tiering to a real S3 server (SeaweedFS): segments go to the bucket; with
 the store frozen (SIGSTOP) producing goes on, segments wait on the disk, and copying
-resumes by itself when it thaws; every acknowledged record is read back from offset 0;
-deleting the topic empties the bucket of its objects, also when the broker is killed
-midway."""
+resumes by itself when it thaws; with the store killed outright (kill -9, restarted on
+the same data and ports) producing goes on, reads of remote data fail for the tiered
+partition only and resume by themselves, and uploads cut short are deleted; every
+acknowledged record is read back from offset 0; deleting the topic empties the bucket of
+its objects, also when the broker is killed midway."""
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC, deserialize
 from moldau.storage.remote.segment import RemotePartitionDeleteMetadata
@@ -74,6 +78,86 @@ def test_store_frozen_then_thawed_loses_nothing(
     assert read_confluent(b, "frozen", "read_committed") == acked
     b.delete_topic("frozen")
     wait_for(lambda: not seaweedfs.keys("frozen-"), "the bucket to be empty of the topic")
+
+
+def segment_ids_by_base(seaweedfs: SeaweedFS, topic: str) -> dict[int, set[str]]:
+    """The segment ids in the bucket per base offset (keys ``<base>-<segmentId>.<ext>``)."""
+    out: dict[int, set[str]] = defaultdict(set)
+    for key in seaweedfs.keys(f"{topic}-"):
+        base, segment_id = key.rsplit("/", 1)[1].split(".", 1)[0].split("-", 1)
+        out[int(base)].add(segment_id)
+    return out
+
+
+def test_store_killed_then_restarted_loses_nothing(
+    s3_broker: BrokerProcess, seaweedfs: SeaweedFS
+) -> None:
+    b = s3_broker
+    b.create_topic("killed", 1, **{k.replace(".", "_"): v for k, v in TIERED.items()})
+    b.create_topic("beside", 1)  # not tiered: reading it never needs the store
+    acked = produce_batches(b, "killed", "before", 10)
+    beside = [
+        r.value for r in b.produce("beside", *(f"beside-{i:03d}".encode() for i in range(50)))
+    ]
+    wait_for(lambda: local_bases(b, "killed")[0] > 0, "segments to leave the disk")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap_servers,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+        }
+    )
+    got: dict[str, list[bytes]] = {"killed": [], "beside": []}
+    errors: list[str] = []
+
+    def poll(until: float) -> None:
+        while time.monotonic() < until:
+            for m in consumer.consume(500, timeout=0.2):
+                if m.error() is not None:
+                    errors.append(f"{m.topic()}: {m.error()}")
+                else:
+                    got[m.topic()].append(m.value())
+
+    try:
+        seaweedfs.kill()
+        try:
+            killed_at = len(acked)
+            acked += produce_batches(b, "killed", "during", 10)  # producing goes on
+            consumer.assign([TopicPartition("killed", 0, 0), TopicPartition("beside", 0, 0)])
+            deadline = time.monotonic() + 60
+            while len(got["beside"]) < len(beside) and time.monotonic() < deadline:
+                poll(time.monotonic() + 0.5)
+            poll(time.monotonic() + 2)
+            # the other partition is served; the tiered one gets nothing (its offset 0 is
+            # in the dead store) and its errors name only it
+            assert got["beside"] == beside
+            assert got["killed"] == []
+            assert all(e.startswith("killed") for e in errors if not e.startswith("None")), errors
+            # nothing written while the store is dead has left the disk
+            assert local_bases(b, "killed")[0] <= killed_at
+        finally:
+            seaweedfs.start()  # same data and ports
+        # the same consumer goes on by itself and reads the whole partition
+        deadline = time.monotonic() + 90
+        while len(got["killed"]) < len(acked) and time.monotonic() < deadline:
+            poll(time.monotonic() + 0.5)
+        assert got["killed"] == acked
+    finally:
+        consumer.close()
+    # copying resumes, and then local retention; a copy the kill cut short was deleted
+    end = len(acked)
+    wait_for(lambda: local_bases(b, "killed")[0] >= end - 40, "copies to resume", timeout=90)
+
+    def doubled() -> dict[int, set[str]]:
+        return {
+            b: ids for b, ids in segment_ids_by_base(seaweedfs, "killed").items() if len(ids) > 1
+        }
+
+    try:
+        wait_for(lambda: not doubled(), "uploads cut short to be deleted", timeout=90)
+    except AssertionError:
+        raise AssertionError(f"{doubled()} {seaweedfs.keys('killed-')}") from None
+    assert read_confluent(b, "killed", "read_committed") == acked
 
 
 def partition_delete_states(b: ClientHelpers, topic: str) -> list[str]:

@@ -44,6 +44,25 @@ def console(
     sample_interval: Annotated[
         float, typer.Option(min=0.2, help="Seconds between chart samples.")
     ] = 5.0,
+    schema_registry: Annotated[
+        str | None,
+        typer.Option(
+            "--schema-registry",
+            envvar="MOLDAU_SCHEMA_REGISTRY",
+            metavar="URL",
+            help="Schema registry URL for the schema pages and decoding messages "
+            "(default: the registry the brokers serve, if any).",
+        ),
+    ] = None,
+    schema_registry_auth: Annotated[
+        str | None,
+        typer.Option(
+            "--schema-registry-auth",
+            envvar="MOLDAU_SCHEMA_REGISTRY_AUTH",
+            metavar="USER:PASSWORD",
+            help="HTTP basic credentials for the registry (default: sasl.username/password).",
+        ),
+    ] = None,
     command_config: CommandConfigOption = None,
     properties: PropertyOption = None,
 ) -> None:
@@ -63,6 +82,8 @@ def console(
             u.strip() for item in metrics or () for u in item.split(",") if u.strip()
         ),
         sample_interval_s=sample_interval,
+        schema_registry_url=schema_registry,
+        schema_registry_auth=schema_registry_auth,
     )
     # Bind first: port 0 then has a real number to print, and a busy port fails here, clearly.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

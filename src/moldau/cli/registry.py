@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -49,6 +50,15 @@ def registry(
     primary_eligible: Annotated[
         bool, typer.Option(help="May this node become the primary (the one that writes)?")
     ] = True,
+    basic_auth_users: Annotated[
+        Path | None,
+        typer.Option(
+            "--basic-auth-users",
+            metavar="FILE",
+            help="HTTP basic authentication against this users file ('user: password[,role]' "
+            "lines, as Confluent's registry's password file); without it, anyone may call.",
+        ),
+    ] = None,
     command_config: CommandConfigOption = None,
     properties: PropertyOption = None,
     listener_properties: Annotated[
@@ -66,6 +76,12 @@ def registry(
     `_schemas` topic. Several nodes on one cluster elect a primary; any takes requests."""
     try:  # web dependencies are an extra: load them only for this command
         from moldau.admin.preflight import Unreachable, client_security
+        from moldau.registry.auth import RegistryAccess, users_file_credentials
+        from moldau.registry.kafkastore import (
+            KafkastoreConfigError,
+            client_properties,
+            split_properties,
+        )
         from moldau.registry.runner import RegistryNode
         from moldau.security.tls import TlsConfigError, client_context, server_context
     except ImportError as exc:
@@ -75,7 +91,13 @@ def registry(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    user = user_properties(properties, command_config)
+    # librdkafka's keys, or Confluent's registry's `kafkastore.*` (Kafka's Java client keys).
+    user, store = split_properties(user_properties(properties, command_config))
+    if store:
+        try:
+            user.update(client_properties(store.get))
+        except KafkastoreConfigError as exc:
+            fail(str(exc))
     check_reachable(bootstrap, user)
     tls_settings = parse_pairs(listener_properties, "--listener-property").get
     try:
@@ -84,6 +106,12 @@ def registry(
         forward_tls = client_context(tls_settings) if https else None
     except TlsConfigError as exc:
         fail(f"--listener-property: {exc}")
+    access = None
+    if basic_auth_users is not None:
+        try:
+            access = RegistryAccess(users_file_credentials(basic_auth_users))
+        except (OSError, ValueError) as exc:
+            fail(f"--basic-auth-users: {exc}")
     try:
         node = RegistryNode(
             bootstrap,
@@ -95,6 +123,7 @@ def registry(
             replication_factor=replication_factor,
             tls=tls,
             forward_tls=forward_tls,
+            access=access,
         )
     except (ValueError, OSError, Unreachable) as exc:
         fail(f"cannot serve the registry at {listener}: {exc}")

@@ -96,13 +96,75 @@ def _registry_access(config: BrokerConfig, node: Node) -> RegistryAccess:
     )
 
 
+def _registry_client(config: BrokerConfig, bound: list[Listener]) -> tuple[str, dict[str, str]]:
+    """Where the registry's Kafka client connects and its librdkafka settings, from the
+    `schema.registry.kafkastore.*` keys (Confluent's `kafkastore.*`). By default it speaks
+    the inter-broker listener's protocol to this node's listener of that protocol (the
+    inter-broker one first) and logs in as the broker does there: the listener's
+    `ssl.*` files and its JAAS `username`/`password` for the mechanism."""
+    from moldau.config.broker import SCHEMA_REGISTRY_KAFKASTORE_PREFIX as PREFIX
+    from moldau.registry.kafkastore import KafkastoreConfigError, client_properties
+    from moldau.security.listeners import ListenerConfig, SecurityConfigError, listener_protocol
+
+    def own(key: str) -> str | None:
+        value = config.props.get(PREFIX + key, "").strip()
+        return value or None
+
+    inter = config.get("inter.broker.listener.name")
+    try:
+        protocol = (own("security.protocol") or listener_protocol(config, inter).value).upper()
+        controllers = {n.strip() for n in config.get("controller.listener.names").split(",")}
+        brokers = [b for b in bound if b.name not in controllers]
+        ordered = sorted(brokers, key=lambda b: b.name != inter)
+        chosen = next(
+            (b for b in ordered if listener_protocol(config, b.name).value == protocol), None
+        )
+    except SecurityConfigError as e:
+        raise ConfigError(str(e)) from None
+    bootstrap = own("bootstrap.servers")
+    if bootstrap is None:
+        if chosen is None:
+            raise ConfigError(
+                f"{PREFIX}security.protocol: this node has no {protocol} listener for the "
+                f"schema registry to connect to (set {PREFIX}bootstrap.servers)"
+            )
+        bootstrap = f"{chosen.host or '127.0.0.1'}:{chosen.port}"
+    listener = ListenerConfig(config, chosen.name) if chosen else None
+
+    def get(key: str) -> str | None:
+        if key == "security.protocol":
+            return protocol
+        value = own(key)
+        if value is not None or listener is None:
+            return value
+        if key == "sasl.mechanism":
+            return listener.get("sasl.mechanism.inter.broker.protocol")
+        return listener.get(key) if key.startswith("ssl.") else None
+
+    try:
+        props = client_properties(get, PREFIX)
+    except KafkastoreConfigError as e:
+        raise ConfigError(str(e)) from None
+    if "sasl.mechanism" in props and "sasl.username" not in props:
+        jaas = listener.jaas(props["sasl.mechanism"]) if listener else None
+        if jaas is None or "username" not in jaas.options or "password" not in jaas.options:
+            raise ConfigError(
+                f"{PREFIX}sasl.jaas.config: the schema registry needs a username and password "
+                f"for {props['sasl.mechanism']} (or the listener's JAAS config to give them)"
+            )
+        props["sasl.username"] = jaas.options["username"]
+        props["sasl.password"] = jaas.options["password"]
+    return bootstrap, props
+
+
 async def _start_registry(
     config: BrokerConfig, node: Node, bound: list[Listener]
 ) -> RegistryNode | None:
     """The schema registry of `schema.registry.listeners`, a Kafka client of this node's
     inter-broker listener (so it is one code path with `moldau registry`). An https
     listener takes its keystore from `listener.name.schema_registry.ssl.*`, else `ssl.*`."""
-    from moldau.security.listeners import ListenerConfig, SecurityProtocol, listener_protocol
+    from moldau.admin.preflight import Unreachable, client_security
+    from moldau.security.listeners import ListenerConfig
     from moldau.security.tls import TlsConfigError, client_context, server_context
 
     url = config.schema_registry_listener
@@ -116,13 +178,7 @@ async def _start_registry(
             f"schema.registry.listeners: the registry is unavailable ({e}); install "
             "'moldau[registry]'"
         ) from None
-    name = config.get("inter.broker.listener.name")
-    own = [b for b in bound if b.name == name]
-    if not own or listener_protocol(config, name) != SecurityProtocol.PLAINTEXT:
-        raise ConfigError(
-            f"schema.registry.listeners: the registry needs the PLAINTEXT listener {name} "
-            "(inter.broker.listener.name) to reach its node"
-        )
+    bootstrap, client_config = _registry_client(config, bound)
     voters = config.get("controller.quorum.voters")
     tls_config = ListenerConfig(config, "SCHEMA_REGISTRY").get
     try:
@@ -131,9 +187,15 @@ async def _start_registry(
         forward_tls = client_context(tls_config) if https else None
     except TlsConfigError as e:
         raise ConfigError(f"schema.registry.listeners: {e}") from None
+    try:
+        security = client_security(client_config)
+    except Unreachable as e:
+        raise ConfigError(f"schema.registry.kafkastore: {e}") from None
     registry = RegistryNode(
-        f"{own[0].host or '127.0.0.1'}:{own[0].port}",
+        bootstrap,
         url,
+        client_config=client_config,
+        security=security,
         advertised=config.get("schema.registry.advertised.listener") or None,
         replication_factor=min(3, max(1, len([v for v in voters.split(",") if v.strip()]))),
         tls=tls,

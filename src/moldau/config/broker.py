@@ -72,6 +72,22 @@ STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 # manager, those under remote.log.metadata.manager.impl.prefix (rlmm.config.) to the
 # metadata manager.
 REMOTE_STORAGE_MANAGER_PREFIX = "rsm.config."
+# The in-broker schema registry's own Kafka client, as Confluent's `kafkastore.*` keys.
+SCHEMA_REGISTRY_KAFKASTORE_PREFIX = "schema.registry.kafkastore."
+SCHEMA_REGISTRY_KAFKASTORE_KEYS = frozenset(
+    {
+        "bootstrap.servers",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.jaas.config",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
 REMOTE_LOG_METADATA_MANAGER_PREFIX = "rlmm.config."
 REMOTE_LOG_KEYS = _KEYS["remote_log"]
 BROKER_KEYS: dict[str, BrokerKey] = {
@@ -97,6 +113,8 @@ def _known_key(key: str) -> bool:
         return True
     if key.startswith((REMOTE_STORAGE_MANAGER_PREFIX, REMOTE_LOG_METADATA_MANAGER_PREFIX)):
         return True  # for the plugins (default prefixes; custom ones are reported unknown)
+    if key.startswith(SCHEMA_REGISTRY_KAFKASTORE_PREFIX):
+        return key[len(SCHEMA_REGISTRY_KAFKASTORE_PREFIX) :] in SCHEMA_REGISTRY_KAFKASTORE_KEYS
     m = LISTENER_SCOPED.match(key)
     return m is not None and (m["key"] is None or m["key"] in BROKER_KEYS)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
@@ -30,13 +30,14 @@ from moldau.admin.offsets import RESET_STRATEGIES
 from moldau.console import render
 from moldau.console.charts import line_chart
 from moldau.console.cluster import Cluster, ConsoleError, Start
-from moldau.console.model import TopicInfo, with_sizes
+from moldau.console.model import Record, TopicInfo, with_sizes
+from moldau.console.registry import Registry
 from moldau.console.sampler import Sampler
 
 T = TypeVar("T")
 _HERE = Path(__file__).parent
 _LIMITS = (20, 50, 100, 500)
-_NOT_FOUND = ("UNKNOWN_TOPIC_OR_PART", "GROUP_ID_NOT_FOUND")
+_NOT_FOUND = ("UNKNOWN_TOPIC_OR_PART", "GROUP_ID_NOT_FOUND", "schema registry 404")
 
 
 class InputError(ConsoleError):
@@ -52,6 +53,10 @@ class ConsoleSettings:
     properties: dict[str, str]
     metrics_urls: tuple[str, ...] = ()
     sample_interval_s: float = 5.0
+    # The schema registry (None: the one the cluster's brokers serve, if they say) and its
+    # basic-auth `user:password` (None: the SASL username and password, if any).
+    schema_registry_url: str | None = None
+    schema_registry_auth: str | None = None
 
 
 def create_app(settings: ConsoleSettings) -> Starlette:
@@ -61,7 +66,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     env = templates.env
     env.filters.update(size=render.size, count=render.count, ts=render.timestamp)
     env.globals.update(show=render.show, settings=settings, sampler=sampler)
-    pages = _Pages(cluster, sampler, templates)
+    pages = _Pages(cluster, sampler, templates, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -97,6 +102,14 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             "/actions/reset-offsets", pages.reset_offsets, methods=["POST"], name="reset_offsets"
         ),
         Route("/actions/delete-group", pages.delete_group, methods=["POST"], name="delete_group"),
+        Route("/schemas", pages.subjects, name="subjects"),
+        Route("/schemas/{subject}", pages.subject, name="subject"),
+        Route(
+            "/schemas/{subject}/versions/{version:int}",
+            pages.schema_version,
+            name="schema_version",
+        ),
+        Route("/schemas/{subject}/diff", pages.schema_diff, name="schema_diff"),
         Route("/charts/throughput", pages.throughput_chart, name="throughput_chart"),
         Route("/charts/lag", pages.lag_chart, name="lag_chart"),
         Route("/healthz", lambda _request: PlainTextResponse("ok"), name="healthz"),
@@ -164,10 +177,53 @@ def format_positions(positions: dict[int, int]) -> str:
 
 
 class _Pages:
-    def __init__(self, cluster: Cluster, sampler: Sampler, templates: Jinja2Templates) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        sampler: Sampler,
+        templates: Jinja2Templates,
+        settings: ConsoleSettings,
+    ) -> None:
         self.cluster = cluster
         self.sampler = sampler
         self.templates = templates
+        self.settings = settings
+        self._registry: Registry | None = None
+        self._registry_looked_up = False
+
+    async def registry(self) -> Registry | None:
+        """The schema registry of the settings, else the one the brokers' configs name
+        (looked up once: a broker's listeners do not change while it runs)."""
+        if not self._registry_looked_up:
+            url = self.settings.schema_registry_url
+            if not url:
+                url = await self._call(self.cluster.registry_url)
+            auth = self.settings.schema_registry_auth
+            user = self.settings.properties
+            if auth is None and "sasl.username" in user:
+                auth = f"{user['sasl.username']}:{user.get('sasl.password', '')}"
+            self._registry = Registry(url, auth) if url else None
+            self._registry_looked_up = True
+        return self._registry
+
+    async def _decoded(self, topic: str, records: list[Record], fmt: str) -> list[Record]:
+        """Records with their registry-framed keys and values decoded (format `auto` only:
+        the other formats show the bytes as they are)."""
+        registry = await self.registry() if fmt == "auto" else None
+        if registry is None:
+            return records
+
+        def decode() -> list[Record]:
+            return [
+                replace(
+                    r,
+                    key_decoded=registry.decode(r.key, f"{topic}-key"),
+                    value_decoded=registry.decode(r.value, f"{topic}-value"),
+                )
+                for r in records
+            ]
+
+        return await run_in_threadpool(decode)
 
     def _page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         context.setdefault("notice", request.query_params.get("notice"))
@@ -308,6 +364,7 @@ class _Pages:
         partitions = None if partition == "all" else [_int(partition, "partition", minimum=0)]
         start = self._start(params.get("start", "newest"), params.get("from", ""))
         records = await self._call(self.cluster.read, name, partitions, start, limit)
+        records = await self._decoded(name, records, fmt)
         return self._page(
             request,
             "messages.html",
@@ -347,12 +404,13 @@ class _Pages:
         except ValueError:
             raise InputError("pos: expected partition:offset,...") from None
         fmt = params.get("format", "auto")
+        fmt = fmt if fmt in render.FORMATS else "auto"
         records, positions = await self._call(self.cluster.tail, name, positions)
         return self._page(
             request,
             "tail_rows.html",
-            records=records,
-            fmt=fmt if fmt in render.FORMATS else "auto",
+            records=await self._decoded(name, records, fmt),
+            fmt=fmt,
             tail_from=format_positions(positions),
         )
 
@@ -426,6 +484,67 @@ class _Pages:
         return _redirect(
             str(request.url_for("groups")), notice=f"Deleted consumer group {group_id}."
         )
+
+    # --- schemas ----------------------------------------------------------------------------
+
+    async def _required_registry(self) -> Registry:
+        registry = await self.registry()
+        if registry is None:
+            raise InputError("no schema registry: start the console with --schema-registry URL")
+        return registry
+
+    async def subjects(self, request: Request) -> Response:
+        registry = await self.registry()
+        subjects = await run_in_threadpool(registry.subjects) if registry else []
+        return self._page(
+            request, "subjects.html", section="schemas", registry=registry, subjects=subjects
+        )
+
+    async def _subject_page(self, request: Request, **context: Any) -> Response:
+        """The subject's versions (with their ids and types) above `context`'s schema or diff."""
+        registry = await self._required_registry()
+        subject = request.path_params["subject"]
+        versions = await run_in_threadpool(registry.versions, subject)
+        every = [await run_in_threadpool(registry.version, subject, v) for v in versions]
+        context.setdefault("diff", None)
+        context.setdefault("shown", None)
+        return self._page(
+            request,
+            "subject.html",
+            section="schemas",
+            subject=subject,
+            versions=versions,
+            ids={v.version: v.schema_id for v in every},
+            types={v.version: v.schema_type for v in every},
+            **context,
+        )
+
+    async def subject(self, request: Request) -> Response:
+        return await self._subject_page(request)
+
+    async def schema_version(self, request: Request) -> Response:
+        registry = await self._required_registry()
+        shown = await run_in_threadpool(
+            registry.version, request.path_params["subject"], request.path_params["version"]
+        )
+        text = render.pretty_schema(shown.schema, shown.schema_type)
+        return await self._subject_page(request, shown=shown, schema_text=text)
+
+    async def schema_diff(self, request: Request) -> Response:
+        registry = await self._required_registry()
+        subject = request.path_params["subject"]
+        params = request.query_params
+        old_version = _int(params.get("from", ""), "from", minimum=1)
+        new_version = _int(params.get("to", ""), "to", minimum=1)
+        old = await run_in_threadpool(registry.version, subject, old_version)
+        new = await run_in_threadpool(registry.version, subject, new_version)
+        diff = render.diff(
+            render.pretty_schema(old.schema, old.schema_type),
+            render.pretty_schema(new.schema, new.schema_type),
+            f"{subject} version {old.version} (id {old.schema_id})",
+            f"{subject} version {new.version} (id {new.schema_id})",
+        )
+        return await self._subject_page(request, old=old, new=new, diff=diff)
 
     # --- charts (htmx fragments) ------------------------------------------------------------
 

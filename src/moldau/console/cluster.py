@@ -281,6 +281,24 @@ class Cluster:
         except (KafkaException, OSError, RuntimeError, TimeoutError) as exc:
             raise ConsoleError(f"tiers of {name!r}: {exc}") from None
 
+    def registry_url(self) -> str | None:
+        """The schema registry a broker serves, from its configs (Moldau's
+        `schema.registry.advertised.listener`, else `schema.registry.listeners`); None when
+        the broker names none (or is not Moldau)."""
+        brokers = self._metadata().brokers
+        if not brokers:
+            return None
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        try:
+            entries = _wait(self._admin.describe_configs([resource], **_TIMEOUTS)[resource])
+        except ConsoleError:
+            return None
+        for key in ("schema.registry.advertised.listener", "schema.registry.listeners"):
+            entry = entries.get(key)
+            if entry is not None and entry.value:
+                return str(entry.value)
+        return None
+
     def topic_configs(self, name: str) -> list[ConfigItem]:
         resource = ConfigResource(ResourceType.TOPIC, name)
         entries = _wait(

@@ -218,6 +218,37 @@ class Record:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
+    key_decoded: Decoded | None = None  # a registry-framed key, decoded with its schema
+    value_decoded: Decoded | None = None
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A registry-framed key or value decoded with its writer's schema (as pretty JSON), or
+    why it could not be (`error`)."""
+
+    schema_id: int
+    subject: tuple[str, int] | None  # (subject, version) the id is registered under
+    schema_type: str | None
+    text: str
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    subject: str
+    version: int
+    schema_id: int
+    schema_type: str  # AVRO, JSON or PROTOBUF
+    schema: str
+    references: tuple[tuple[str, str, int], ...] = ()  # (name, subject, version)
+
+
+@dataclass(frozen=True)
+class SubjectInfo:
+    name: str
+    latest: SchemaVersion
+    compatibility: str  # the subject's level, else the global one
 
 
 def with_sizes(topic: TopicInfo, sizes: dict[tuple[str, int], int]) -> TopicInfo:

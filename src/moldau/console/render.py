@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -125,3 +126,27 @@ def compact(n: float) -> str:
         if abs(n) >= threshold:
             return f"{n / threshold:.3g}{suffix}"
     return f"{n:.3g}"
+
+
+def pretty_schema(text: str, schema_type: str) -> str:
+    """A schema as people read it: Avro and JSON Schema indented, Protobuf as given."""
+    if schema_type == "PROTOBUF":
+        return text
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def diff(old: str, new: str, old_name: str, new_name: str) -> list[tuple[str, str]]:
+    """A unified diff of two texts as (kind, line) pairs, kind being file, hunk, add, del or
+    same (for the page's colours)."""
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), old_name, new_name, n=3, lineterm=""
+    )
+    kinds = {"+++": "file", "---": "file", "@@": "hunk", "+": "add", "-": "del"}
+    shown = []
+    for line in lines:
+        prefix = next((p for p in kinds if line.startswith(p)), "")
+        shown.append((kinds.get(prefix, "same"), line))
+    return shown

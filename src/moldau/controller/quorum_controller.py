@@ -36,7 +36,7 @@ class ControllerResult(Generic[T]):
 
 
 class MetadataLogWriter(Protocol):
-    """Where metadata goes: the local log of a quorum of one, or Raft. Whoever owns it
+    """Where metadata goes: the Raft log (a single node's is a quorum of one). Its owner
     hands every committed batch, in log order, to :meth:`QuorumController.handle_commit`."""
 
     def append(self, records: Sequence[MetadataRecord]) -> int:

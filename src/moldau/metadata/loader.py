@@ -1,29 +1,17 @@
 """The metadata loader: folds committed metadata batches into images and publishes them.
 
-Every node runs one: on start it replays the whole log into a single delta (one image
-build, whatever the log's length) or, under KRaft, folds the committed batches until it
-has caught up to the quorum's high watermark; then it applies each committed batch as it
-arrives and hands the new image to the publisher.
+Every node runs one: on start it folds the committed batches until it has caught up to
+the quorum's high watermark (a single node's too: a quorum of one), then it applies each
+committed batch as it arrives and hands the new image to the publisher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
-from moldau.metadata.image import MetadataDelta, MetadataImage
+from moldau.metadata.image import MetadataImage
 from moldau.metadata.publisher import MetadataPublisher
 from moldau.metadata.records import MetadataRecord
-
-
-def replay(batches: Iterable[tuple[Sequence[MetadataRecord], int]]) -> MetadataImage:
-    """The image of a whole log: batches of (records, last offset), oldest first."""
-    delta = MetadataDelta(MetadataImage())
-    last = -1
-    for records, offset in batches:
-        for record in records:
-            delta.replay(record)
-        last = offset
-    return delta.apply(last)
 
 
 class MetadataLoader:

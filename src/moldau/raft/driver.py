@@ -108,7 +108,8 @@ def not_controller(message: str) -> KafkaError:
 
 def decode_metadata(records: list[Record]) -> list[MetadataRecord]:
     """The metadata records of one batch; one that does not decode (a newer release's, or
-    damaged) is skipped with an error naming its offset, as `MetadataLog` does."""
+    damaged) is skipped with an error naming its offset: a node must always be able to
+    start on its own data."""
     decoded = []
     for r in records:
         try:

@@ -8,8 +8,8 @@ renamed once complete and fsynced. Cutting the log at a snapshot deletes the old
 snapshot files first, then moves the log start and drops the whole segments below it, so
 a crash in between leaves a log that still starts at its earliest snapshot: on open the
 log start is the earliest snapshot's end offset (no separate checkpoint file needed).
-A log written by the quorum-of-one `MetadataLog` (epoch-0 batches, no snapshots, no
-LeaderChange records) opens as it is.
+A log written by earlier releases' local metadata log of a single node (epoch-0 batches,
+no snapshots, no LeaderChange records) opens as it is.
 """
 
 from __future__ import annotations

@@ -20,13 +20,15 @@ import base64
 import binascii
 import hashlib
 import hmac
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from moldau.metadata.security import ScramCredential
 from moldau.registry.errors import RegistryError
 from moldau.security.acl import ANONYMOUS, CLUSTER_NAME, AclOperation, KafkaPrincipal, ResourceType
-from moldau.security.scram import MECHANISMS, ScramMechanism
+from moldau.security.scram import MECHANISMS, SCRAM_SHA_512, ScramMechanism
 
 Credentials = Callable[[str, ScramMechanism], ScramCredential | None]
 """The broker's SCRAM credential of a user for a mechanism (None: it has none)."""
@@ -54,6 +56,33 @@ def password_matches(password: str, credential: ScramCredential, mechanism: Scra
     salted = mechanism.salted_password(password, credential.salt, credential.iterations)
     stored_key = mechanism.digest(mechanism.hmac(salted, b"Client Key"))
     return hmac.compare_digest(stored_key, credential.stored_key)
+
+
+def users_file_credentials(path: Path) -> Credentials:
+    """Credentials from a users file in the format of Jetty's HashLoginService, which
+    Confluent's registry reads for basic authentication (`user: password[,role...]`, `#`
+    comments; plain passwords only). Each password is kept only as a SCRAM-SHA-512
+    credential with a random salt, checked like the broker's. ValueError naming the line."""
+    found = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith(("#", "!")):
+            continue
+        user, sep, rest = text.partition(":")
+        password = rest.split(",", 1)[0].strip()
+        if not sep or not user.strip() or not password:
+            raise ValueError(f"{path}:{number}: expected 'user: password[,role...]'")
+        if password.startswith(("OBF:", "MD5:", "CRYPT:")):
+            raise ValueError(f"{path}:{number}: only plain passwords are supported")
+        salt = os.urandom(16)
+        iterations = SCRAM_SHA_512.min_iterations
+        salted = SCRAM_SHA_512.salted_password(password, salt, iterations)
+        found[user.strip()] = SCRAM_SHA_512.credential(salted, salt, iterations)
+
+    def credentials(user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        return found.get(user) if mechanism == SCRAM_SHA_512 else None
+
+    return credentials
 
 
 def basic_credentials(header: str | None) -> tuple[str, str] | None:

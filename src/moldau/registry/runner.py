@@ -19,6 +19,7 @@ import uvicorn
 from moldau.registry.auth import RegistryAccess
 from moldau.registry.compatibility import check
 from moldau.registry.election import PrimaryElection
+from moldau.registry.errors import RegistryError
 from moldau.registry.formats.catalog import FORMATS
 from moldau.registry.rest import build_app
 from moldau.registry.service import SchemaRegistry
@@ -103,6 +104,15 @@ class RegistryNode:
             if ids is None:
                 ids = self._ids[subject] = store.state.live_ids(subject)
             return ids
+
+    def catch_up(self, timeout: float) -> None:
+        """Wait (at most `timeout`) until this node has read `_schemas` to its end offset of
+        now, for broker-side validation of an id registered through another node; a store
+        that cannot tell in time leaves the ids as they are."""
+        try:
+            self.store.catch_up(timeout)
+        except RegistryError as e:
+            log.info("schema registry: catching up for validation failed: %s", e.message)
 
     def start(self, timeout: float = START_TIMEOUT_S) -> None:
         """Start in a thread of its own; return once it serves (raise if it cannot)."""

@@ -2,21 +2,27 @@
 remote segments past total retention, and serves reads below the local log start.
 
 Decisions are the pure ``CopyScheduler`` / ``remote_segments_to_delete``; this object only
-moves bytes. All remote IO (the remote storage manager's blocking calls) runs on two thread
-pools: ``remote.log.manager.thread.pool.size`` workers for copies and deletions and
-``remote.log.reader.threads`` for reads, so the event loop never waits on the object store.
+moves bytes. All remote IO (the remote storage manager's blocking calls) runs on thread
+pools: copiers and expirers (``remote.log.manager.copier.thread.pool.size`` and
+``remote.log.manager.expiration.thread.pool.size``, by default
+``remote.log.manager.thread.pool.size``) and ``remote.log.reader.threads`` for reads, so
+the event loop never waits on the object store.
 Remote log metadata events go through the metadata manager (``__remote_log_metadata``);
 COPY_SEGMENT_FINISHED is published only once every object of the segment is in the store,
 and local retention deletes a segment only after that (``UnifiedLog``).
 
-A partition copies one segment at a time, in offset order; a failure (store down or slow)
-leaves the segment local and retries with backoff; a new leader continues from the highest
-offset its epoch lineage has in the remote tier.
+A partition uploads up to ``remote.log.manager.copier.thread.pool.size`` segments at once
+(that pool bounds the broker's uploads) and finishes them in offset order, so local
+retention keeps up with a fast producer; a failure (store down or slow) leaves the segment
+local, marks what it may have uploaded for deletion (by the expiry pass) and retries the
+copy with backoff; a new leader continues from the highest offset its epoch lineage has in
+the remote tier.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from moldau.clock import Clock
-from moldau.config.broker import BrokerConfig
+from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from moldau.replication.tier_state_machine import build_remote_log_aux_state
 from moldau.stats.counters import RemoteStorageStats
@@ -107,10 +113,32 @@ class RemoteLogManagerConfig:
     index_cache_bytes: int = 1 << 30
     retry_backoff_ms: int = 500
     retry_backoff_max_ms: int = 30_000
+    copier_thread_pool_size: int = -1  # -1: thread_pool_size (Kafka 3.9)
+    expiration_thread_pool_size: int = -1  # -1: thread_pool_size
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> RemoteLogManagerConfig:
         return cls(*(config.int(key) for key in _REMOTE_LOG_MANAGER_KEYS))
+
+    def __post_init__(self) -> None:
+        for key, size in zip(
+            _REMOTE_LOG_MANAGER_KEYS[-2:],
+            (self.copier_thread_pool_size, self.expiration_thread_pool_size),
+            strict=True,
+        ):
+            if size != -1 and size < 1:
+                raise ConfigError(f"{key} must be -1 or at least 1, not {size}")
+
+    @property
+    def copier_threads(self) -> int:
+        """Uploads at once on this broker, and at most per partition."""
+        size = self.copier_thread_pool_size
+        return self.thread_pool_size if size == -1 else size
+
+    @property
+    def expiration_threads(self) -> int:
+        size = self.expiration_thread_pool_size
+        return self.thread_pool_size if size == -1 else size
 
 
 _REMOTE_LOG_MANAGER_KEYS = (  # RemoteLogManagerConfig's fields, in order
@@ -120,6 +148,8 @@ _REMOTE_LOG_MANAGER_KEYS = (  # RemoteLogManagerConfig's fields, in order
     "remote.log.index.file.cache.total.size.bytes",
     "remote.log.manager.task.retry.backoff.ms",
     "remote.log.manager.task.retry.backoff.max.ms",
+    "remote.log.manager.copier.thread.pool.size",
+    "remote.log.manager.expiration.thread.pool.size",
 )
 
 
@@ -140,7 +170,9 @@ class _Replica:
     leader_epoch: int  # -1: a follower
     high_watermark: Callable[[], int]
     scheduler: CopyScheduler | None = None
-    busy: bool = False  # a copy or expiry pass is running
+    expiring: bool = False  # an expiry pass is running
+    # done when the copy started last has finished or failed: the next one finishes after
+    last_copy: asyncio.Future[None] | None = None
     deleted: bool = False  # its topic was deleted: a copy in flight deletes its upload
 
 
@@ -160,7 +192,8 @@ class RemoteLogManager:
         self.clock = clock
         self.index_cache = RemoteIndexCache(rsm, config.index_cache_bytes)
         self.stats = RemoteStorageStats()
-        self._copiers = ThreadPoolExecutor(config.thread_pool_size, "remote-log-copier")
+        self._copiers = ThreadPoolExecutor(config.copier_threads, "remote-log-copier")
+        self._expirers = ThreadPoolExecutor(config.expiration_threads, "remote-log-expirer")
         self._readers = ThreadPoolExecutor(config.reader_threads, "remote-log-reader")
         self._replicas: dict[TopicPartition, _Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -307,30 +340,23 @@ class RemoteLogManager:
             self._step(replica, expire=True)
 
     def _step(self, replica: _Replica, *, expire: bool) -> None:
-        if replica.busy or not self.metadata.is_ready(replica.tp):
-            return  # busy, or its remote log metadata is still loading
+        if not self.metadata.is_ready(replica.tp):
+            return  # its remote log metadata is still loading
         if self._replicas.get((replica.tp.topic, replica.tp.partition)) is not replica:
             return  # stopped or replaced meanwhile
         self._follow_remote_tier(replica)
         if replica.leader_epoch < 0:
             return
-        candidate = self._next_copy(replica, self.clock.now_ms())
-        if candidate is not None:
-            self._spawn(replica, self._copy(replica, candidate))
-        elif expire and replica.log.config.delete_enabled:
-            self._spawn(replica, self._expire(replica))
-
-    def _spawn(self, replica: _Replica, work: Coroutine[Any, Any, None]) -> None:
-        replica.busy = True
-
-        async def run() -> None:
-            try:
-                await work
-            finally:
-                replica.busy = False
-            self._step(replica, expire=False)  # a finished copy lets the next one start
-
-        self._background(run())
+        now = self.clock.now_ms()
+        while (candidate := self._next_copy(replica, now)) is not None:
+            previous, replica.last_copy = (
+                replica.last_copy,
+                asyncio.get_running_loop().create_future(),
+            )
+            self._background(self._copy(replica, candidate, previous, replica.last_copy))
+        if expire and not replica.expiring and replica.log.config.delete_enabled:
+            replica.expiring = True
+            self._background(self._expire(replica))
 
     def _follow_remote_tier(self, replica: _Replica) -> None:
         replica_log, tp = replica.log, replica.tp
@@ -355,6 +381,7 @@ class RemoteLogManager:
                 interval_ms=self.config.task_interval_ms,
                 backoff_ms=self.config.retry_backoff_ms,
                 backoff_max_ms=self.config.retry_backoff_max_ms,
+                max_in_flight=self.config.copier_threads,
             )
         lso = replica_log.last_stable_offset(replica.high_watermark())
         return replica.scheduler.next_copy(
@@ -362,19 +389,35 @@ class RemoteLogManager:
         )
 
     # -- copy ------------------------------------------------------------------------
-    async def _copy(self, replica: _Replica, candidate: CopyCandidate) -> None:
+    async def _copy(
+        self,
+        replica: _Replica,
+        candidate: CopyCandidate,
+        previous: asyncio.Future[None] | None,
+        done: asyncio.Future[None],
+    ) -> None:
+        """Upload ``candidate`` (other uploads may run meanwhile), then, once the copy
+        before it is done, make it COPY_SEGMENT_FINISHED: the remote tier grows in offset
+        order. A copy abandoned because one before it failed deletes its upload."""
         scheduler = replica.scheduler
         assert scheduler is not None
         replica_log, tp = replica.log, replica.tp
+        started: RemoteLogSegmentMetadata | None = None
         try:
             md, data = self._prepare_copy(replica, candidate)
             await self.metadata.add_remote_log_segment_metadata(md)
+            started = md
             loop = asyncio.get_running_loop()
             custom = await loop.run_in_executor(
                 self._copiers, self.rsm.copy_log_segment_data, md, data
             )
+            if previous is not None:
+                await previous
             if replica.deleted:  # the remover may have listed the segments before this one
                 await loop.run_in_executor(self._copiers, self.rsm.delete_log_segment_data, md)
+                return
+            if not scheduler.holds(candidate):
+                await self._delete_segment(md)  # abandoned: a copy before it failed
                 return
             await self.metadata.update_remote_log_segment_metadata(
                 RemoteLogSegmentMetadataUpdate(
@@ -387,7 +430,8 @@ class RemoteLogManager:
             )
         except (RemoteStorageError, OSError, KafkaError) as e:
             self.stats.failed_copy_requests += 1
-            scheduler.failed(candidate, self.clock.now_ms())
+            if scheduler.holds(candidate):
+                scheduler.failed(candidate, self.clock.now_ms())
             log.warning(
                 "%s: copying the segment at %d to the remote tier failed (retry %d): %s",
                 tp,
@@ -395,17 +439,27 @@ class RemoteLogManager:
                 scheduler.failures,
                 e,
             )
+            if started is not None:
+                # The store may hold part of it, and an upload the client gave up on may
+                # still land: marked DELETE_SEGMENT_STARTED now (never read), its objects
+                # deleted by an expiry pass once any late write is in (``_settled``).
+                with contextlib.suppress(KafkaError):
+                    await self._segment_state(started, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
             return
-        self.stats.copy_requests += 1
-        self.stats.copy_bytes += candidate.size
-        scheduler.copied(candidate)
-        replica_log.update_highest_offset_in_remote_storage(candidate.end_offset)
-        log.info(
-            "%s: copied offsets %d-%d to the remote tier",
-            tp,
-            candidate.base_offset,
-            candidate.end_offset,
-        )
+        else:
+            self.stats.copy_requests += 1
+            self.stats.copy_bytes += candidate.size
+            scheduler.copied(candidate)
+            replica_log.update_highest_offset_in_remote_storage(candidate.end_offset)
+            log.info(
+                "%s: copied offsets %d-%d to the remote tier",
+                tp,
+                candidate.base_offset,
+                candidate.end_offset,
+            )
+        finally:
+            done.set_result(None)
+        self._step(replica, expire=False)  # the next one may start
 
     def _prepare_copy(
         self, replica: _Replica, candidate: CopyCandidate
@@ -446,7 +500,19 @@ class RemoteLogManager:
     async def _expire(self, replica: _Replica) -> None:
         """Total retention, DeleteRecords and lineage over the remote tier; then the log
         start offset follows the first remaining remote segment."""
+        try:
+            await self._expire_once(replica)
+        finally:
+            replica.expiring = False
+
+    async def _expire_once(self, replica: _Replica) -> None:
         replica_log, tp = replica.log, replica.tp
+        for md in self.metadata.all_segments(tp):
+            # deletions that failed earlier and failed copies (Kafka's dangling segments):
+            # done before retention is looked at
+            dangling = md.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+            if dangling and self._settled(md) and not await self._delete_segment(md):
+                return
         segments = self.metadata.segments(tp)
         if not segments:
             return
@@ -468,13 +534,19 @@ class RemoteLogManager:
         start = remaining[0].start_offset if remaining else replica_log.local_log_start_offset
         replica_log.update_log_start_offset_from_remote_tier(start)
 
+    def _settled(self, md: RemoteLogSegmentMetadata) -> bool:
+        """Marked for deletion longer ago than the longest retry backoff: an upload of
+        it that timed out on the client and still reached the store has landed by then
+        (a delete before it would leave that object behind)."""
+        return self.clock.now_ms() - md.event_timestamp_ms >= self.config.retry_backoff_max_ms
+
     async def _delete_segment(self, md: RemoteLogSegmentMetadata) -> bool:
         """DELETE_SEGMENT_STARTED, delete the objects, DELETE_SEGMENT_FINISHED (a retry
         repeats the same steps: the transitions allow it and deletion is idempotent)."""
         try:
             await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
             await asyncio.get_running_loop().run_in_executor(
-                self._copiers, self.rsm.delete_log_segment_data, md
+                self._expirers, self.rsm.delete_log_segment_data, md
             )
             await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
         except (RemoteStorageError, KafkaError) as e:
@@ -591,8 +663,8 @@ class RemoteLogManager:
         """Wait for copies in flight, then stop (tests; the broker calls ``shutdown``)."""
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._copiers.shutdown(wait=True, cancel_futures=True)
-        self._readers.shutdown(wait=True, cancel_futures=True)
+        for pool in (self._copiers, self._expirers, self._readers):
+            pool.shutdown(wait=True, cancel_futures=True)
         await asyncio.to_thread(self.rsm.close)
 
     def shutdown(self) -> None:
@@ -602,8 +674,8 @@ class RemoteLogManager:
         self._replicas.clear()
         for task in self._tasks:
             task.cancel()
-        self._copiers.shutdown(wait=False, cancel_futures=True)
-        self._readers.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._copiers, self._expirers, self._readers):
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _local_segments(replica_log: UnifiedLog) -> list[LocalSegment]:

@@ -46,6 +46,7 @@ from moldau.stats.timing import parked
 from moldau.storage.local_log import LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry
+from moldau.storage.remote.metadata_manager import RemoteLogMetadataNotReadyError
 from moldau.storage.remote.remote_log_reader import RemoteLogReadResult
 from moldau.storage.remote.segment import TopicIdPartition
 from moldau.storage.remote.storage_manager import RemoteStorageError
@@ -243,7 +244,7 @@ class ReplicaManager:
         self._image = new
         if old.offset < 0 <= new.offset:
             # The first image of the log is a caught-up one (the loader waits for the
-            # high watermark; a single node replays its whole log first).
+            # quorum's high watermark); the broker opened its logs with it just before.
             self.log_manager.delete_stray_logs(
                 {name: topic.topic_id for name, topic in new.topics.items()}
             )
@@ -827,9 +828,8 @@ class ReplicaManager:
             )
 
     async def _read_remote(self, out: FetchResult) -> None:
-        """Fill ``out`` from the remote tier (on the RemoteLogManager's reader threads).
-        A store failure is Kafka's UNKNOWN_SERVER_ERROR for this partition only: clients
-        retry it."""
+        """Fill ``out`` from the remote tier (on the RemoteLogManager's reader threads);
+        a failure is this partition's error only (:func:`remote_error`)."""
         fetch, rlm = out.remote, self.remote_log_manager
         assert fetch is not None and rlm is not None
         out.remote = None
@@ -847,8 +847,7 @@ class ReplicaManager:
             out.error = e.code
             return
         except RemoteStorageError as e:
-            log.warning("%s: reading the remote tier failed: %s", fetch.tp, e)
-            out.error = ErrorCode.UNKNOWN_SERVER_ERROR
+            out.error = remote_error(e, f"{fetch.tp}: reading the remote tier")
             return
         if aborted is not None:
             out.aborted = aborted
@@ -1029,8 +1028,7 @@ class ReplicaManager:
                 TopicIdPartition(topic_id, *tp), replica_log, timestamp
             )
         except RemoteStorageError as e:
-            log.warning("%s-%d: searching the remote tier failed: %s", *tp, e)
-            return OffsetLookup(ErrorCode.UNKNOWN_SERVER_ERROR)
+            return OffsetLookup(remote_error(e, f"{tp[0]}-{tp[1]}: searching the remote tier"))
         if remote is None:
             return found
         partition = self._partitions.get(tp)
@@ -1109,6 +1107,18 @@ class ReplicaManager:
     def _wake(self, tp: TopicPartition) -> None:
         self.purgatory.notify(("hw", tp))
         self.purgatory.notify(("leo", tp))
+
+
+def remote_error(e: RemoteStorageError, doing: str) -> ErrorCode:
+    """What a client is answered when the remote tier cannot be read, both retried:
+    REPLICA_NOT_AVAILABLE while the partition's remote log metadata is loading (as
+    Kafka's RemotePartitionMetadataStore; a restarted broker reads it back from
+    ``__remote_log_metadata`` first), UNKNOWN_SERVER_ERROR when the store failed."""
+    if isinstance(e, RemoteLogMetadataNotReadyError):
+        log.debug("%s: %s", doing, e)
+        return ErrorCode.REPLICA_NOT_AVAILABLE
+    log.warning("%s failed: %s", doing, e)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _no_isr_changes(tp: TopicPartition, proposal: IsrProposal) -> None:

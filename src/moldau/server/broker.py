@@ -32,7 +32,7 @@ from moldau.coordinator.txn.service import TransactionCoordinatorService, TxnSer
 from moldau.ids import SYSTEM_IDS
 from moldau.metadata.image import MetadataImage
 from moldau.metadata.loader import MetadataLoader
-from moldau.metadata.publisher import MetadataPublisher
+from moldau.metadata.publisher import LocalChanges, MetadataPublisher
 from moldau.metadata.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
@@ -66,8 +66,8 @@ FETCH_SESSION_SLOTS = "max.incremental.fetch.session.cache.slots"
 
 
 class Broker:
-    """The broker part of a node. Metadata reaches it through ``loader`` (committed batches
-    from the local log or from Raft); the controller through ``channel``."""
+    """The broker part of a node. Metadata reaches it through ``loader`` (the batches Raft
+    committed; a single node's quorum is of one); the controller through ``channel``."""
 
     def __init__(
         self,
@@ -77,12 +77,9 @@ class Broker:
         cluster_id: str,
         quorum_high_watermark: Callable[[], int | None] | None = None,
     ) -> None:
-        self.config = config
-        self.node_id = config.node_id
-        self.scheduler = scheduler
-        self.clock = self.scheduler.clock
-        self.channel = channel
-        self.cluster_id = cluster_id
+        self.config, self.node_id = config, config.node_id
+        self.scheduler, self.clock = scheduler, scheduler.clock
+        self.channel, self.cluster_id = channel, cluster_id
         self.inter_broker_listener = config.get("inter.broker.listener.name")
         self.dynamic_config = DynamicBrokerConfig(config)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
@@ -90,6 +87,7 @@ class Broker:
         self.budget = DescriptorBudget.from_config(config)
         self.log_manager = self._log_manager()
         self.publisher = MetadataPublisher(self.node_id)
+        self.log_opener = LogOpener(self.log_manager)
         self.replica_manager = ReplicaManager(
             self.node_id,
             self.log_manager,
@@ -107,14 +105,7 @@ class Broker:
             self.scheduler,
             self._ensure_offsets_topic,
         )
-        self.share_state = ShareCoordinatorService(
-            ShareCoordinatorConfig.from_config(config),
-            self.replica_manager,
-            self.scheduler,
-            self._ensure_share_state_topic,
-        )
         self.shares, self.share_sessions = self._share_groups(), ShareSessionCache()
-        self.groups.runtime.on_loaded = self._share_groups_loaded
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             self.replica_manager,
@@ -128,6 +119,7 @@ class Broker:
         self.schema_validation = SchemaValidation(self.topic_log_config)
         for listener in (
             self.dynamic_config,
+            self.log_opener,
             self.replica_manager,
             self.fetchers,
             self.replica_manager.leader_quota,
@@ -188,9 +180,8 @@ class Broker:
 
     # -- lifecycle ------------------------------------------------------------------
     def start(self, image: MetadataImage) -> None:
-        """Open (recovering if needed) the logs and publish the image this node starts
-        from (the local log replayed, or empty until Raft delivers)."""
-        self.log_manager.load_logs(lambda topic: _topic_configs(image, topic))
+        """Publish the image this node starts from (empty until Raft delivers; the logs
+        open with the first caught-up one, see :class:`LogOpener`)."""
         self.publisher.publish(image)
 
     async def register(self, listeners: list[Listener]) -> None:
@@ -272,8 +263,9 @@ class Broker:
             self.tiered_storage.shutdown()
         self.isr_changes.close()
         self.replica_manager.close()
-        self.replica_manager.checkpoint_high_watermarks()
-        self.log_manager.shutdown()
+        if self.log_opener.loaded:  # else the dirs stay as the last run left them
+            self.replica_manager.checkpoint_high_watermarks()
+            self.log_manager.shutdown()
 
     # -- what the parts need -------------------------------------------------------
     @property
@@ -300,8 +292,16 @@ class Broker:
 
     def _share_groups(self) -> ShareGroupService:
         """Share groups (KIP-932): fetches waiting for records wake through the purgatory;
-        share-partition state is durable through the share coordinators."""
+        share-partition state is durable through the share coordinators; a share group's
+        membership comes back when its ``__consumer_offsets`` partition loads."""
         c = self.config
+        self.share_state = ShareCoordinatorService(
+            ShareCoordinatorConfig.from_config(c),
+            self.replica_manager,
+            self.scheduler,
+            self._ensure_share_state_topic,
+        )
+        self.groups.runtime.on_loaded = self._share_groups_loaded
         self.share_network = NetworkClient(
             f"moldau-share-{self.node_id}",
             security=ClientSecurity.inter_broker(c) if c.get("controller.quorum.voters") else None,
@@ -461,6 +461,26 @@ class Broker:
                 "segment.bytes": self.config.get("offsets.topic.segment.bytes"),
             },
         )
+
+
+class LogOpener:
+    """Opens (recovering) the logs with the first caught-up metadata image, before the
+    replica manager hosts any, as Kafka's broker starts its LogManager on its first
+    metadata update: a log opens with its topic's configs, never with defaults the image
+    corrects later (a tiered log keeps its checkpointed log start offset below its local
+    segments only if it opens as tiered: its remote tier is readable after a restart).
+    It listens after the dynamic broker config, whose log defaults the logs open with."""
+
+    def __init__(self, log_manager: LogManager) -> None:
+        self.log_manager = log_manager
+        self.loaded = False  # a broker stopped before leaves its checkpoints untouched
+
+    def on_metadata_update(
+        self, old: MetadataImage, new: MetadataImage, changes: LocalChanges
+    ) -> None:
+        if not self.loaded and new.offset >= 0:
+            self.log_manager.load_logs(lambda topic: _topic_configs(new, topic))
+            self.loaded = True
 
 
 def _topic_configs(image: MetadataImage, topic: str) -> dict[str, str]:

@@ -1,10 +1,13 @@
 """A Moldau node: a broker, a controller, or both, and the listeners that reach them.
 
-Two ways to run, as Kafka's configs say:
+Every node replicates the metadata log (``__cluster_metadata-0``) with Raft; two ways to
+configure it, as Kafka's configs say:
 
-- no ``controller.quorum.voters``: a single node that is its own controller quorum. Its
-  metadata log (``__cluster_metadata-0``) commits once appended and fsynced, and the broker
-  calls its controller in-process.
+- no ``controller.quorum.voters``: a single node that is its own controller quorum, a
+  Raft quorum of one (ARCHITECTURE.md, principle 4): it elects itself at once, commits
+  once a batch is appended and fsynced, and its broker calls its controller in-process.
+  A ``__cluster_metadata-0`` written by earlier releases' local metadata log (epoch-0
+  batches) is taken over as it is.
 - KRaft: ``process.roles`` (``broker``, ``controller`` or both), ``node.id`` and
   ``controller.quorum.voters``. Controllers replicate the metadata log with Raft and the
   leader's controller decides; every node follows the committed log (brokers as
@@ -20,16 +23,17 @@ import gc
 import hashlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
 from moldau.clock import AsyncioScheduler
 from moldau.config.broker import BrokerConfig, ConfigError, Listener
-from moldau.controller.metadata_log import MetadataLog
 from moldau.metadata.image import MetadataImage
-from moldau.metadata.loader import replay
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.security import ScramCredential
 from moldau.protocol.client import Address, NetworkClient
+from moldau.raft.config import MetadataLogConfig, QuorumConfig, VoterAddress
+from moldau.raft.driver import RaftManager
 from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.listeners import listener_security
@@ -44,9 +48,6 @@ from moldau.server.node_to_controller import (
 )
 from moldau.storage.log_dir_lock import LogDirLocks
 from moldau.storage.meta_properties import ensure_formatted
-
-if TYPE_CHECKING:
-    from moldau.raft.driver import RaftManager
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,6 @@ class Node:
         self.broker: Broker | None = None
         self.controller: ControllerServer | None = None
         self.raft: RaftManager | None = None
-        self.metadata_log: MetadataLog | None = None
         self._servers: list[Acceptor] = []
         self._locks: LogDirLocks | None = None
 
@@ -126,20 +126,7 @@ class Node:
         wanted = c.get("cluster.id") or (cluster_id_for(self.voters) if self.kraft else None)
         cluster_id = ensure_formatted(c.log_dirs, self.node_id, wanted)
         limits = NetworkLimits.from_config(c)
-        if self.kraft:
-            image = MetadataImage().with_cluster_id(cluster_id)
-            await self._start_kraft(cluster_id, image)
-        else:
-            self.metadata_log = MetadataLog.open(c.log_dirs[0])
-            image = replay(self.metadata_log.batches()).with_cluster_id(cluster_id)
-            self.controller = ControllerServer(
-                c, cluster_id, self.metadata_log, image, self.scheduler, active=True
-            )
-            self.metadata_log.set_commit_callback(self._handle_commit)
-            self.broker = Broker(
-                c, self.scheduler, InProcessControllerChannel(self.controller.apis), cluster_id
-            )
-            self.broker.start(image)
+        await self._start_raft(cluster_id, MetadataImage().with_cluster_id(cluster_id))
         bound = await self._bind(limits)
         if self.raft is not None:
             await self.raft.start()
@@ -157,11 +144,14 @@ class Node:
         gc.freeze()
         return bound
 
-    async def _start_kraft(self, cluster_id: str, image: MetadataImage) -> None:
-        from moldau.raft.config import MetadataLogConfig, QuorumConfig
-        from moldau.raft.driver import RaftManager
-
+    async def _start_raft(self, cluster_id: str, image: MetadataImage) -> None:
+        """The metadata log replica, and the controller and broker that follow it. A single
+        node is a quorum of one: it votes for itself at once, nobody connects to it (no
+        controller listener), and its broker calls its controller in-process."""
         c = self.config
+        config = QuorumConfig.from_props(c.props)
+        if not self.kraft:
+            config = replace(config, voters={self.node_id: VoterAddress("localhost", 0)})
         # Raft has its own connections: a parked raft Fetch would otherwise hold up the
         # broker's heartbeats queued behind it on the same connection.
         self.raft_network = NetworkClient(
@@ -170,7 +160,7 @@ class Node:
         self.raft = RaftManager(
             self.node_id,
             cluster_id,
-            QuorumConfig.from_props(c.props),
+            config,
             c.log_dirs[0],
             self.raft_network,
             self.scheduler,
@@ -184,13 +174,19 @@ class Node:
             )
         if self.is_broker:
             raft = self.raft
-            channel = NodeToControllerChannelManager(
-                self.network, self.voters, lambda: raft.leader()[0]
+            channel = (
+                NodeToControllerChannelManager(self.network, self.voters, lambda: raft.leader()[0])
+                if self.kraft
+                else InProcessControllerChannel(self._controller().apis)
             )
             self.broker = Broker(
                 c, self.scheduler, channel, cluster_id, lambda: raft.client.high_watermark
             )
             self.broker.start(image)
+
+    def _controller(self) -> ControllerServer:
+        assert self.controller is not None  # a single node has both roles
+        return self.controller
 
     @property
     def acceptors(self) -> list[Acceptor]:
@@ -253,16 +249,12 @@ class Node:
         image = self._image()
         return None if image is None else image.security.scram_credential(user, mechanism.type)
 
-    # -- the committed metadata log, in order -------------------------------------------------
-    def _handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
-        if self.controller is not None:
-            self.controller.handle_commit(records, offset)
-        if self.broker is not None:
-            self.broker.loader.handle_commit(records, offset)
-
-    # RaftManager's listener ------------------------------------------------------------
+    # -- RaftManager's listener: the committed metadata log, in order --------------------
     def handle_commit(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
-        self._handle_commit(records, last_offset)
+        if self.controller is not None:
+            self.controller.handle_commit(records, last_offset)
+        if self.broker is not None:
+            self.broker.loader.handle_commit(records, last_offset)
 
     def handle_snapshot(self, records: Sequence[MetadataRecord], snapshot_offset: int) -> None:
         image = MetadataImage().apply(records, snapshot_offset)
@@ -298,8 +290,6 @@ class Node:
             self.controller.deactivate()
         if self.raft is not None:
             await self.raft.shutdown(self.raft.config.request_timeout_ms / 1000)
-        if self.metadata_log is not None:
-            self.metadata_log.close()
         self.scheduler.close()
         self.network.close()
         if self.raft_network is not None:

@@ -84,6 +84,9 @@ class TieredStorage:
             self.remote_log_manager,
             lambda: publisher.image,
             self.metadata_topic.num_partitions,
+            # an image lagging longer than this fences its broker: a topic absent so
+            # long is deleted, not created elsewhere and unseen yet
+            orphan_grace_ms=config.int("broker.session.timeout.ms"),
         )
 
     def start(self, scheduler: AsyncioScheduler) -> None:

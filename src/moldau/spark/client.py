@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from moldau.spark.arrow import to_record_batch
+from moldau.spark.arrow import arrow_schema, to_record_batch
 from moldau.spark.offsets import OffsetMap, OffsetRange, check_position
 from moldau.spark.options import Subscription
 
@@ -110,8 +110,9 @@ def fetch_range(
     include_headers: bool,
     fail_on_data_loss: bool,
     poll_timeout_s: float = TIMEOUT_S,
+    native: bool = True,
 ) -> Iterator[pa.RecordBatch]:
-    """Exactly the records of `r`, as Arrow batches of up to CHUNK rows.
+    """Exactly the records of `r`, as Arrow batches (of up to CHUNK rows through librdkafka).
 
     Offsets may have gaps (compaction, transaction markers), so the range is done when a
     record at or past `r.end - 1` arrives or the end of the log is reached at or past `r.end`.
@@ -123,6 +124,13 @@ def fetch_range(
         tp = TopicPartition(r.topic, r.partition)
         low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
         start = check_position((r.topic, r.partition), r.start, low, high, fail_on_data_loss)
+        # Imported here: only read tasks need the protocol codecs, and every Python worker
+        # Spark starts (planning, streaming sources) imports this module within a deadline.
+        from moldau.spark.fetcher import native_capable
+
+        if native and native_capable(config, include_headers):
+            yield from _fetch_native(c, r, start, config, fail_on_data_loss, poll_timeout_s)
+            return
         c.assign([TopicPartition(r.topic, r.partition, start)])
         idle_since = time.monotonic()
         done = False
@@ -148,6 +156,46 @@ def fetch_range(
                 raise TimeoutError(f"no records of {r} arrived within {poll_timeout_s}s")
     finally:
         c.close()
+
+
+def _fetch_native(
+    c: Consumer,
+    r: OffsetRange,
+    start: int,
+    config: dict[str, str],
+    fail_on_data_loss: bool,
+    poll_timeout_s: float,
+) -> Iterator[pa.RecordBatch]:
+    """`fetcher.fetch_batches`, resuming where failOnDataLoss=false allows a skip."""
+    from moldau.spark.fetcher import OutOfRange, fetch_batches
+
+    tp = TopicPartition(r.topic, r.partition)
+    read_committed = config.get("isolation.level") == "read_committed"
+    deadline = time.monotonic() + poll_timeout_s
+    while True:
+        try:
+            yield from fetch_batches(
+                c,
+                r,
+                start,
+                read_committed=read_committed,
+                schema=arrow_schema(False),
+                timeout_s=TIMEOUT_S,
+                poll_timeout_s=poll_timeout_s,
+            )
+            return
+        except OutOfRange as gone:
+            low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+            if high < r.end:  # the log shrank below the range
+                check_position((r.topic, r.partition), r.end, low, high, fail_on_data_loss)
+                return
+            start = check_position(
+                (r.topic, r.partition), gone.offset, low, high, fail_on_data_loss
+            )
+            if start == gone.offset:  # answers and watermarks disagree for now: retry
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 def _log_shrank(c: Consumer, r: OffsetRange, fail_on_data_loss: bool) -> bool:

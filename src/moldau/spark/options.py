@@ -99,6 +99,7 @@ class ReadOptions:
     include_headers: bool
     poll_timeout_s: float
     value_format: ValueFormat | None = None
+    native_fetch: bool = True
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -170,6 +171,16 @@ def _starting(opts: Mapping[str, str], streaming: bool) -> OffsetSpec:
 
 
 ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
+READERS = ("native", "librdkafka")
+
+
+def _reader(opts: Mapping[str, str]) -> str:
+    """`reader`: `native` (default) decodes fetched batches in bulk where the connection is
+    plaintext and headers are not asked for; `librdkafka` always consumes record by record."""
+    reader = opts.get("reader", "native").strip().lower()
+    if reader not in READERS:
+        raise ValueError(f"option reader must be one of {READERS}, got {reader!r}")
+    return reader
 
 
 def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -202,6 +213,7 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         include_headers=_bool(opts, "includeheaders", False),
         poll_timeout_s=(_positive_int(opts, "kafkaconsumer.polltimeoutms") or 120_000) / 1000,
         value_format=read_value_format(opts),
+        native_fetch=_reader(opts) == "native",
     )
 
 

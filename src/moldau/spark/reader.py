@@ -94,6 +94,7 @@ class _Planner:
             include_headers=self.options.include_headers,
             fail_on_data_loss=self.options.fail_on_data_loss,
             poll_timeout_s=self.options.poll_timeout_s,
+            native=self.options.native_fetch,
         )
         fmt = self.options.value_format
         r = partition.range

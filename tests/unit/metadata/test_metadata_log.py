@@ -1,36 +1,36 @@
-"""The local metadata log: binary records round-trip, earlier releases' JSON logs still
-load, and a damaged record is skipped rather than keeping the node down."""
+"""A single node's metadata log (a Raft quorum of one) taking over what earlier releases'
+local metadata log wrote: binary and JSON records load, and a damaged record is skipped
+rather than keeping the node down."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
 
 import pytest
 
-from moldau.controller.metadata_log import METADATA_DIR, MetadataLog
-from moldau.metadata.loader import replay
-from moldau.metadata.records import PartitionRecord, TopicRecord
-from moldau.records.batch import scan_batches
-from moldau.records.record import build_batch
+from moldau.metadata.image import MetadataImage
+from moldau.metadata.records import TopicRecord
+from moldau.raft.driver import METADATA_DIR
 from moldau.storage.meta_properties import FormatError, MetaProperties, ensure_formatted
+from tests.unit.controller.test_quorum_controller import quorum_of_one
+from tests.unit.raft.test_file_log import write_quorum_of_one_log
 
 TOPIC_ID = b"\x07" * 16
 
 
-def test_binary_records_round_trip(tmp_path: Path) -> None:
-    log = MetadataLog.open(tmp_path)
-    committed: list[int] = []
-    log.set_commit_callback(lambda records, offset: committed.append(offset))
-    log.append([TopicRecord(name="t", topic_id=TOPIC_ID)])
-    log.append(
-        [PartitionRecord(partition_id=0, topic_id=TOPIC_ID, replicas=[1], isr=[1], leader=1)]
-    )
-    assert committed == [0, 1]
-    log.close()
-    image = replay(MetadataLog.open(tmp_path).batches())
-    assert image.topics["t"].partitions[0].leader == 1 and image.offset == 1
+def taken_over(tmp_path: Path) -> MetadataImage:
+    """What a node of this release starts from on that directory."""
+
+    async def start() -> MetadataImage:
+        raft = quorum_of_one(tmp_path)
+        await raft.start()
+        raft.close()
+        return raft.image
+
+    return asyncio.run(start())
 
 
 def _legacy(kind: str, **fields: object) -> tuple[bytes, bytes]:
@@ -41,43 +41,45 @@ def _legacy(kind: str, **fields: object) -> tuple[bytes, bytes]:
 
 
 def test_a_json_log_of_an_earlier_release_loads(tmp_path: Path) -> None:
-    log = MetadataLog.open(tmp_path)
-    for records in (
-        [_legacy("ClusterIdRecord", cluster_id="old")],
+    write_quorum_of_one_log(
+        tmp_path / METADATA_DIR,
         [
-            _legacy("TopicRecord", name="t", topic_id=TOPIC_ID),
-            _legacy(
-                "ConfigRecord", resource_type=2, resource_name="t", name="retention.ms", value="9"
-            ),
-            _legacy(
-                "PartitionRecord",
-                topic_id=TOPIC_ID,
-                partition_id=0,
-                replicas=[1],
-                isr=[1],
-                leader=1,
-                leader_epoch=0,
-                partition_epoch=0,
-            ),
+            [_legacy("ClusterIdRecord", cluster_id="old")],
+            [
+                _legacy("TopicRecord", name="t", topic_id=TOPIC_ID),
+                _legacy(
+                    "ConfigRecord",
+                    resource_type=2,
+                    resource_name="t",
+                    name="retention.ms",
+                    value="9",
+                ),
+                _legacy(
+                    "PartitionRecord",
+                    topic_id=TOPIC_ID,
+                    partition_id=0,
+                    replicas=[1],
+                    isr=[1],
+                    leader=1,
+                    leader_epoch=0,
+                    partition_epoch=0,
+                ),
+            ],
+            [_legacy("ProducerIdsRecord", broker_id=1, next_producer_id=1000)],
         ],
-        [_legacy("ProducerIdsRecord", broker_id=1, next_producer_id=1000)],
-    ):
-        batch = bytearray(build_batch(records))
-        log.log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
-    log.close()
-    image = replay(MetadataLog.open(tmp_path).batches())
+    )
+    image = taken_over(tmp_path)
     assert image.topics["t"].configs == {"retention.ms": "9"}
+    assert image.topics["t"].partitions[0].leader == 1
     assert image.next_producer_id == 1000
 
 
 def test_an_undecodable_record_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    log = MetadataLog.open(tmp_path)
-    batch = bytearray(build_batch([(None, b"\x01\x7f\x00garbage")]))
-    log.log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
-    log.append([TopicRecord(name="t", topic_id=TOPIC_ID)])
-    log.close()
-    image = replay(MetadataLog.open(tmp_path).batches())
-    assert list(image.topics) == ["t"]
+    write_quorum_of_one_log(
+        tmp_path / METADATA_DIR,
+        [[(None, b"\x01\x7f\x00garbage")], [TopicRecord(name="t", topic_id=TOPIC_ID)]],
+    )
+    assert list(taken_over(tmp_path).topics) == ["t"]
     assert f"{METADATA_DIR}: skipping the record at offset 0" in caplog.text
 
 

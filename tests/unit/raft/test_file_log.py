@@ -4,13 +4,13 @@ a quorum-of-one log of earlier releases)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from moldau.config.topic import LogConfig
-from moldau.metadata.records import TopicRecord, decode_record, encode_record
+from moldau.metadata.records import MetadataRecord, TopicRecord, decode_record, encode_record
 from moldau.raft import LeaderChange, OffsetAndEpoch, QuorumConfigError
 from moldau.raft.config import MetadataLogConfig
 from moldau.raft.file_log import (
@@ -341,12 +341,17 @@ def test_a_log_cut_without_a_snapshot_is_refused(tmp_path: Path) -> None:
         FileRaftLog.open(directory, SMALL)
 
 
-def write_quorum_of_one_log(directory: Path, batches: list[list[TopicRecord]]) -> None:
-    """The `__cluster_metadata-0` of a single node of earlier releases (`MetadataLog`):
-    one epoch-0 batch per append, and no leader-epoch-checkpoint file."""
+def write_quorum_of_one_log(
+    directory: Path, batches: Sequence[Sequence[MetadataRecord | tuple[bytes | None, bytes]]]
+) -> None:
+    """The `__cluster_metadata-0` of a single node of earlier releases (their local
+    metadata log): one epoch-0 batch per append, and no leader-epoch-checkpoint file.
+    Records are given as metadata records or as raw (key, value) pairs."""
     log = UnifiedLog.open(directory, LogConfig(retention_ms=-1, retention_bytes=-1))
     for records in batches:
-        batch = bytearray(build_batch([encode_record(r) for r in records]))
+        batch = bytearray(
+            build_batch([r if isinstance(r, tuple) else encode_record(r) for r in records])
+        )
         log.append_as_leader(batch, scan_batches(batch, strict=False), leader_epoch=0)
     log.close()
     (directory / "leader-epoch-checkpoint").unlink(missing_ok=True)

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from moldau.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
-from moldau.metadata.loader import replay
 from moldau.metadata.records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
@@ -39,6 +38,14 @@ from moldau.raft.records import (
 )
 from moldau.records.batch import scan_batches
 from moldau.records.record import decode_all
+
+
+def replay(batches: list[tuple[list[MetadataRecord], int]]) -> MetadataImage:
+    """The image of a log: batches of (records, last offset) applied in order."""
+    image = MetadataImage()
+    for records, offset in batches:
+        image = image.apply(records, offset)
+    return image
 
 
 def round_trip(image: MetadataImage) -> MetadataImage:

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 
 import pytest
 
 from moldau.metadata.security import ScramCredential
-from moldau.registry.auth import RegistryAccess, basic_credentials, password_matches
+from moldau.registry.auth import (
+    RegistryAccess,
+    basic_credentials,
+    password_matches,
+    users_file_credentials,
+)
 from moldau.registry.errors import RegistryError
 from moldau.security.acl import ANONYMOUS, AclOperation, KafkaPrincipal, ResourceType
 from moldau.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramMechanism
@@ -107,3 +113,18 @@ def test_broker_settings() -> None:
         with pytest.raises(ConfigError, match=bad.split("=")[0]):
             load(bad)
     load("schema.registry.authentication.method=basic")
+
+
+def test_users_file(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    users.write_text("# comment\n\nalice: s3cret,admin\nbob:hunter2\n")
+    access = RegistryAccess(users_file_credentials(users))
+    for user, password in (("alice", "s3cret"), ("bob", "hunter2")):
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        assert access.authenticate(f"Basic {token}") == KafkaPrincipal("User", user)
+    with pytest.raises(RegistryError):
+        access.authenticate("Basic " + base64.b64encode(b"alice:admin").decode())
+    for bad in ("alice s3cret", "carol: OBF:1v2j1uum1xtv", "dave:"):
+        users.write_text(bad + "\n")
+        with pytest.raises(ValueError, match=":1:"):
+            users_file_credentials(users)

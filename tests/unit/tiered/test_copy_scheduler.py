@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from moldau.clock import ManualClock
 from moldau.storage.remote.copy_scheduler import (
     CopyScheduler,
@@ -162,3 +164,27 @@ def test_segments_outside_the_lineage_are_recognised() -> None:
         epochs=[(1, 0), (3, 10)],
     )
     assert [s.start_offset for s in kept] == [10]  # epoch 2 is not in this lineage
+
+
+def test_several_copies_in_flight_finish_in_offset_order() -> None:
+    clock = ManualClock(0)
+    s = CopyScheduler(
+        -1, 0, interval_ms=30_000, backoff_ms=500, backoff_max_ms=4_000, max_in_flight=3
+    )
+    started = []
+    while (c := s.next_copy(clock.now_ms(), SEGMENTS, 40, 0)) is not None:
+        started.append(c)
+    assert [c.base_offset for c in started] == [0, 10, 20]  # bounded, in order
+    with pytest.raises(ValueError):
+        s.copied(started[1])  # the remote tier grows as a prefix: the first finishes first
+    s.copied(started[0])
+    assert s.copied_offset == 9
+    c = s.next_copy(clock.now_ms(), SEGMENTS, 40, 0)  # room for one more
+    assert c is not None and c.base_offset == 30
+    # the copy at 10 fails: those after it are abandoned, then it is tried again
+    s.failed(started[1], clock.now_ms())
+    assert not s.holds(started[2]) and not s.holds(c) and s.in_flight == []
+    assert s.next_copy(clock.now_ms(), SEGMENTS, 40, 0) is None  # backing off
+    clock.advance(500)
+    again = s.next_copy(clock.now_ms(), SEGMENTS, 40, 0)
+    assert again is not None and again.base_offset == 10 and s.copied_offset == 9

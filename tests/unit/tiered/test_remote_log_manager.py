@@ -5,23 +5,28 @@ storage manager and the topic-based metadata manager, whose injected IO (the bro
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from moldau.clock import ManualClock
+from moldau.config.broker import BrokerConfig, ConfigError
 from moldau.config.topic import LogConfig
-from moldau.protocol.errors import OffsetMovedToTieredStorageError
+from moldau.protocol.errors import ErrorCode, OffsetMovedToTieredStorageError
 from moldau.records.batch import scan_batches
 from moldau.records.control import build_marker_batch
 from moldau.records.record import Record, build_batch, decode_records
 from moldau.replication.remote_log_manager import RemoteLogManager, RemoteLogManagerConfig
+from moldau.replication.replica_manager import remote_error
 from moldau.storage.remote.file_storage import FileRemoteStorageManager
 from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
 from moldau.storage.remote.metadata_records import deserialize
 from moldau.storage.remote.segment import (
     RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     TopicIdPartition,
@@ -177,6 +182,38 @@ def test_copies_then_local_retention_then_reads_from_offset_zero(env) -> None:
     asyncio.run(main())
 
 
+def test_a_restarted_leader_answers_retriably_until_its_remote_metadata_is_loaded(env) -> None:
+    """A restarted broker reads the remote tier's metadata back from its topic before it
+    can serve it: meanwhile a read below the local log start is REPLICA_NOT_AVAILABLE
+    (clients retry), never OFFSET_OUT_OF_RANGE (a consumer would skip the remote tier)."""
+    clock, rsm, metadata, log, _ = env
+    config = RemoteLogManagerConfig(thread_pool_size=2, reader_threads=2, index_cache_bytes=4096)
+
+    async def main() -> None:
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        values = produce(log, 60)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        await settle(rlm, clock)
+        assert log.enforce_retention(hw) > 0
+        await rlm.close()
+
+        restarted = MetadataTopic()
+        restarted.partitions = metadata.partitions
+        rlm2 = RemoteLogManager(1, config, rsm, restarted.manager, clock)
+        rlm2.on_leader(TP, log, 1, lambda: hw)
+        with pytest.raises(RemoteStorageError) as loading:
+            await rlm2.read(TP, log, 0, 300, max_offset=hw, min_one_batch=True, committed=False)
+        assert remote_error(loading.value, "reading") == ErrorCode.REPLICA_NOT_AVAILABLE
+        restarted.feed()  # loaded
+        assert await read_all(rlm2, log, committed=True) == values
+        assert remote_error(RemoteStorageError("down"), "reading") == ErrorCode.UNKNOWN_SERVER_ERROR
+        await rlm2.close()
+
+    asyncio.run(main())
+
+
 def test_total_retention_and_topic_deletion_delete_remote_objects(env) -> None:
     clock, rsm, metadata, log, root = env
 
@@ -291,3 +328,74 @@ def test_an_interrupted_partition_deletion_resumes_after_a_restart_once_loaded(e
         await rlm2.close()
 
     asyncio.run(main())
+
+
+class UnevenUploads(FileRemoteStorageManager):
+    """The ``file`` store where earlier segments upload slower (later ones finish first)
+    and the upload of the segment at ``fail_at`` fails once, after writing part of it."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+
+    def copy_log_segment_data(self, metadata, data):  # type: ignore[no-untyped-def]
+        time.sleep(max(0.0, 0.2 - metadata.start_offset / 200))
+        if metadata.start_offset == self.fail_at:
+            self.fail_at = -1
+            super().copy_log_segment_data(metadata, data)  # whole in the store, yet failed
+            raise RemoteStorageError("connection reset")
+        return super().copy_log_segment_data(metadata, data)
+
+
+def test_concurrent_uploads_finish_in_offset_order_and_a_failed_one_is_cleaned(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(10_000)
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+
+    async def main() -> None:
+        produce(log, 60)
+        bases = [s.base_offset for s in log.segments]
+        rsm = UnevenUploads(fail_at=bases[2])
+        rsm.configure({"dir": str(tmp_path / "remote")})
+        config = RemoteLogManagerConfig(
+            thread_pool_size=1, reader_threads=1, copier_thread_pool_size=4
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        for _ in range(10):  # past the retry backoff: the copy again, then its cleanup
+            rlm.run_once()
+            await drain(rlm)
+            clock.advance(5_000)
+        events = [deserialize(v) for values in metadata.partitions.values() for v in values]
+        finished = [
+            e.segment_id
+            for e in events
+            if isinstance(e, RemoteLogSegmentMetadataUpdate)
+            and e.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        ]
+        segments = metadata.manager.segments(TP)
+        assert [s.segment_id for s in segments] == finished  # published in offset order
+        assert [s.start_offset for s in segments] == bases[:-1]  # each closed one, once
+        # nothing but the finished segments is left in the store
+        stored = {p.name.split(".")[0] for p in (tmp_path / "remote").rglob("*") if p.is_file()}
+        ids = {str(s.segment_id.id) for s in segments}
+        assert {name.split("-", 1)[1] for name in stored} == ids
+        assert rlm.stats.failed_copy_requests == 1
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+def test_copier_pool_size_falls_back_to_the_thread_pool_size() -> None:
+    def copiers(**props: str) -> int:
+        return RemoteLogManagerConfig.from_broker(BrokerConfig(props)).copier_threads
+
+    assert copiers() == 10
+    assert copiers(**{"remote.log.manager.thread.pool.size": "4"}) == 4
+    assert copiers(**{"remote.log.manager.copier.thread.pool.size": "3"}) == 3
+    with pytest.raises(ConfigError, match="copier.thread.pool.size must be -1 or at least 1"):
+        copiers(**{"remote.log.manager.copier.thread.pool.size": "0"})

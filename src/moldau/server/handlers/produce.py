@@ -109,7 +109,8 @@ async def handle(
         if t.name in writable
         for p in t.partition_data or []
     }
-    refused = services.schema_validation.refusals(entries) if services.schema_validation else {}
+    validation = services.schema_validation
+    refused = await validation.refusals(entries) if validation else {}
     for tp in refused:
         del entries[tp]
     replica_manager = services.replica_manager

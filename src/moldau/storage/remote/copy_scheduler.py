@@ -7,10 +7,12 @@ and by unit tests with a manual clock:
 - ``highest_remote_offset``: where a new leader continues, found from its own leader-epoch
   lineage and the remote metadata (Kafka's findHighestRemoteOffset), so no segment is copied
   twice in one lineage and a leader change resumes where the old leader stopped.
-- ``CopyScheduler``: per leader partition, one copy at a time and in offset order; only
-  closed segments whose records all lie below the last stable offset; a failed copy is retried
-  after an exponential backoff (the store may be down), a finished one lets the next start at
-  once.
+- ``CopyScheduler``: per leader partition, up to ``max_in_flight`` uploads at once (the
+  broker's copier pool bounds them all), chosen in offset order and finished (made
+  COPY_SEGMENT_FINISHED) strictly in offset order, so the remote tier is always a prefix
+  and what it holds is whole; only closed segments whose records all lie below the last
+  stable offset; a failed copy abandons the ones after it and is retried after an
+  exponential backoff (the store may be down); a finished one lets the next start at once.
 - ``remote_segments_to_delete``: total retention (``retention.ms``/``retention.bytes`` over
   both tiers), DeleteRecords (the log start offset) and segments outside the leader's lineage.
 """
@@ -73,13 +75,15 @@ class CopyScheduler:
         interval_ms: int,
         backoff_ms: int,
         backoff_max_ms: int,
+        max_in_flight: int = 1,
     ) -> None:
         self.copied_offset = copied_offset  # highest offset in the remote tier (this lineage)
-        self.in_flight: CopyCandidate | None = None
+        self.in_flight: list[CopyCandidate] = []  # in offset order; the first finishes first
         self.failures = 0  # consecutive failed copies
         self._interval_ms = interval_ms
         self._backoff_ms = backoff_ms
         self._backoff_max_ms = backoff_max_ms
+        self._max_in_flight = max_in_flight
         self._next_ms = now_ms
 
     @property
@@ -94,44 +98,50 @@ class CopyScheduler:
         last_stable_offset: int,
         local_log_start_offset: int,
     ) -> CopyCandidate | None:
-        """The next segment to copy, or None (one in flight, backing off, or nothing
-        closed below the LSO after what is copied). The segment returned is in flight
-        until ``copied`` or ``failed``."""
-        if self.in_flight is not None or now_ms < self._next_ms:
+        """The next segment to copy, or None (``max_in_flight`` under way, backing off, or
+        nothing closed below the LSO after what is copied or in flight). The segment
+        returned is in flight until ``copied`` or ``failed``."""
+        if len(self.in_flight) >= self._max_in_flight or now_ms < self._next_ms:
             return None
-        start = max(self.copied_offset + 1, local_log_start_offset)
+        after = self.in_flight[-1].end_offset if self.in_flight else self.copied_offset
+        start = max(after + 1, local_log_start_offset)
         for segment, following in zip(segments, segments[1:], strict=False):
             if following.base_offset > last_stable_offset:
                 break  # records at or above the LSO are not copied yet
             end = following.base_offset - 1
             if end < start or segment.size == 0:
                 continue
-            self.in_flight = CopyCandidate(
-                segment.base_offset, end, segment.size, segment.max_timestamp
-            )
-            return self.in_flight
-        self._next_ms = now_ms + self._interval_ms
+            candidate = CopyCandidate(segment.base_offset, end, segment.size, segment.max_timestamp)
+            self.in_flight.append(candidate)
+            return candidate
+        if not self.in_flight:
+            self._next_ms = now_ms + self._interval_ms
         return None
 
+    def holds(self, candidate: CopyCandidate) -> bool:
+        """Still in flight: not abandoned by the failure of a copy before it."""
+        return any(c is candidate for c in self.in_flight)
+
     def copied(self, candidate: CopyCandidate) -> None:
-        """The copy finished (COPY_SEGMENT_FINISHED is durable): the next may start."""
-        self._check(candidate)
+        """The copy finished (COPY_SEGMENT_FINISHED is durable): the next may start. Only
+        the first in flight may finish: the remote tier grows as a prefix."""
+        if not self.in_flight or self.in_flight[0] is not candidate:
+            raise ValueError(f"copy of {candidate} is not the first in flight")
+        self.in_flight.pop(0)
         self.copied_offset = max(self.copied_offset, candidate.end_offset)
-        self.in_flight = None
         self.failures = 0
 
     def failed(self, candidate: CopyCandidate, now_ms: int) -> None:
-        """The copy failed (store down or slow): the same segment is tried again after a
+        """The copy failed (store down or slow): it and the copies after it are dropped
+        (they cannot finish before it) and the first of them is tried again after a
         backoff doubling per consecutive failure up to the max."""
-        self._check(candidate)
-        self.in_flight = None
+        index = next((i for i, c in enumerate(self.in_flight) if c is candidate), None)
+        if index is None:
+            raise ValueError(f"copy of {candidate} is not in flight")
+        del self.in_flight[index:]
         self.failures += 1
         backoff = min(self._backoff_ms * 2 ** min(self.failures - 1, 30), self._backoff_max_ms)
         self._next_ms = now_ms + backoff
-
-    def _check(self, candidate: CopyCandidate) -> None:
-        if candidate is not self.in_flight:
-            raise ValueError(f"copy of {candidate} is not the one in flight ({self.in_flight})")
 
 
 def copy_lag(
