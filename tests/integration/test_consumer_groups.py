@@ -259,8 +259,9 @@ def test_consumer_apis_are_off_when_the_protocol_is_not_enabled(
         assert [g.error_code for g in describe.groups] == [ErrorCode.UNSUPPORTED_VERSION]
 
 
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_classic_group_upgrades_online_and_downgrades_back(
-    cbroker: BrokerProcess, topic: str
+    cbroker: BrokerProcess, topic: str, strategy: str
 ) -> None:
     """Kafka 4.0's online upgrade: two classic members share a 4-partition topic with
     committed offsets; one restarts with group.protocol=consumer. The group becomes a
@@ -270,8 +271,9 @@ def test_classic_group_upgrades_online_and_downgrades_back(
     bootstrap, group = cbroker.bootstrap, f"group-{topic}"
     create_topic(bootstrap, topic, partitions=4)
     expected = produce(bootstrap, topic, 80, 4, seed=1)
-    classic = {"group.protocol": "classic", "session.timeout.ms": 10_000}
+    classic: dict[str, Any] = {"group.protocol": "classic", "session.timeout.ms": 10_000}
     classic["heartbeat.interval.ms"] = 500
+    classic["partition.assignment.strategy"] = strategy  # eager, or incremental (owned)
     a = consumer_member(bootstrap, group, [topic], "a", **classic)
     b = consumer_member(bootstrap, group, [topic], "b", **classic)
     b2: Member | None = None
