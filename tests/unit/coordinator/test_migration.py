@@ -241,3 +241,27 @@ def test_consumer_member_session_expiry_downgrades_too() -> None:
             assert h.heartbeat(b, epoch) is ErrorCode.NONE
     assert "g" not in h.coordinator.consumer_groups
     assert set(h.coordinator.groups["g"].members) == {a, b}
+
+
+def test_restarted_classic_static_member_replaces_its_old_self() -> None:
+    h = Harness()
+    first = h.join(protocols=PROTOCOLS, instance="i-a")
+    h.advance(h.coordinator.config.group_initial_rebalance_delay_ms)
+    joined = h.completed[first]
+    old_id, generation = joined.member_id, joined.generation_id
+    assignment = {old_id: encode_assignment({"foo": list(range(6))})}
+    assert h.completed[h.sync(old_id, generation, assignment, instance="i-a")].error is (
+        ErrorCode.NONE
+    )
+    consumer_hb(h, "c", 0)
+    # The classic process restarts (a static member sends no LeaveGroup) and rejoins.
+    restarted = h.completed[h.join("", protocols=PROTOCOLS, instance="i-a", topics=TOPICS)]
+    assert restarted.error is ErrorCode.NONE and restarted.member_id != old_id
+    group = h.coordinator.consumer_groups["g"]
+    assert old_id not in group.members and group.static_members["i-a"] == restarted.member_id
+    synced = h.completed[h.sync(restarted.member_id, restarted.generation_id, instance="i-a")]
+    assert synced.error is ErrorCode.NONE
+    assert len(assignment_partitions(synced.assignment)["foo"]) == 3  # its target share
+    c = consumer_hb(h, "c", group.members["c"].member_epoch)
+    assert c.assignment is not None and len(c.assignment[FOO]) == 3
+    owners(h)

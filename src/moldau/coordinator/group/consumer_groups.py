@@ -409,21 +409,25 @@ class ConsumerGroupManager:
                 f"Member {hb.member_id} is not a member of group {hb.group_id}.",
             )
         if hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            # A static member leaving temporarily keeps its target assignment until it
-            # rejoins or its session expires; its partitions are released now.
-            assignment = replace(
-                member.assignment,
-                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                assigned={},
-                pending_revocation={},
-            )
-            group.set_assignment(member, assignment)
-            self._ops.append(
-                *records.current_assignment_record(group.group_id, member.member_id, assignment)
-            )
+            self.release_static(group, member)
         else:
             self._fence(group, member.member_id)
         return HeartbeatResult(member_id=hb.member_id, member_epoch=hb.member_epoch)
+
+    def release_static(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A static member leaving temporarily (or a classic static member restarted, whose
+        old self cannot leave) keeps its target assignment until it rejoins or its
+        session expires; its partitions are released now."""
+        assignment = replace(
+            member.assignment,
+            member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            assigned={},
+            pending_revocation={},
+        )
+        group.set_assignment(member, assignment)
+        self._ops.append(
+            *records.current_assignment_record(group.group_id, member.member_id, assignment)
+        )
 
     def _fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member and bump the group epoch so the others take its partitions."""

@@ -159,6 +159,11 @@ def join(
     member = group.members.get(member_id)
     if member is not None and member.classic is None:
         return JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+    previous = group.static_members.get(joining.instance_id or "")
+    if member is None and previous is not None:
+        # A restarted classic static member replaces its old self (Kafka skips the
+        # unreleased-instance check for the classic protocol).
+        manager.release_static(group, group.members[previous])
     owned: dict[str, list[int]] = {}
     for tp in subscription.owned_partitions:
         owned.setdefault(tp.topic, []).extend(tp.partitions)
