@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 TICK_MS = 100  # how often the node runs tick(): sessions and acquisition locks
 EARLIEST, LATEST = "earliest", "latest"
+READ_COMMITTED = "read_committed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,11 @@ class ShareGroupService:
     def auto_offset_reset(self, group_id: str) -> str:
         return self.group_configs(group_id).get("share.auto.offset.reset", LATEST)
 
+    def read_committed(self, group_id: str) -> bool:
+        """``share.isolation.level``: read_committed members get records below the last
+        stable offset only, and never those of aborted transactions."""
+        return self.group_configs(group_id).get("share.isolation.level") == READ_COMMITTED
+
     # -- membership ----------------------------------------------------------------
     def heartbeat(
         self, hb: Heartbeat, topics: Callable[[Iterable[str]], Mapping[str, tuple[bytes, int]]]
@@ -155,6 +161,33 @@ class ShareGroupService:
         if released:
             self.notify(wake_key(group_id, topic, partition))
         return error
+
+    # -- administration (Describe/Alter/DeleteShareGroupOffsets) -------------------
+    def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
+        """The share-partitions of ``group_id`` held on this node, by (topic, partition)."""
+        return {(t, p): sp for (g, t, p), sp in self.partitions.items() if g == group_id}
+
+    def alter_start_offset(
+        self, group_id: str, topic: str, partition: int, offset: int, topic_id: bytes = b""
+    ) -> None:
+        """AlterShareGroupOffsets: the share-partition starts over at ``offset`` (the group
+        is empty, so no record is acquired and nothing in flight is lost)."""
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if sp is None or self._topic_ids.get(key, topic_id) != topic_id:
+            self._topic_ids[key] = topic_id
+            self.partitions[key] = SharePartition(offset, self.limits(group_id))
+        else:
+            sp.reset(offset)
+
+    def delete_offsets(self, group_id: str, topic: str) -> bool:
+        """DeleteShareGroupOffsets: forget the group's share-partitions of ``topic`` (the
+        next fetch starts again at ``share.auto.offset.reset``); False if there were none."""
+        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic]
+        for key in keys:
+            del self.partitions[key]
+            self._topic_ids.pop(key, None)
+        return bool(keys)
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Give back what a member holds everywhere (it left, or its session closed)."""
