@@ -5,6 +5,7 @@ record released again and again is archived after ``group.share.delivery.count.l
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -45,6 +46,7 @@ from tests.integration.helpers import (
     create_topic,
     wait_until,
 )
+from tests.integration.test_cli import moldau
 
 LOCK_MS = 2_000  # group.share.record.lock.duration.ms of this module's broker
 
@@ -397,3 +399,26 @@ def test_read_committed_share_group_skips_open_and_aborted_transactions(
     finally:
         dirty.close()
     assert sorted(seen) == sorted(got + [b"a%d" % i for i in range(5)])
+
+
+def test_cli_lists_and_describes_share_groups(share_broker: BrokerProcess, topic: str) -> None:
+    group = f"{topic}-g"
+    bootstrap = share_broker.bootstrap_servers
+    setup(bootstrap, topic, group, 10)
+    consumer = share_consumer(bootstrap, group, topic)
+    try:
+        assert sorted(_drain(consumer, 10)) == list(range(10))
+        producer = confluent_producer(bootstrap)
+        for i in range(5):
+            producer.produce(topic, value=b"later%d" % i)
+        assert producer.flush(30) == 0
+        listed = json.loads(moldau(share_broker, "groups list --json").stdout)
+        assert {"group": group, "type": "share", "state": "STABLE", "simple": False} in listed
+        described = json.loads(moldau(share_broker, f"groups describe {group} --json").stdout)
+        assert (described["type"], described["state"]) == ("share", "STABLE")
+        [member] = described["members"]
+        assert member["assignment"] == [{"topic": topic, "partition": 0}]
+        [row] = described["offsets"]
+        assert (row["start_offset"], row["log_end_offset"], row["lag"]) == (10, 15, 5)
+    finally:
+        consumer.close()
