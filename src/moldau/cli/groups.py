@@ -18,6 +18,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, MemberAssignment
 
 from moldau.admin.offsets import reset_target
+from moldau.admin.share_groups import ShareGroupView, describe_share_group, share_group_states
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -43,7 +44,6 @@ from moldau.cli.common import (
     user_properties,
     watermarks,
 )
-from moldau.cli.share_groups import ShareGroupView, describe_share_group, share_group_states
 from moldau.cli.wire import Target, run
 
 app = typer.Typer(
@@ -69,7 +69,7 @@ def list_groups(
     for error in listing.errors:
         err.print(f"Warning: {describe_error(error)}")
     target = Target.of("groups list", bootstrap, user_properties(properties, command_config))
-    shares = run("groups list", target, lambda: share_group_states(target))
+    shares = run("groups list", target, lambda: share_group_states(target.servers, target.security))
     rows = sorted(
         [
             (g.group_id, _type(g.type), _state(g.state), g.is_simple_consumer_group)
@@ -103,7 +103,11 @@ def describe(
     """Show members, assignments, committed offsets, log end offsets and lag per partition;
     for a KIP-848 consumer group also each member's current and target assignment."""
     target = Target.of("groups describe", bootstrap, user_properties(properties, command_config))
-    share = run("groups describe", target, lambda: describe_share_group(target, group))
+    share = run(
+        "groups describe",
+        target,
+        lambda: describe_share_group(target.servers, target.security, group),
+    )
     if share is not None:
         _print_share_group(share, bootstrap, properties, command_config, json_output)
         return
