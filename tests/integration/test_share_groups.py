@@ -386,9 +386,15 @@ def test_read_committed_share_group_skips_open_and_aborted_transactions(
         producer.commit_transaction(30)
         wait_until(lambda: take(8), "the records of the transaction once committed")
         assert not take(9)
+        consumer.commit_sync()
     finally:
         consumer.close()
     assert got == [b"c%d" % i for i in range(5)] + [b"open%d" % i for i in range(3)]
+    # 5 + 5 + 3 records and 3 markers: all done (aborted ones archived, markers skipped).
+    with RawClient(share_broker.bootstrap) as raw:
+        _wait_empty(raw, committed)
+        done = _offsets(_describe_offsets(raw, committed, [(topic, [0])]))
+        assert done == {(topic, 0): (16, 0, 0)}
     # The same log read uncommitted delivers the aborted records too.
     dirty = share_consumer(bootstrap, uncommitted, topic)
     seen: list[bytes] = []
