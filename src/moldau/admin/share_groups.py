@@ -6,6 +6,8 @@ FindCoordinator)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +23,11 @@ from moldau.protocol.messages.metadata_request import MetadataRequest
 from moldau.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from moldau.security.client import ClientSecurity
 
+log = logging.getLogger(__name__)
+
 REQUEST_TIMEOUT_MS = 30_000
+COORDINATOR_ATTEMPTS, RETRY_BACKOFF_S = 20, 0.25  # a coordinator loading: up to ~5 s
+_MOVING = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
 @dataclass(frozen=True)
@@ -76,26 +82,47 @@ async def share_group_states(servers: list[Address], security: ClientSecurity) -
     metadata = await _to_any(servers, security, MetadataRequest(topics=[]), 12)
     states: dict[str, str] = {}
     for broker in metadata.brokers:
-        listing = await _to(
-            security, (broker.host, broker.port), ListGroupsRequest(types_filter=["share"]), 5
-        )
+        try:
+            listing = await _to(
+                security, (broker.host, broker.port), ListGroupsRequest(types_filter=["share"]), 5
+            )
+        except (ConnectionError, TimeoutError, OSError) as e:  # the others still answer
+            log.warning("share groups of broker %d: %s", broker.node_id, e or type(e).__name__)
+            continue
         states.update((g.group_id, g.group_state) for g in listing.groups)
     return states
+
+
+async def _share_group_coordinator(
+    servers: list[Address], security: ClientSecurity, group: str
+) -> tuple[int, Address] | None:
+    """The group's coordinator (id, address), waiting out one that is still loading; None
+    if none answers in time (the caller then treats the group as no share group)."""
+    find = FindCoordinatorRequest(coordinator_keys=[group])
+    for _ in range(COORDINATOR_ATTEMPTS):
+        [found] = (await _to_any(servers, security, find, 4)).coordinators
+        if not found.error_code:
+            return found.node_id, (found.host, found.port)
+        await asyncio.sleep(RETRY_BACKOFF_S)
+    return None
 
 
 async def describe_share_group(
     servers: list[Address], security: ClientSecurity, group: str
 ) -> ShareGroupView | None:
     """The share group's members and share-partition offsets; None if it is no share group."""
-    find = FindCoordinatorRequest(coordinator_keys=[group])
-    [found] = (await _to_any(servers, security, find, 4)).coordinators
-    if found.error_code:
-        raise ConnectionError(f"no coordinator for {group!r}: {ErrorCode(found.error_code).name}")
-    coordinator = (found.host, found.port)
-    [described] = (
-        await _to(security, coordinator, ShareGroupDescribeRequest(group_ids=[group]), 1)
-    ).groups
-    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
+    for _ in range(COORDINATOR_ATTEMPTS):
+        found = await _share_group_coordinator(servers, security, group)
+        if found is None:
+            return None
+        node_id, coordinator = found
+        [described] = (
+            await _to(security, coordinator, ShareGroupDescribeRequest(group_ids=[group]), 1)
+        ).groups
+        if described.error_code not in _MOVING:
+            break
+        await asyncio.sleep(RETRY_BACKOFF_S)
+    if described.error_code in (ErrorCode.GROUP_ID_NOT_FOUND, *_MOVING):
         return None
     if described.error_code:
         raise ConnectionError(f"{ErrorCode(described.error_code).name}: {described.error_message}")
@@ -106,7 +133,7 @@ async def describe_share_group(
     return ShareGroupView(
         group=group,
         state=described.group_state,
-        coordinator=found.node_id,
+        coordinator=node_id,
         members=[
             ShareMember(
                 m.member_id,
