@@ -12,7 +12,6 @@ from moldau.coordinator.share.partition import (
 from moldau.records.batch import read_batch_header, stamp_base_offset
 from moldau.records.control import build_marker_batch
 from moldau.records.record import build_batch
-from moldau.replication.replica_manager import FetchResult
 from moldau.server.handlers.share_fetch import _aborted_batches, _archive_aborted
 from moldau.storage.remote.remote_log_reader import RemoteLogReadResult
 from moldau.storage.txn_index import AbortedTxn
@@ -49,8 +48,7 @@ def test_aborted_batches_are_the_aborted_producers_transactional_batches_up_to_i
         (8, build_marker_batch(aborted, 0, committed=False, coordinator_epoch=0)),  # 8 marker
         (9, _records(2, aborted)),  # 9-10 its next transaction (committed): kept
     )
-    result = FetchResult(records=read, aborted=[AbortedTxn(aborted, 2, 8, 0)])
-    assert _aborted_batches(result) == [(2, 4), (7, 7)]
+    assert _aborted_batches(read.to_bytes(), [AbortedTxn(aborted, 2, 8, 0)]) == [(2, 4), (7, 7)]
 
 
 def test_acquired_records_of_aborted_transactions_are_archived_not_handed_out():

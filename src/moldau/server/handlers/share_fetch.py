@@ -9,6 +9,7 @@ works on the offset range read; the client keeps only the acquired offsets.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -26,11 +27,12 @@ from moldau.protocol.messages.share_fetch_response import (
     ShareFetchResponse,
 )
 from moldau.records.batch import BATCH_HEADER_SIZE, read_batch_header
-from moldau.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
+from moldau.replication.replica_manager import FetchParams, FetchRequestPartition
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.server.handlers.fetch import records_payload
 from moldau.server.handlers.share_acknowledge import acknowledge, group_error
 from moldau.server.share_session import CLOSE_EPOCH, OPEN_EPOCH
+from moldau.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -196,7 +198,8 @@ async def _acquire_one(
             member_id, result.records.next_offset - 1, max_records, services.clock.now_ms()
         )
         if taken and result.aborted:
-            taken = _archive_aborted(sp, member_id, taken, _aborted_batches(result))
+            data = await asyncio.to_thread(result.records.to_bytes)  # a file read
+            taken = _archive_aborted(sp, member_id, taken, _aborted_batches(data, result.aborted))
             if not taken:
                 continue  # all of it aborted: read on past it
         break
@@ -211,14 +214,13 @@ async def _acquire_one(
     return ErrorCode.NONE, taken, result.size if taken else 0
 
 
-def _aborted_batches(result: FetchResult) -> list[tuple[int, int]]:
+def _aborted_batches(records: bytes, aborted: list[AbortedTxn]) -> list[tuple[int, int]]:
     """Offset ranges of the batches read that belong to aborted transactions (Kafka's
     SharePartition.filterAbortedTransactionalAcquiredRecords): a producer's transactional
     batches from its aborted transaction's first offset up to its abort marker. Only
     batch headers are read, and only when an aborted transaction overlaps the read."""
-    assert result.records is not None and result.aborted is not None
-    pending = sorted(result.aborted, key=lambda t: t.first_offset)
-    data = memoryview(result.records.to_bytes())
+    pending = sorted(aborted, key=lambda t: t.first_offset)
+    data = memoryview(records)
     aborting: set[int] = set()
     ranges: list[tuple[int, int]] = []
     pos = 0
