@@ -12,6 +12,12 @@ by ``benchmarks/build_rdkafka_performance.sh``):
 - ``single``: one node, one partition, 100 B records, produce then consume of
   ``--records`` messages, Moldau and noida-db (a compiled Kafka-compatible broker, ``pip
   install noida-db==0.2.3``) side by side, alternately, ``--repeat`` times.
+- ``pacing``: the cluster's load against one noida-db node, whose cost per request is
+  next to nothing: what the load generator itself achieves at each offered rate.
+  ``rdkafka_performance -r`` waits ``1/rate`` after each message, polling busily for the
+  last millisecond, and never catches up a late start, so a client that loses its core
+  (a loaded machine) falls behind whatever the broker does; every case reports the
+  client's own CPU per message.
 
 The machine is shared: every result carries the load average before and after it.
 ``--profile CASE`` records py-spy flame graphs into ``benchmarks/results/``: ``cluster``
@@ -19,7 +25,7 @@ The machine is shared: every result carries the load average before and after it
 serves the consume). Nothing is asserted; results go to
 ``benchmarks/results/request_rate-<label>-<UTC time>.json``.
 
-    python -m benchmarks.request_rate [--label before] [--quick] [--only cluster|single]
+    python -m benchmarks.request_rate [--label before] [--quick] [--only cluster,single,pacing]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -87,6 +94,7 @@ def produce_at_rate(
     with tempfile.NamedTemporaryFile("r", suffix=".lat") as lat:
         before = load()
         cpu = {role: cpu_seconds(pid) for role, pid in pids.items()}
+        client = _children_cpu()
         out = subprocess.run(
             [tool, "-P", "-t", topic, "-p", "0", "-b", bootstrap, "-s", "100", "-c", str(count),
              "-r", str(rate), "-a", "-1", "-l", "-A", lat.name,
@@ -95,6 +103,7 @@ def produce_at_rate(
         )  # fmt: skip
         samples = [int(line) for line in lat.read().split()]
         cpu = {role: cpu_seconds(pid) - cpu[role] for role, pid in pids.items()}
+        cpu["client"] = _children_cpu() - client
     found = RATE_LINE.findall(out.stdout)
     elapsed_ms = int(found[-1][1]) if found else 0
     return {
@@ -109,6 +118,24 @@ def produce_at_rate(
         "load_after": load(),
         "exit": out.returncode,
     }
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the tool, once it has exited)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_pacing(tool: str, args: argparse.Namespace) -> list[dict]:
+    results = []
+    with noida() as bootstrap:
+        topic = f"pacing-{uuid.uuid4().hex[:8]}"
+        produce_at_rate(tool, bootstrap, topic, 200, 2, {})  # warm-up: creates the topic
+        for rate in args.rates:
+            result = produce_at_rate(tool, bootstrap, topic, rate, args.seconds, {})
+            print(f"pacing rate {rate}: {result}", flush=True)
+            results.append(result)
+    return results
 
 
 def run_cluster(tool: str, args: argparse.Namespace) -> list[dict]:
@@ -279,7 +306,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="per offered rate")
     parser.add_argument("--records", type=int, default=2_000_000, help="single-node case")
     parser.add_argument("--repeat", type=int, default=2, help="single-node runs per broker")
-    parser.add_argument("--only", choices=("cluster", "single"))
+    parser.add_argument(
+        "--only",
+        type=lambda s: s.split(","),
+        help="cases, comma-separated: cluster,single,pacing",
+    )
     parser.add_argument("--profile", choices=("cluster", "single"))
     parser.add_argument("--label", default="run", help="names the result (e.g. before/after)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
@@ -288,13 +319,46 @@ def main() -> None:
         args.rates, args.seconds, args.records, args.repeat = [500], 2.0, 50_000, 1
     tool = rdkafka_performance()
     results: dict[str, Any] = {"load_start": load()}
-    if args.only in (None, "cluster"):
+    if not args.only or "cluster" in args.only:
         results["cluster"] = run_cluster(tool, args)
-    if args.only in (None, "single"):
+    if not args.only or "single" in args.only:
         results["single"] = run_single(tool, args)
+    if not args.only or "pacing" in args.only:
+        results["pacing"] = run_pacing(tool, args)
     results["load_end"] = load()
     path = write_result(f"request_rate-{args.label}", args, results)
     print(path)
+    if "cluster" in results and "pacing" in results:
+        plot(results, path.with_suffix(".svg"))
+        print(path.with_suffix(".svg"))
+
+
+def plot(results: dict, path: Path) -> None:
+    """Delivery latency (p50, p99) and achieved rate against the offered rate: the
+    Moldau cluster and the same load against noida-db."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (latency, achieved) = plt.subplots(1, 2, figsize=(12, 4.5))
+    sides = [("Moldau, 3 nodes RF=3", results["cluster"]), ("noida-db, 1 node", results["pacing"])]
+    for name, runs in sides:
+        x = [r["offered_msgs_s"] for r in runs]
+        for key, style in (("p50_ms", "o-"), ("p99_ms", "s--")):
+            latency.plot(x, [r.get(key) for r in runs], style, label=f"{name} {key[:3]}")
+        achieved.plot(x, [r["achieved_msgs_s"] for r in runs], "o-", label=name)
+    achieved.plot(x, x, ":", color="grey", label="offered")
+    latency.set(xscale="log", yscale="log", xlabel="offered msg/s", ylabel="delivery latency (ms)")
+    achieved.set(xscale="log", yscale="log", xlabel="offered msg/s", ylabel="achieved msg/s")
+    loads = f"load average {results['load_start'][0]} to {results['load_end'][0]} on 2 cores"
+    fig.suptitle(f"acks=all, linger.ms=0, 100 B, rdkafka_performance ({loads})")
+    for ax in (latency, achieved):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ still accepted (in `server.properties`, `-o key=value`, CreateTopics, AlterConfi
 IncrementalAlterConfigs), validated as Kafka validates it, stored, and described back by
 DescribeConfigs with its source; its documentation there starts with "Not acted on by
 Moldau". Keys that are not Kafka's and not Moldau's are reported at start-up
-("unknown configs") and refused by AlterConfigs.
+("unknown configs"); as in Kafka, AlterConfigs stores them for a broker or the cluster
+default (plugins read them) and DescribeConfigs returns them, while a topic refuses them
+(INVALID_CONFIG "Unknown topic config name").
 
 **Update mode** is Kafka's: `read-only` keys are set in the properties file only;
 `per-broker` keys may be altered for one broker (`kafka-configs --entity-type brokers

@@ -8,10 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from moldau.config.broker import RACK_AWARE_SELECTOR
 from moldau.testing import ClusterProcess
 from moldau.testing.process import TEST_DEFAULTS
+from tests.integration.group_helpers import poll_all
 from tests.integration.helpers import (
     DEADLINE_S,
     Consumed,
@@ -20,6 +22,7 @@ from tests.integration.helpers import (
     make_records,
     produce_confluent,
 )
+from tests.integration.test_consumer_groups import consumer_member
 from tests.metrics.helpers import Samples
 
 RACKS = ["r1", "r1", "r2"]
@@ -28,7 +31,11 @@ BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 
 @pytest.fixture(scope="module")
 def racked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess]:
-    configs = {**TEST_DEFAULTS, "replica.selector.class": RACK_AWARE_SELECTOR}
+    configs = {
+        **TEST_DEFAULTS,
+        "replica.selector.class": RACK_AWARE_SELECTOR,
+        "group.consumer.heartbeat.interval.ms": 500,
+    }
     cluster = ClusterProcess(
         3, RACKS, configs, data_dir=tmp_path_factory.mktemp("racked"), metrics=True
     )
@@ -88,3 +95,29 @@ def test_consumer_in_r2_reads_from_the_r2_follower(racked: ClusterProcess, topic
     assert sum(bytes_out(racked, n, topic) for n in set(remote.values())) > sum(
         before[n] for n in set(remote.values())
     )
+
+
+def test_kip848_members_get_the_partitions_of_their_rack(
+    racked: ClusterProcess, topic: str
+) -> None:
+    """group.protocol=consumer members with client.rack r1 and r2: the broker's uniform
+    assignor gives each the partitions whose one replica is in its rack (node 3 is r2)."""
+    client = AdminClient({"bootstrap.servers": racked.bootstrap_servers})
+    placement = [[1], [3], [2], [3]]  # partitions 0 and 2 in r1, 1 and 3 in r2
+    client.create_topics([NewTopic(topic, len(placement), replica_assignment=placement)])[
+        topic
+    ].result(30)
+    group = f"group-{topic}"
+    members = [
+        consumer_member(racked.bootstrap_servers, group, [topic], rack, **{"client.rack": rack})
+        for rack in ("r1", "r2")
+    ]
+    try:
+        poll_all(
+            members,
+            lambda: [m.owned() for m in members] == [frozenset({0, 2}), frozenset({1, 3})],
+            "each member to hold its rack's partitions",
+        )
+    finally:
+        for m in members:
+            m.consumer.close()

@@ -330,7 +330,7 @@ def test_share_group_listed_with_type_start_offset_and_lag(
 
     page.goto(console.page_url("/groups"))
     row = page.locator(f"#groups tr[data-group='{group}']")
-    expect(row.locator(".badge.type")).to_have_text("share")
+    expect(row.locator("td.type")).to_have_text("share")
     expect(row.locator("td.lag")).to_have_text("5")
     page.goto(console.page_url(f"/groups/{group}"))
     expect(page.locator("#offsets thead")).to_contain_text("Start offset")
@@ -339,6 +339,35 @@ def test_share_group_listed_with_type_start_offset_and_lag(
     expect(offsets.locator("td.end")).to_have_text("15")
     expect(offsets.locator("td.lag")).to_have_text("5")
     expect(page.locator("#reset-offsets")).to_have_count(0)  # consumer-group offsets only
+
+
+def test_a_consumer_groups_type_and_target_assignment(page: Page, console: Console, broker, admin):
+    """A KIP-848 group (group.protocol=consumer) is shown as such, with each member's
+    target assignment next to what it holds; a classic group has no target column."""
+    topic, group = "kip848-topic", "kip848-group"
+    create_topic(admin, topic, 2)
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer"}
+    )
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(consumer.assignment()) < 2:
+            assert time.monotonic() < deadline, "the member got no assignment"
+            consumer.poll(0.2)
+        page.goto(console.page_url("/groups"))
+        expect(page.locator(f"#groups tr[data-group='{group}'] td.type")).to_have_text("consumer")
+        page.goto(console.page_url(f"/groups/{group}"))
+        expect(page.locator("#group-type")).to_have_text("consumer")
+        row = page.locator("#members tbody tr")
+        expect(row.locator("td.assignment .chip")).to_have_text([f"{topic}-0", f"{topic}-1"])
+        expect(row.locator("td.target .chip")).to_have_text([f"{topic}-0", f"{topic}-1"])
+    finally:
+        consumer.close()
+    produce(broker.bootstrap, topic, [(None, b"v%d" % i, []) for i in range(2)])
+    consume_and_commit(broker.bootstrap, "classic-group", topic, 2)
+    page.goto(console.page_url("/groups"))
+    expect(page.locator("#groups tr[data-group='classic-group'] td.type")).to_have_text("classic")
 
 
 def test_reset_offsets_and_delete_group_from_ui(page: Page, console: Console, broker, admin):

@@ -73,6 +73,26 @@ def test_read_only_and_invalid_are_refused(broker: BrokerProcess, client: AdminC
     assert describe_broker(client)["num.io.threads"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
+def test_custom_broker_keys_are_kept_for_plugins(
+    broker: BrokerProcess, client: AdminClient, topic: str
+) -> None:
+    """Kafka stores a broker key it does not define (a plugin's) and describes it back; it
+    refuses APPEND on it and refuses the key on a topic."""
+    key = "my.plugin.endpoint"
+    incremental(client, ResourceType.BROKER, NODE, (key, AlterConfigOpType.SET, "http://x"))
+    entry = describe_broker(client)[key]
+    assert (entry.value, entry.source) == ("http://x", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    with pytest.raises(KafkaException) as e:
+        incremental(client, ResourceType.BROKER, NODE, (key, AlterConfigOpType.APPEND, "y"))
+    assert e.value.args[0].name() == "INVALID_CONFIG"
+    incremental(client, ResourceType.BROKER, NODE, (key, AlterConfigOpType.DELETE, None))
+    assert key not in describe_broker(client)
+    create_topic(broker.bootstrap, topic, 1)
+    with pytest.raises(KafkaException) as e:
+        incremental(client, ResourceType.TOPIC, topic, (key, AlterConfigOpType.SET, "x"))
+    assert e.value.args[0].name() == "INVALID_CONFIG"
+
+
 def test_empty_cleanup_policy(broker: BrokerProcess, client: AdminClient, topic: str) -> None:
     """confluent-kafka-python's test_incremental_alter_configs: subtracting ``delete``
     leaves the empty policy Kafka 4 accepts."""

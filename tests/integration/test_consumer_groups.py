@@ -13,11 +13,32 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as _Consumer
-from confluent_kafka import ConsumerGroupType, KafkaError, TopicPartition
+from confluent_kafka import ConsumerGroupType, KafkaError, KafkaException, TopicPartition
 
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.api_versions_request import ApiVersionsRequest
+from moldau.protocol.messages.consumer_group_describe_request import (
+    ConsumerGroupDescribeRequest,
+)
+from moldau.protocol.messages.consumer_group_heartbeat_request import (
+    ConsumerGroupHeartbeatRequest,
+)
+from moldau.protocol.messages.consumer_group_heartbeat_response import (
+    ConsumerGroupHeartbeatResponse,
+)
+from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from moldau.testing import BrokerProcess
 from tests.integration.group_helpers import Member, group_offsets, poll_all
-from tests.integration.helpers import admin, create_topic, make_records, produce_confluent
+from tests.integration.helpers import (
+    RawClient,
+    admin,
+    alter_group_config,
+    create_topic,
+    make_records,
+    produce_confluent,
+    wait_until,
+)
 from tests.integration.test_cli import moldau
 
 BROKER = {"group.consumer.heartbeat.interval.ms": "500"}
@@ -182,3 +203,57 @@ def test_static_member_restart_gets_its_partitions_back(cbroker: BrokerProcess, 
         b.consumer.close()
         if restarted is not None:
             restarted.consumer.close()
+
+
+def join_heartbeat(raw: RawClient, group: str, topic: str) -> ConsumerGroupHeartbeatResponse:
+    request = ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id="",
+        member_epoch=0,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=[topic],
+        topic_partitions=[],
+    )
+    response: ConsumerGroupHeartbeatResponse = raw.request(request, 0)
+    return response
+
+
+def test_a_groups_own_heartbeat_interval_and_bounds(cbroker: BrokerProcess, topic: str) -> None:
+    """consumer.heartbeat.interval.ms set on the GROUP resource is what the coordinator
+    tells the group's members; values outside Kafka's bounds are INVALID_CONFIG."""
+    bootstrap, group = cbroker.bootstrap, f"group-{topic}"
+    create_topic(bootstrap, topic, partitions=1)
+    with RawClient(bootstrap) as raw:
+        raw.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]), 4)
+        wait_until(  # the coordinator is loaded
+            lambda: join_heartbeat(raw, group, topic).error_code == ErrorCode.NONE, "a member"
+        )
+        assert join_heartbeat(raw, group, topic).heartbeat_interval_ms == 500  # broker's
+        alter_group_config(bootstrap, group, {"consumer.heartbeat.interval.ms": "7000"})
+        wait_until(
+            lambda: join_heartbeat(raw, group, topic).heartbeat_interval_ms == 7000,
+            "the group's own heartbeat interval",
+        )
+    for bad in ({"consumer.heartbeat.interval.ms": "15001"}, {"consumer.session.timeout.ms": "1"}):
+        with pytest.raises(KafkaException) as e:
+            alter_group_config(bootstrap, group, bad)
+        assert e.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def test_consumer_apis_are_off_when_the_protocol_is_not_enabled(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """group.coordinator.rebalance.protocols without `consumer`: APIs 68 and 69 are not
+    advertised and answer UNSUPPORTED_VERSION, as Kafka's."""
+    off = {"group.coordinator.rebalance.protocols": "classic"}
+    with (
+        BrokerProcess(tmp_path_factory.mktemp("classic-only"), off) as broker,
+        RawClient(broker.bootstrap) as raw,
+    ):
+        advertised = {v.api_key for v in raw.request(ApiVersionsRequest(), 3).api_keys}
+        assert ApiKey.JOIN_GROUP in advertised
+        assert ApiKey.CONSUMER_GROUP_HEARTBEAT not in advertised
+        assert ApiKey.CONSUMER_GROUP_DESCRIBE not in advertised
+        assert join_heartbeat(raw, "g", "t").error_code == ErrorCode.UNSUPPORTED_VERSION
+        describe = raw.request(ConsumerGroupDescribeRequest(group_ids=["g"]), 0)
+        assert [g.error_code for g in describe.groups] == [ErrorCode.UNSUPPORTED_VERSION]

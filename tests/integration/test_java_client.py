@@ -234,17 +234,27 @@ def records_of(member: JavaProcess) -> list[Got]:
     return [decode_record(e) for e in member.of("record")]
 
 
-def test_consumer_group(broker: BrokerProcess, java: JavaClient, topic: str) -> None:
+# The classic protocol (the client's range assignor) and KIP-848's (the broker's uniform one).
+GROUP_PROTOCOLS = {
+    "classic": ("heartbeat.interval.ms=500", "range"),
+    "consumer": ("group.protocol=consumer", "uniform"),
+}
+
+
+@pytest.mark.parametrize("protocol", GROUP_PROTOCOLS)
+def test_consumer_group(broker: BrokerProcess, java: JavaClient, topic: str, protocol: str) -> None:
     """Two Java consumers share the partitions; when one leaves (committing, then
-    LeaveGroup) the other takes them all over from the committed offsets: together they
-    process every record exactly once. The admin client sees the group as it goes."""
+    LeaveGroup or a leaving heartbeat) the other takes them all over from the committed
+    offsets: together they process every record exactly once. The admin client sees the
+    group as it goes. With ``group.protocol=consumer`` the broker assigns (KIP-848)."""
     create_topic(broker.bootstrap, topic, PARTITIONS)
     group = f"{topic}-group"
+    config, assignor = GROUP_PROTOCOLS[protocol]
     options = ["--from-earliest", "--commit", "sync", "--stdin-control", "--timeout-ms", "120000"]
     members = [
         java.start(
             *["consume", "--bootstrap", broker.bootstrap, "--topic", topic, "--group", group],
-            *["--client-id", f"member-{i}", "--config", "heartbeat.interval.ms=500", *options],
+            *["--client-id", f"member-{i}", "--config", config, *options],
         )
         for i in range(2)
     ]
@@ -267,7 +277,7 @@ def test_consumer_group(broker: BrokerProcess, java: JavaClient, topic: str) -> 
             broker.bootstrap, ["describe-groups", "--group", group], ["list-groups"]
         ).check()
         (described,) = seen.one("describe-groups")["groups"]
-        assert described["state"] == "Stable" and described["assignor"] == "range"
+        assert described["state"] == "Stable" and described["assignor"] == assignor
         assignment = {m["client_id"]: m["assignment"] for m in described["members"]}
         assert assignment == {
             f"member-{i}": sorted(f"{topic}:{p}" for p in owned(m)) for i, m in enumerate(members)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from kafka import TopicPartitionReplica
 from kafka.admin import KafkaAdminClient
 from kafka.errors import LogDirNotFoundError, NoError, ReplicaNotAvailableError
@@ -27,9 +28,11 @@ from tests.integration.helpers import (
     make_records,
     produce_confluent,
 )
+from tests.integration.helpers import admin as confluent_admin
 from tests.java.client import JavaClient
 
 NODE = 1
+MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +56,8 @@ def admin(jbod: BrokerProcess) -> Iterator[KafkaAdminClient]:
     client.close()
 
 
-def placement(admin: KafkaAdminClient, topic: str) -> dict[int, tuple[str, bool, dict[str, Any]]]:
-    """partition -> (log dir, is future, what DescribeLogDirs said) for ``topic``."""
+def replicas(admin: KafkaAdminClient, topic: str) -> dict[tuple[int, bool], tuple[str, Any]]:
+    """(partition, is future) -> (log dir, what DescribeLogDirs said) for ``topic``."""
     (described,) = admin.describe_log_dirs()
     out = {}
     for d in described["log_dirs"]:
@@ -63,11 +66,11 @@ def placement(admin: KafkaAdminClient, topic: str) -> dict[int, tuple[str, bool,
             if t["name"] == topic:
                 for p in t["partitions"]:
                     out[(p["partition_index"], p["is_future_key"])] = (d["log_dir"], p)
-    return {p: (where, future, info) for (p, future), (where, info) in out.items()}
+    return out
 
 
 def current_dirs(admin: KafkaAdminClient, topic: str) -> dict[int, str]:
-    return {p: where for p, (where, future, _) in placement(admin, topic).items() if not future}
+    return {p: where for (p, future), (where, _) in replicas(admin, topic).items() if not future}
 
 
 def wait_until(condition: Any, what: str, timeout: float = DEADLINE_S) -> Any:
@@ -92,13 +95,13 @@ def test_describe_log_dirs_places_and_sizes_partitions(
     assert abs(hosted[str(dirs[0])] - hosted[str(dirs[1])]) <= 1, hosted  # fewest first
     for d in described["log_dirs"]:
         assert d["total_bytes"] >= d["usable_bytes"] > 0
-    found = placement(admin, topic)
-    assert sorted(found) == [0, 1, 2, 3]
-    for p, (where, future, info) in found.items():
+    found = replicas(admin, topic)
+    assert sorted(found) == [(p, False) for p in range(4)]
+    for (p, _), (where, info) in found.items():
         on_disk = sum(f.stat().st_size for f in Path(where, f"{topic}-{p}").glob("*.log"))
-        assert not future and info["offset_lag"] == 0
+        assert info["offset_lag"] == 0
         assert info["partition_size"] == on_disk > 0
-    assert sum(info["partition_size"] for _, _, info in found.values()) > sum(
+    assert sum(info["partition_size"] for _, info in found.values()) > sum(
         len(r.value) for r in records
     )
 
@@ -152,7 +155,7 @@ def test_move_replicas_while_producing(
         stop.set()
         producer.join(DEADLINE_S)
     assert not errors, errors[:5]
-    assert all(not future for _, future, _ in placement(admin, topic).values())
+    assert all(not future for _, future in replicas(admin, topic))
     for p, target in targets.items():
         assert Path(target, f"{topic}-{p}").is_dir()
         assert not Path(before[p], f"{topic}-{p}").exists()
@@ -212,3 +215,42 @@ def test_java_admin_describes_and_moves(
     ).check()
     assert moved.one("alter-replica-log-dir")["current_dir"] in (source, target)
     wait_until(lambda: current_dirs(admin, topic) == {0: target}, "the replica in its new dir")
+
+
+def test_log_dir_moves_are_throttled(
+    jbod: BrokerProcess, admin: KafkaAdminClient, dirs: list[Path], topic: str
+) -> None:
+    """``replica.alter.log.dirs.io.max.bytes.per.second`` bounds the copy into a future
+    replica: at 5 kB/s (a sampled rate over 11 s: a first burst of about 50 kB passes) a
+    300 kB log of small batches has not moved after 3 s; without the bound it moves at
+    once, whole."""
+    jbod.create_topic(topic, 1)
+    records = make_records(1500, seed=4)
+    acked = produce_confluent(jbod.bootstrap, topic, records, **{"batch.num.messages": 10})
+    rate = ConfigResource(
+        ResourceType.BROKER,
+        str(NODE),
+        incremental_configs=[
+            ConfigEntry(MOVE_RATE, "5000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    configs = confluent_admin(jbod.bootstrap)
+    configs.incremental_alter_configs([rate])[rate].result(DEADLINE_S)
+    (source,) = current_dirs(admin, topic).values()
+    target = str(dirs[1] if source == str(dirs[0]) else dirs[0])
+    result = admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, NODE): target})
+    assert all(e is NoError for e in result.values()), result
+    time.sleep(3)
+    assert current_dirs(admin, topic) == {0: source}
+    (where, future) = replicas(admin, topic)[(0, True)]
+    assert where == target and 0 < future["offset_lag"] < len(records)
+    unbound = ConfigResource(
+        ResourceType.BROKER,
+        str(NODE),
+        incremental_configs=[
+            ConfigEntry(MOVE_RATE, None, incremental_operation=AlterConfigOpType.DELETE)
+        ],
+    )
+    configs.incremental_alter_configs([unbound])[unbound].result(DEADLINE_S)
+    wait_until(lambda: current_dirs(admin, topic) == {0: target}, "the replica in its new dir")
+    assert_log_matches(records, consume_confluent(jbod.bootstrap, topic), acked=acked)

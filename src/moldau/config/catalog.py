@@ -26,18 +26,21 @@ _PY_TYPES = {int: "int", bool: "boolean", str: "string"}
 # Broker keys Moldau changes at run time when they are altered dynamically; other keys
 # Kafka treats as dynamic are stored and described, and applied at the next start only if
 # also set in the properties file (see docs/configuration.md).
-# Kafka's dynamic-only broker keys that Moldau acts on (not in the properties file).
-DYNAMIC_ONLY_ACTED = {
+# Kafka's broker keys that Moldau acts on without a definition of its own: read where they
+# are used, from the dynamic configs (and, for the log-dir move quota, the properties file).
+KAFKA_KEYS_ACTED = {
     "leader.replication.throttled.rate": "Bytes per second this broker sends to followers of "
     "the replicas in leader.replication.throttled.replicas (KIP-73; unset: unbounded).",
     "follower.replication.throttled.rate": "Bytes per second this broker fetches for the "
     "replicas in follower.replication.throttled.replicas (KIP-73; unset: unbounded).",
+    "replica.alter.log.dirs.io.max.bytes.per.second": "Bytes per second this broker copies "
+    "into future replicas moving between log dirs (AlterReplicaLogDirs).",
 }
 
 APPLIED_AT_RUN_TIME = frozenset(k for k, t in BROKER_SYNONYMS.items() if TOPIC_CONFIGS[t].acted) | {
     "log.cleaner.threads",
     "log.cleaner.backoff.ms",
-    *DYNAMIC_ONLY_ACTED,
+    *KAFKA_KEYS_ACTED,
 }
 
 # Why Moldau does not act on a Kafka broker key: (prefix or exact name, reason), first
@@ -115,8 +118,7 @@ _NOT_ACTED_ON: tuple[tuple[str, str], ...] = (
         "client.quota.callback.class",
         "Java plug-in class; Moldau's quotas are Kafka's default ones.",
     ),
-    ("replica.alter.log.dirs.io.max.bytes.per.second", "Log-dir moves are not throttled."),
-    ("alter.log.dirs.replication.quota.", "Log-dir moves are not throttled."),
+    ("alter.log.dirs.replication.quota.", "The log-dir move quota uses 11 windows of 1 s."),
     ("controller.quota.", "Controller mutation quotas are not applied."),
     ("group.consumer.", "KIP-848 groups use Moldau's fixed limits."),
     ("group.share.", "Share groups use Moldau's fixed limits."),
@@ -181,8 +183,8 @@ def _synonym_entry(name: str, d: ConfigDef) -> BrokerEntry:
 
 
 def _kafka_entry(k: KafkaKey) -> BrokerEntry:
-    acted = k.name in DYNAMIC_ONLY_ACTED
-    doc = DYNAMIC_ONLY_ACTED[k.name] if acted else not_acted_on_reason(k.name)
+    acted = k.name in KAFKA_KEYS_ACTED
+    doc = KAFKA_KEYS_ACTED[k.name] if acted else not_acted_on_reason(k.name)
     return BrokerEntry(k.name, k.type, k.default, k.update_mode or READ_ONLY, acted, doc, k)
 
 

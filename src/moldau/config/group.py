@@ -136,3 +136,19 @@ def validate_group_configs(
         if spec is None:
             raise KafkaError(f"Unknown group config name: {name}", ErrorCode.INVALID_CONFIG)
         spec.validate(value, broker_props)
+    session, interval = (
+        int(_effective(name, configs, broker_props or {}))
+        for name in ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms")
+    )
+    if session <= interval:
+        # As Kafka: a member must be able to heartbeat at least once per session.
+        raise KafkaError(
+            "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms",
+            ErrorCode.INVALID_CONFIG,
+        )
+
+
+def _effective(name: str, configs: Mapping[str, str], broker_props: Mapping[str, str]) -> str:
+    """The group's value, else the broker's default for it, else Kafka's."""
+    spec = GROUP_CONFIGS[name]
+    return configs.get(name) or broker_props.get(spec.broker_key) or spec.default

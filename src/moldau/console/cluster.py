@@ -400,6 +400,7 @@ class Cluster:
                 GroupInfo(
                     group_id=group_id,
                     state=_state(d.state) if d else "DEAD",
+                    type=_type(d.type) if d else "classic",
                     protocol=d.partition_assignor if d else "",
                     coordinator=d.coordinator.id if d and d.coordinator else None,
                     simple=d.is_simple_consumer_group if d else False,
@@ -433,6 +434,7 @@ class Cluster:
         return GroupInfo(
             group_id=group_id,
             state=view.state.upper(),
+            type="share",
             protocol="simple",
             coordinator=view.coordinator,
             members=tuple(
@@ -450,7 +452,6 @@ class Cluster:
                 )
                 for o in view.offsets
             ),
-            group_type="share",
         )
 
     @staticmethod
@@ -662,13 +663,26 @@ def _record(message: Message, topic: str, partition: int, offset: int) -> Record
 
 
 def _member(m: Any) -> MemberInfo:
+    target = getattr(m, "target_assignment", None)
     return MemberInfo(
         member_id=m.member_id,
         client_id=m.client_id,
         host=m.host,
         group_instance_id=m.group_instance_id,
-        assignment=tuple(sorted((tp.topic, tp.partition) for tp in m.assignment.topic_partitions)),
+        assignment=_partitions(m.assignment),
+        target_assignment=None if target is None else _partitions(target),
     )
+
+
+def _partitions(assignment: Any) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((tp.topic, tp.partition) for tp in assignment.topic_partitions))
+
+
+def _type(group_type: Any) -> str:
+    """Kafka's group type names (classic, consumer, share); an older answer without one
+    is a classic group."""
+    name = getattr(group_type, "name", "UNKNOWN")
+    return name.lower() if name != "UNKNOWN" else "classic"
 
 
 def _state(state: ConsumerGroupState | Any) -> str:

@@ -160,6 +160,12 @@ class MemberInfo:
     host: str
     group_instance_id: str | None
     assignment: tuple[tuple[str, int], ...]
+    target_assignment: tuple[tuple[str, int], ...] | None = None
+    """A consumer group's (KIP-848) target for the member; None for classic groups."""
+
+    @property
+    def reconciling(self) -> bool:
+        return self.target_assignment is not None and self.target_assignment != self.assignment
 
 
 @dataclass(frozen=True)
@@ -185,12 +191,12 @@ class GroupOffset:
 class GroupInfo:
     group_id: str
     state: str
+    type: str = "classic"  # classic, consumer (KIP-848) or share
     protocol: str = ""
     coordinator: int | None = None
     simple: bool = False
     members: tuple[MemberInfo, ...] = ()
     offsets: tuple[GroupOffset, ...] = field(default=())
-    group_type: str = ""  # "share" for a share group (KIP-932)
 
     @property
     def lag(self) -> int:

@@ -89,3 +89,25 @@ def _rate(configs: Mapping[str, Mapping[str, str]], node: str, key: str) -> int:
         if value is not None:
             return int(value)
     return UNBOUNDED
+
+
+class AlterLogDirsQuota:
+    """``replica.alter.log.dirs.io.max.bytes.per.second``: Kafka's AlterLogDirs quota, one
+    bound over the copying of every future replica of this broker (its
+    ReplicaAlterLogDirsThread), measured with the replication quotas' sampled rate."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+        self.rate = Rate(samples, window_ms)
+
+    def step_bytes(self, bound: int, interval_ms: int, step_max: int, now_ms: int) -> int:
+        """What one copy step every ``interval_ms`` may copy: nothing while the measured
+        rate is over ``bound``, else the step's share of it (a whole batch at least)."""
+        if bound >= UNBOUNDED:
+            return step_max
+        if self.rate.per_second(now_ms) > bound:
+            return 0
+        return max(1, min(step_max, bound * interval_ms // 1000))
+
+    def record(self, size: int, now_ms: int) -> None:
+        if size:
+            self.rate.record(size, now_ms)

@@ -42,6 +42,7 @@ from moldau.replication.remote_log_manager import RemoteLogManager
 from moldau.replication.replica_selector import preferred_read_replica
 from moldau.replication.txn_verification import Guard, TransactionVerifier
 from moldau.stats.counters import IsrStats, TopicStats
+from moldau.stats.timing import parked
 from moldau.storage.local_log import LogReadResult
 from moldau.storage.log_manager import LogManager
 from moldau.storage.producer_state import ProducerEntry
@@ -599,20 +600,36 @@ class ReplicaManager:
     ) -> None:
         """Kafka's delayed produce: wait (woken by HW moves) until every successful append is
         below its partition's HW, then check the ISR still meets min.insync.replicas."""
-        deadline = self.clock.now_ms() + timeout_ms
+        await parked(self.replicated(results, timeout_ms))
+
+    def replicated(
+        self, results: Mapping[TopicPartition, AppendResult], timeout_ms: int
+    ) -> asyncio.Future[None]:
+        """:meth:`await_replication` as a future, done (each result's error set) in the
+        very call that moves the last high watermark it waits for: no task, no wake-up
+        between the follower's fetch and the produce's answer."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         pending = {tp: r for tp, r in results.items() if r.error == ErrorCode.NONE}
-        while True:
+
+        def check(expired: bool) -> bool:
+            if done.done():  # cancelled: its connection closed
+                return True
             for tp, result in list(pending.items()):
                 error = self._replication_state(tp, result)
                 if error is not None:
                     result.error = error
                     del pending[tp]
-            if not pending:
-                return
-            if not await self.purgatory.wait([("hw", tp) for tp in pending], deadline):
-                for result in pending.values():
-                    result.error = ErrorCode.REQUEST_TIMED_OUT
-                return
+            if pending and not expired:
+                return False
+            for result in pending.values():
+                result.error = ErrorCode.REQUEST_TIMED_OUT
+            done.set_result(None)
+            return True
+
+        if not check(False):
+            deadline = self.clock.now_ms() + timeout_ms
+            self.purgatory.watch([("hw", tp) for tp in pending], deadline, check)
+        return done
 
     def _replication_state(self, tp: TopicPartition, result: AppendResult) -> ErrorCode | None:
         """None while waiting; NONE once replicated; the error otherwise."""

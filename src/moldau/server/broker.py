@@ -37,6 +37,7 @@ from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
+from moldau.server.log_dir_mover import ALTER_LOG_DIRS_INTERVAL_MS, LogDirMover
 from moldau.server.node_to_controller import NodeToControllerChannel
 from moldau.server.producer_ids import ProducerIdManager
 from moldau.server.schema_validation import SchemaValidation
@@ -51,7 +52,6 @@ log = logging.getLogger(__name__)
 
 UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
-ALTER_LOG_DIRS_INTERVAL_MS = 200  # how often future logs copy from their current ones
 LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
 FETCH_SESSION_SLOTS = "max.incremental.fetch.session.cache.slots"
 
@@ -219,7 +219,8 @@ class Broker:
             every(c.int("log.cleaner.backoff.ms"), self._clean)
         if self.tiered_storage is not None:
             self.tiered_storage.start(self.scheduler)
-        every(ALTER_LOG_DIRS_INTERVAL_MS, self._move_replicas)
+        mover = LogDirMover(self.log_manager, self.dynamic_config, self.clock)
+        every(ALTER_LOG_DIRS_INTERVAL_MS, mover.step)
         every(LOG_DIR_FAILURE_CHECK_MS, self._handle_log_dir_failures)
         every(TICK_MS, self.shares.tick)
         self.transactions.start()
@@ -234,18 +235,6 @@ class Broker:
         # Up to the last stable offset: undecided transactions are never compacted.
         bounds = self.replica_manager.last_stable_offsets()
         await asyncio.to_thread(self.log_manager.run_cleaner, bounds, self.clock.now_ms())
-
-    async def _move_replicas(self) -> None:
-        """AlterReplicaLogDirs: copy to the future logs in a worker thread, swap the ones
-        that caught up here on the event loop, between appends."""
-        if not self.log_manager.moving:
-            return
-        caught_up = await asyncio.to_thread(self.log_manager.copy_future_logs)
-        for tp in caught_up:
-            try:
-                self.log_manager.replace_current_with_future(tp)
-            except (OSError, KafkaError):
-                log.exception("%s-%d: swapping in the moved log failed", *tp)
 
     def _handle_log_dir_failures(self) -> None:
         if self.replica_manager.handle_log_dir_failures():

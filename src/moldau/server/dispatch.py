@@ -163,14 +163,17 @@ class Dispatcher:
             conn.throttle(ctx.throttle_ms)
             return None
         if isinstance(response, Pending):
-            return asyncio.ensure_future(self._later(ctx, response))
+            if ctx.throttle_ms:
+                return asyncio.ensure_future(self._later(ctx, response))
+            return response.then(lambda r: frame_response(api_key, version, correlation_id, r))
         if ctx.throttle_ms:
             await self._throttle(ctx, response)
         return frame_response(api_key, version, correlation_id, response)
 
     async def _later(self, ctx: RequestContext, pending: Pending) -> list[Any]:
         """The framed response of a handler that answered with :class:`Pending`."""
-        response = await pending.response
+        await pending.done
+        response = pending.respond()
         if ctx.throttle_ms:
             await self._throttle(ctx, response)
         return frame_response(ctx.api_key, ctx.api_version, ctx.correlation_id, response)

@@ -88,12 +88,12 @@ class DynamicBrokerConfig:
     @staticmethod
     def check(key: str, value: str | None, per_broker: bool) -> str | None:
         """Why ``key`` cannot be set to ``value`` dynamically for one broker
-        (``per_broker``) or the cluster default (None: it can), in Kafka's words."""
+        (``per_broker``) or the cluster default (None: it can), in Kafka's words. A key
+        Kafka does not define is accepted and stored, as Kafka's broker passes it on to
+        plugins (``DynamicBrokerConfig.validateConfigs`` refuses only known static keys)."""
         listener = LISTENER_SCOPED.match(key)
         base = listener["key"] if listener and listener["key"] else key
         entry = BROKER_CATALOG.get(base)
-        if entry is None and not listener:
-            return f"Unknown broker config: {key}"
         if entry is not None and not entry.dynamic:
             return f"Cannot update these configs dynamically: Set({key})"
         if not listener and key in _LISTENER_ONLY:

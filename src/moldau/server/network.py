@@ -401,9 +401,7 @@ class Connection(asyncio.BufferedProtocol):
             while pending and not self._closed:
                 parts, timer = pending[0]
                 if isinstance(parts, asyncio.Future):
-                    if not parts.done():
-                        await asyncio.wait((parts,))
-                    parts = parts.result()
+                    parts = await parts
                     timer.response_ready()
                 ready, timers = list(parts or ()), [timer]
                 while len(timers) < len(pending):

@@ -4,7 +4,8 @@ imports them."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +37,29 @@ class Pending:
     and handles its next requests meanwhile (their responses still go out in order), so a
     client with several requests in flight is not held to one replication round trip per
     request. Only a handler whose effects on state all happened before it returns may
-    answer this way: later requests on the connection run before ``response`` finishes."""
+    answer this way: later requests on the connection run before ``done`` completes.
 
-    __slots__ = ("response",)
+    ``respond()`` builds the response once ``done`` is: a future (not a coroutine) so
+    that the response is framed in the callback of whatever completes it, with no task
+    of its own to schedule and wake."""
 
-    def __init__(self, response: Coroutine[Any, Any, Any]) -> None:
-        self.response = response
+    __slots__ = ("done", "respond")
+
+    def __init__(self, done: asyncio.Future[Any], respond: Callable[[], Any]) -> None:
+        self.done = done
+        self.respond = respond
+
+    def then(self, frame: Callable[[Any], list[Any]]) -> asyncio.Future[list[Any]]:
+        """The framed response, as a future set in ``done``'s callback."""
+        out: asyncio.Future[list[Any]] = self.done.get_loop().create_future()
+
+        def framed(done: asyncio.Future[Any]) -> None:
+            if out.done():  # cancelled: the connection closed
+                return
+            try:
+                out.set_result(frame(self.respond()))
+            except Exception as e:  # handed to the writer, which logs it and closes
+                out.set_exception(e)
+
+        self.done.add_done_callback(framed)
+        return out

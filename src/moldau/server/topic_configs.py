@@ -138,12 +138,14 @@ def describe_topic(
     return entries
 
 
-def _listener_entry(key: str) -> BrokerEntry:
-    """A dynamic key for one listener: its base key's type and meaning, per broker."""
+def _dynamic_entry(key: str) -> BrokerEntry:
+    """A dynamic key outside the catalog: one listener's (its base key's type and meaning,
+    per broker) or a custom key kept for plugins, as Kafka keeps it."""
     match = LISTENER_SCOPED.match(key)
     base = BROKER_CATALOG.get(match["key"] or "") if match else None
     if base is None:
-        return BrokerEntry(key, "string", None, PER_BROKER, False, "Listener setting.", None)
+        doc = "Listener setting." if match else "Custom config, not defined by Kafka."
+        return BrokerEntry(key, "string", None, PER_BROKER, False, doc, None)
     return replace(base, name=key, default=None, update_mode=PER_BROKER)
 
 
@@ -161,9 +163,9 @@ def describe_broker(
     """
     entries = []
     layers = config.layers()
-    # Listener-scoped keys (listener.name.<l>.ssl.keystore.location ...) set dynamically.
+    # Listener-scoped (listener.name.<l>.ssl.keystore.location ...) and custom keys set dynamically.
     scoped = sorted({k for _, layer in layers[:2] for k in layer} - BROKER_CATALOG.keys())
-    for key, entry in [*BROKER_CATALOG.items(), *((k, _listener_entry(k)) for k in scoped)]:
+    for key, entry in [*BROKER_CATALOG.items(), *((k, _dynamic_entry(k)) for k in scoped)]:
         if not opts.wants(key):
             continue
         if cluster_default:

@@ -38,7 +38,12 @@ from pathlib import Path
 from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, KafkaError, StorageError
 from moldau.stats.counters import CleanerStats
-from moldau.storage.alter_log_dirs import catch_up, future_dir_name, parse_future_dir_name
+from moldau.storage.alter_log_dirs import (
+    COPY_BYTES_PER_STEP,
+    catch_up,
+    future_dir_name,
+    parse_future_dir_name,
+)
 from moldau.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -563,22 +568,27 @@ class LogManager:
         """Replicas with a future log (being moved to another log dir)."""
         return set(self._future)
 
-    def copy_future_logs(self) -> list[TopicPartition]:
-        """One copy step for every future log; returns those that have caught up with
-        their current log (the caller swaps them in on the event loop). Safe in a worker
-        thread: it only appends to future logs and reads current ones."""
-        caught_up = []
+    def copy_future_logs(
+        self, budget: int = COPY_BYTES_PER_STEP
+    ) -> tuple[list[TopicPartition], int]:
+        """One copy step for every future log, copying at most ``budget`` bytes in all (a
+        whole batch at least); returns those that have caught up with their current log
+        (the caller swaps them in on the event loop) and the bytes copied. Safe in a
+        worker thread: it only appends to future logs and reads current ones."""
+        caught_up, copied = [], 0
         with self._copy_lock:
             for tp, future in list(self._future.items()):
                 current = self._logs.get(tp)
-                if current is None or self._stopping.is_set():
+                if current is None or self._stopping.is_set() or copied >= budget:
                     continue
+                before = future.size_bytes
                 try:
-                    if catch_up(current, future):
+                    if catch_up(current, future, min(budget - copied, COPY_BYTES_PER_STEP)):
                         caught_up.append(tp)
                 except (OSError, KafkaError) as e:
                     logger.warning("%s-%d: copying to the future log failed: %s", *tp, e)
-        return caught_up
+                copied += max(0, future.size_bytes - before)
+        return caught_up, copied
 
     def replace_current_with_future(self, tp: TopicPartition) -> bool:
         """Swap a caught-up future log in for the current one; on the event loop, so no

@@ -60,3 +60,26 @@ def test_the_brokers_min_and_max_keys_bound_group_configs() -> None:
         validate_group_configs({"share.record.lock.duration.ms": "70000"}, lowered)
     with pytest.raises(KafkaError, match=r"\[15000, 60000\]"):
         validate_group_configs({"share.record.lock.duration.ms": "5000"}, {})
+
+
+def test_consumer_session_must_outlast_its_heartbeat_interval() -> None:
+    """Kafka's bounds for KIP-848's group configs, and session > heartbeat interval."""
+    validate_group_configs(
+        {"consumer.session.timeout.ms": "60000", "consumer.heartbeat.interval.ms": "15000"}
+    )
+    for bad in (
+        {"consumer.session.timeout.ms": "44999"},
+        {"consumer.session.timeout.ms": "60001"},
+        {"consumer.heartbeat.interval.ms": "4999"},
+        {"consumer.heartbeat.interval.ms": "15001"},
+    ):
+        with pytest.raises(KafkaError, match="Value must be in") as e:
+            validate_group_configs(bad)
+        assert e.value.code == ErrorCode.INVALID_CONFIG
+    lowered = {"group.consumer.min.session.timeout.ms": "6000"}
+    validate_group_configs({"consumer.session.timeout.ms": "6000"}, lowered)
+    with pytest.raises(KafkaError, match="must be greater than consumer.heartbeat"):
+        validate_group_configs(
+            {"consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "6000"},
+            lowered,
+        )

@@ -107,6 +107,49 @@ def test_session_timeout_fences_and_others_take_over() -> None:
     assert b.member_epoch == 3 and parts(b) == set(range(6))
 
 
+def test_the_groups_own_session_timeout_and_heartbeat_interval_win() -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms set on the GROUP
+    resource override the broker's group.consumer.* defaults."""
+    c = GroupCoordinator(CONFIG)
+    own = {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "7000"}
+    result, _ = c.consumer_group_heartbeat(
+        0,
+        ConsumerHeartbeat("g", "a", 0, rebalance_timeout_ms=1, subscribed_topic_names=["foo"]),
+        TOPICS,
+        own,
+    )
+    assert result.heartbeat_interval_ms == 7_000
+    c.tick(45_001)  # past the broker default, within the group's own timeout
+    assert "a" in c.consumer_groups["g"].members
+    c.tick(50_001)
+    assert "a" not in c.consumer_groups["g"].members
+
+
+class CountingTopics(dict[str, TopicMetadata]):
+    """A topics view that counts full scans (what a regex evaluation does)."""
+
+    scans = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        CountingTopics.scans += 1
+        return super().__iter__()
+
+
+def test_a_regex_is_evaluated_once_per_view_of_the_topics() -> None:
+    c = GroupCoordinator(CONFIG)
+    view = CountingTopics(TOPICS)
+    CountingTopics.scans = 0
+    r = hb(c, "a", 0, topics=view, subscribed_topic_regex="f.*")
+    for now in (1, 2, 3):
+        hb(c, "a", r.member_epoch, now=now, topics=view)
+    hb(c, "b", 0, topics=view, subscribed_topic_regex="f.*")
+    assert CountingTopics.scans == 1
+    grown = CountingTopics({**TOPICS, "fizz": TopicMetadata(b"\x03" * 16, "fizz", 2)})
+    hb(c, "a", r.member_epoch, now=4, topics=grown)
+    assert CountingTopics.scans == 2
+    assert "fizz" in c.consumer_groups["g"].subscription_metadata
+
+
 def test_static_member_leave_and_rejoin_keeps_assignment() -> None:
     c = GroupCoordinator(CONFIG)
     hb(c, "a", 0, instance_id="i1")
@@ -220,6 +263,51 @@ def test_uniform_is_sticky_and_balanced() -> None:
     )
     assert len(both["a"][FOO]) == len(both["b"][FOO]) == 3
     assert both["a"][FOO] <= first["a"][FOO]
+
+
+# Six partitions, each with its one replica in rack r0, r1 or r2 in turn.
+RACKS = {FOO: tuple(frozenset({f"r{p % 3}"}) for p in range(6))}
+
+
+def rack_member(name: str, rack: str | None, current: dict[bytes, frozenset[int]] | None = None):
+    return AssignmentMember(name, None, frozenset({FOO}), current or {}, rack)
+
+
+@pytest.mark.parametrize("assign", [uniform_assign, range_assign])
+def test_assignors_give_members_the_partitions_of_their_rack(assign: object) -> None:
+    members = [rack_member(f"m{i}", f"r{i}") for i in range(3)]
+    result = assign(members, {FOO: 6}, RACKS)  # type: ignore[operator]
+    assert {m: set(a[FOO]) for m, a in result.items()} == {
+        "m0": {0, 3},
+        "m1": {1, 4},
+        "m2": {2, 5},
+    }
+    # Balance comes before racks: two members in r0 still split the partitions 3/3.
+    crowded = assign([rack_member("a", "r0"), rack_member("b", "r0")], {FOO: 6}, RACKS)  # type: ignore[operator]
+    assert sorted(len(a[FOO]) for a in crowded.values()) == [3, 3]
+    # Without racks on the members the assignment is the plain one.
+    plain = [rack_member(f"m{i}", None) for i in range(3)]
+    assert assign(plain, {FOO: 6}, RACKS) == assign(plain, {FOO: 6})  # type: ignore[operator]
+
+
+def test_uniform_moves_a_partition_to_its_rack_over_stickiness() -> None:
+    """A partition held off its rack moves to an aligned member; aligned ones stay."""
+    current = {FOO: frozenset({0, 1})}  # 0 is on r0, 1 is on r1
+    result = uniform_assign(
+        [rack_member("a", "r0", current), rack_member("b", "r1")], {FOO: 2}, RACKS
+    )
+    assert result == {"a": {FOO: frozenset({0})}, "b": {FOO: frozenset({1})}}
+
+
+def test_heartbeats_rack_id_reaches_the_assignor() -> None:
+    c = GroupCoordinator(CONFIG)
+    racked = {"foo": TopicMetadata(FOO, "foo", 6, RACKS[FOO])}
+    hb(c, "a", 0, topics=racked, rack_id="r1")
+    b = hb(c, "b", 0, topics=racked, rack_id="r0")
+    assert b.member_epoch == 2
+    target = c.consumer_groups["g"].target_assignment
+    assert target["a"][FOO] == {1, 2, 4} or target["a"][FOO] == {1, 4, 5}
+    assert {0, 3} <= target["b"][FOO]
 
 
 def test_describe_groups_shows_a_consumer_group_in_consumer_protocol_blobs() -> None:

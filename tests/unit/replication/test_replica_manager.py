@@ -115,6 +115,39 @@ def test_acks_all_waits_for_the_isr(tmp_path: Path) -> None:
     run(test)
 
 
+def test_acks_all_is_answered_in_the_fetch_that_moves_the_hw(tmp_path: Path) -> None:
+    """The produce's future is done by the follower fetch itself: no task to wake."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), min_isr=2))
+        batch = bytearray(build_batch([(b"k", b"v")]))
+        results = await node.rm.append_records({TP: batch}, required_acks=-1)
+        replicated = node.rm.replicated(results, 1_000)
+        assert (await node.fetch(0, replica_id=2)).size > 0
+        assert not replicated.done()
+        await node.fetch(1, replica_id=2)
+        assert replicated.done() and results[TP].error == ErrorCode.NONE
+        assert node.rm.purgatory.watched() == 0
+
+    run(test)
+
+
+def test_an_abandoned_acks_all_wait_is_dropped_at_the_next_hw_move(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), min_isr=2))
+        batch = bytearray(build_batch([(b"k", b"v")]))
+        results = await node.rm.append_records({TP: batch}, required_acks=-1)
+        node.rm.replicated(results, 1_000).cancel()  # e.g. its connection closed
+        assert node.rm.purgatory.watched() == 1
+        await node.fetch(0, replica_id=2)
+        await node.fetch(1, replica_id=2)
+        assert node.rm.purgatory.watched() == 0
+
+    run(test)
+
+
 def test_acks_all_times_out(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path)

@@ -10,6 +10,7 @@ from moldau.replication.quota import (
     FOLLOWER,
     LEADER,
     UNBOUNDED,
+    AlterLogDirsQuota,
     ReplicationQuota,
     throttled_partitions,
 )
@@ -69,3 +70,15 @@ def test_throttled_only_out_of_sync_and_over_the_rate() -> None:
     assert not quota.should_throttle(("t", 0), in_sync=True, now_ms=now)  # ISR never waits
     assert not quota.should_throttle(("u", 0), in_sync=False, now_ms=now)
     assert not quota.should_throttle(("t", 0), in_sync=False, now_ms=now + 2_500)  # aged out
+
+
+def test_log_dir_moves_copy_a_share_of_the_bound_per_step() -> None:
+    quota = AlterLogDirsQuota()
+    assert quota.step_bytes(UNBOUNDED, 200, 8 << 20, 0) == 8 << 20
+    assert quota.step_bytes(10_000, 200, 8 << 20, 0) == 2_000
+    assert quota.step_bytes(1, 200, 8 << 20, 0) == 1  # whole batches still go one by one
+    quota.record(50_000, 0)  # 50 kB over the 11 s window: under 10 kB/s
+    assert quota.step_bytes(10_000, 200, 8 << 20, 100) == 2_000
+    quota.record(100_000, 100)  # now over it: the next steps copy nothing
+    assert quota.step_bytes(10_000, 200, 8 << 20, 200) == 0
+    assert quota.step_bytes(10_000, 200, 8 << 20, 12_000) == 2_000  # the samples expired

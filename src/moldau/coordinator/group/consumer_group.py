@@ -54,6 +54,9 @@ class TopicMetadata:
     topic_id: bytes
     name: str
     num_partitions: int
+    partition_racks: tuple[frozenset[str], ...] = field(default=(), compare=False)
+    """Per partition, its replicas' racks (empty: none known). Not part of the group's
+    subscription metadata: a rack change does not start a rebalance, as in Kafka 4.0."""
 
 
 class ConsumerGroup:

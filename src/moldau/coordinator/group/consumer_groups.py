@@ -14,6 +14,7 @@ import base64
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from moldau.ids import IdSource
 from moldau.protocol.errors import ErrorCode
@@ -33,7 +34,13 @@ from .reconciliation import MemberAssignment, MemberState, reconcile
 from .timers import Timers
 
 TopicsView = Mapping[str, TopicMetadata]
-"""The topics of the metadata image the coordinator sees, by name."""
+"""The topics of the metadata image the coordinator sees, by name. A snapshot: a new
+view object when topics change (regex matches are cached per view)."""
+GroupOverrides = Mapping[str, str]
+"""A group's own configs (Kafka's GroupConfig), by name."""
+NO_OVERRIDES: GroupOverrides = MappingProxyType({})
+SESSION_TIMEOUT = "consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 
 class HeartbeatError(Exception):
@@ -85,17 +92,23 @@ class ConsumerGroupManager:
         self._ops = ops
         self.timers = timers
         self._ids = ids
+        self._regex_view: TopicsView | None = None
+        self._regex_matches: dict[str, frozenset[str]] = {}
 
     def _new_member_id(self) -> str:
         """Kafka's Uuid.toString: the UUID's 16 bytes in URL-safe base64, unpadded."""
         return base64.urlsafe_b64encode(self._ids.uuid4().bytes).decode().rstrip("=")
 
-    def heartbeat(self, hb: ConsumerHeartbeat, topics: TopicsView) -> HeartbeatResult:
+    def heartbeat(
+        self, hb: ConsumerHeartbeat, topics: TopicsView, overrides: GroupOverrides = NO_OVERRIDES
+    ) -> HeartbeatResult:
+        """``overrides``: the group's own configs (IncrementalAlterConfigs on the GROUP
+        resource), over the broker's ``group.consumer.*`` defaults."""
         try:
             self._validate(hb)
             if hb.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(hb)
-            return self._heartbeat(hb, topics)
+            return self._heartbeat(hb, topics, overrides)
         except HeartbeatError as e:
             return HeartbeatResult(e.code, str(e), hb.member_id or None, hb.member_epoch)
 
@@ -207,7 +220,9 @@ class ConsumerGroupManager:
 
     # The heartbeat
 
-    def _heartbeat(self, hb: ConsumerHeartbeat, topics: TopicsView) -> HeartbeatResult:
+    def _heartbeat(
+        self, hb: ConsumerHeartbeat, topics: TopicsView, overrides: GroupOverrides
+    ) -> HeartbeatResult:
         group = self.groups.get(hb.group_id)
         if group is None:
             if hb.member_epoch != 0:
@@ -266,7 +281,9 @@ class ConsumerGroupManager:
             self._compute_target_assignment(group, topics)
         before = group.members[updated.member_id]
         after = self._reconcile(group, before, hb.owned)
-        self._schedule_session(group, after)
+        self._schedule_session(
+            group, after, _int(overrides, SESSION_TIMEOUT, self.config.consumer_session_timeout_ms)
+        )
         send = (
             joining
             or after.assignment != before.assignment
@@ -275,7 +292,9 @@ class ConsumerGroupManager:
         return HeartbeatResult(
             member_id=after.member_id,
             member_epoch=after.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=_int(
+                overrides, HEARTBEAT_INTERVAL, self.config.consumer_heartbeat_interval_ms
+            ),
             assignment=dict(after.assignment.assigned) if send else None,
         )
 
@@ -305,12 +324,32 @@ class ConsumerGroupManager:
             self.timers.cancel(key)
         return group.members[member.member_id]
 
+    def _topics_of(self, member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
+        """The member's explicit topics plus those its regex matches in full (RE2/J's
+        ``matches``); internal topics are never matched. A regex is evaluated once per
+        view of the topics, so again only when topics are created or deleted, not at
+        every heartbeat of every member."""
+        names = set(member.subscribed_topic_names)
+        regex = member.subscribed_topic_regex
+        if regex:
+            if topics is not self._regex_view:
+                self._regex_view, self._regex_matches = topics, {}
+            matched = self._regex_matches.get(regex)
+            if matched is None:
+                pattern = re.compile(regex)
+                matched = frozenset(
+                    n for n in topics if not n.startswith("__") and pattern.fullmatch(n)
+                )
+                self._regex_matches[regex] = matched
+            names.update(matched)
+        return names
+
     def _subscription_metadata(
         self, group: ConsumerGroup, topics: TopicsView
     ) -> dict[str, TopicMetadata]:
         names = set()
         for m in group.members.values():
-            names.update(_topics_of(m, topics))
+            names.update(self._topics_of(m, topics))
         return {n: topics[n] for n in sorted(names) if n in topics}
 
     def _compute_target_assignment(self, group: ConsumerGroup, topics: TopicsView) -> None:
@@ -321,13 +360,19 @@ class ConsumerGroupManager:
             AssignmentMember(
                 m.member_id,
                 m.instance_id,
-                frozenset(topics[n].topic_id for n in _topics_of(m, topics) if n in topics),
+                frozenset(topics[n].topic_id for n in self._topics_of(m, topics) if n in topics),
                 group.target_assignment.get(m.member_id, {}),
+                m.rack_id,
             )
             for m in group.members.values()
         ]
         partitions = {t.topic_id: t.num_partitions for t in group.subscription_metadata.values()}
-        target = ASSIGNORS[assignor](members, partitions)
+        racks = {
+            t.topic_id: topics[name].partition_racks
+            for name, t in group.subscription_metadata.items()
+            if name in topics and topics[name].partition_racks
+        }
+        target = ASSIGNORS[assignor](members, partitions, racks)
         for member_id, assignment in target.items():
             if group.target_assignment.get(member_id) != assignment:
                 group.target_assignment[member_id] = assignment
@@ -377,10 +422,11 @@ class ConsumerGroupManager:
         self.timers.cancel(("consumer-session", group.group_id, member_id))
         self.timers.cancel(("consumer-rebalance", group.group_id, member_id))
 
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+    def _schedule_session(
+        self, group: ConsumerGroup, member: ConsumerGroupMember, timeout_ms: int
+    ) -> None:
         self.timers.set(
-            ("consumer-session", group.group_id, member.member_id),
-            self._ops.now_ms + self.config.consumer_session_timeout_ms,
+            ("consumer-session", group.group_id, member.member_id), self._ops.now_ms + timeout_ms
         )
 
     def fire(self, kind: str, group_id: str, member_id: str) -> None:
@@ -394,10 +440,11 @@ class ConsumerGroupManager:
         self._fence(group, member_id)
 
     def schedule_loaded(self) -> None:
-        """After a load: every member gets a fresh session (as Kafka, on failover)."""
+        """After a load: every member gets a fresh session (as Kafka, on failover); its
+        next heartbeat re-arms it with the group's own timeout."""
         for group in self.groups.values():
             for member in group.members.values():
-                self._schedule_session(group, member)
+                self._schedule_session(group, member, self.config.consumer_session_timeout_ms)
 
     def delete_empty(self, keep: Callable[[str], bool]) -> None:
         """Retention: an empty consumer group goes once ``keep`` (it still has offsets)
@@ -417,14 +464,9 @@ def _subscription(m: ConsumerGroupMember) -> tuple[object, ...]:
     return (m.subscribed_topic_names, m.subscribed_topic_regex, m.server_assignor)
 
 
-def _topics_of(member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
-    """The member's explicit topics plus those its regex matches in full (RE2/J's
-    ``matches``); internal topics are never matched."""
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        pattern = re.compile(member.subscribed_topic_regex)
-        names.update(n for n in topics if not n.startswith("__") and pattern.fullmatch(n))
-    return names
+def _int(overrides: GroupOverrides, name: str, default: int) -> int:
+    value = overrides.get(name)
+    return int(value) if value is not None else default
 
 
 def _within(owned: Mapping[bytes, frozenset[int]], assigned: Assignment) -> bool:

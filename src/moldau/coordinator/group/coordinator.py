@@ -21,7 +21,14 @@ from moldau.stats.counters import GroupStats
 
 from .config import GroupConfig
 from .consumer_group import ConsumerGroup
-from .consumer_groups import ConsumerGroupManager, ConsumerHeartbeat, HeartbeatResult, TopicsView
+from .consumer_groups import (
+    NO_OVERRIDES,
+    ConsumerGroupManager,
+    ConsumerHeartbeat,
+    GroupOverrides,
+    HeartbeatResult,
+    TopicsView,
+)
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, encode_subscription
 from .group import Group, GroupState
 from .loader import GroupLoader
@@ -95,7 +102,11 @@ class GroupCoordinator:
         return MappingProxyType(self._consumer_groups)
 
     def consumer_group_heartbeat(
-        self, now_ms: int, heartbeat: ConsumerHeartbeat, topics: TopicsView
+        self,
+        now_ms: int,
+        heartbeat: ConsumerHeartbeat,
+        topics: TopicsView,
+        overrides: GroupOverrides = NO_OVERRIDES,
     ) -> tuple[HeartbeatResult, Effects]:
         """ConsumerGroupHeartbeat (KIP-848). A group id held by a classic group with
         members is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka answers."""
@@ -109,7 +120,7 @@ class GroupCoordinator:
                 heartbeat.member_epoch,
             )
         else:
-            result = self.consumer.heartbeat(heartbeat, topics)
+            result = self.consumer.heartbeat(heartbeat, topics, overrides)
         return result, self._end()
 
     def next_timer_ms(self) -> int:

@@ -21,6 +21,7 @@ from moldau.coordinator.group.config import GroupConfig
 from moldau.coordinator.group.consumer_group import ConsumerGroup
 from moldau.coordinator.group.consumer_groups import (
     ConsumerHeartbeat,
+    GroupOverrides,
     HeartbeatResult,
     TopicsView,
 )
@@ -156,13 +157,16 @@ class GroupCoordinatorService:
             return e.code, []
 
     async def consumer_group_heartbeat(
-        self, heartbeat: ConsumerHeartbeat, topics: TopicsView
+        self, heartbeat: ConsumerHeartbeat, topics: TopicsView, overrides: GroupOverrides
     ) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat (KIP-848); coordinator errors come back in the result."""
+        """ConsumerGroupHeartbeat (KIP-848); coordinator errors come back in the result.
+        ``overrides``: the group's configs in the metadata image."""
         try:
             result: HeartbeatResult = await self._write(
                 heartbeat.group_id,
-                lambda c: c.consumer_group_heartbeat(self.clock.now_ms(), heartbeat, topics),
+                lambda c: c.consumer_group_heartbeat(
+                    self.clock.now_ms(), heartbeat, topics, overrides
+                ),
             )
             return result
         except KafkaError as e:

@@ -8,8 +8,10 @@ Handlers see the node only through :class:`~moldau.server.services.Services`.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from types import ModuleType
 
+from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages.api_versions_response import ApiVersion
 from moldau.server.handlers import (
     add_offsets_to_txn,
@@ -141,7 +143,24 @@ _MODULES: list[ModuleType] = [
 HANDLERS: dict[int, ModuleType] = {int(m.API_KEY): m for m in _MODULES}
 
 
-def advertised_versions() -> list[ApiVersion]:
+_PROTOCOL_APIS: dict[str, frozenset[int]] = {
+    "consumer": frozenset({ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE}),
+}
+"""The APIs of a group rebalance protocol, as Kafka exposes them only when it is enabled."""
+
+
+def disabled_apis(rebalance_protocols: Collection[str]) -> frozenset[int]:
+    """APIs of the protocols missing from ``group.coordinator.rebalance.protocols``: not
+    advertised, and their handlers answer UNSUPPORTED_VERSION."""
+    return frozenset(
+        key
+        for protocol, keys in _PROTOCOL_APIS.items()
+        if protocol not in rebalance_protocols
+        for key in keys
+    )
+
+
+def advertised_versions(disabled: Collection[int] = ()) -> list[ApiVersion]:
     return [
         ApiVersion(
             api_key=key,
@@ -149,4 +168,5 @@ def advertised_versions() -> list[ApiVersion]:
             max_version=m.MAX_VERSION,
         )
         for key, m in sorted(HANDLERS.items())
+        if key not in disabled
     ]

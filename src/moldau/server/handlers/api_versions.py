@@ -27,7 +27,8 @@ async def handle(
     services: Services, ctx: RequestContext, request: ApiVersionsRequest
 ) -> ApiVersionsResponse:
     image = services.image
-    response = ApiVersionsResponse(error_code=0, api_keys=handlers.advertised_versions())
+    disabled = handlers.disabled_apis(services.groups.config.rebalance_protocols)
+    response = ApiVersionsResponse(error_code=0, api_keys=handlers.advertised_versions(disabled))
     response.supported_features = [
         SupportedFeatureKey(name=name, min_version=low, max_version=high)
         for name, (low, high) in SUPPORTED.items()

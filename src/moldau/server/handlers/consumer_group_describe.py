@@ -31,6 +31,13 @@ API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1
 async def handle(
     services: Services, ctx: RequestContext, request: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
+    if "consumer" not in services.groups.config.rebalance_protocols:
+        return ConsumerGroupDescribeResponse(
+            groups=[
+                DescribedGroup(group_id=g, error_code=ErrorCode.UNSUPPORTED_VERSION)
+                for g in request.group_ids
+            ]
+        )
     access = services.authorizer
     names = services.image.topics_by_id
     default_assignor = services.groups.config.consumer_assignors[0]

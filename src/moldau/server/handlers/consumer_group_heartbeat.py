@@ -30,16 +30,37 @@ API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1
 
 class ImageTopics(Mapping[str, TopicMetadata]):
     """The image's topics as the coordinator sees them (internal ones excluded), read on
-    demand: a heartbeat looks up only its group's topics (all of them only for a regex)."""
+    demand: a heartbeat looks up only its group's topics (all of them only for a regex).
+
+    :meth:`of` hands out one view while the image's topics and brokers stay the same
+    objects (an image copies them only when they change), so the coordinator's regex
+    matches, cached per view, are recomputed only when topics are created or deleted."""
+
+    _last: ImageTopics | None = None
 
     def __init__(self, image: MetadataImage) -> None:
         self._topics = image.topics
+        self._brokers = image.brokers
+        self._racks = {b.broker_id: b.rack for b in image.brokers.values() if b.rack}
+
+    @classmethod
+    def of(cls, image: MetadataImage) -> ImageTopics:
+        last = cls._last
+        if last is None or last._topics is not image.topics or last._brokers is not image.brokers:
+            last = cls._last = cls(image)
+        return last
 
     def __getitem__(self, name: str) -> TopicMetadata:
         t = self._topics[name]
         if t.is_internal:
             raise KeyError(name)
-        return TopicMetadata(t.topic_id, name, len(t.partitions))
+        racks: tuple[frozenset[str], ...] = ()
+        if self._racks:  # replicas' racks only when brokers have them (broker.rack)
+            racks = tuple(
+                frozenset(r for b in p.replicas if (r := self._racks.get(b)))
+                for _, p in sorted(t.partitions.items())
+            )
+        return TopicMetadata(t.topic_id, name, len(t.partitions), racks)
 
     def __iter__(self) -> Iterator[str]:
         return (name for name, t in self._topics.items() if not t.is_internal)
@@ -60,7 +81,7 @@ async def handle(
         ctx, AclOperation.READ, ResourceType.GROUP, request.group_id or ""
     ):
         return ConsumerGroupHeartbeatResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    topics: TopicsView = ImageTopics(services.image)
+    topics: TopicsView = ImageTopics.of(services.image)
     names = request.subscribed_topic_names
     if names and len(
         services.authorizer.allowed_names(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
@@ -88,6 +109,7 @@ async def handle(
             client_host=f"/{ctx.client_host}",
         ),
         topics,
+        services.image.group_configs.get(request.group_id, {}),
     )
     response = ConsumerGroupHeartbeatResponse(
         error_code=result.error,

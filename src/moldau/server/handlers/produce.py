@@ -128,7 +128,10 @@ async def handle(
             # would let the next requests in before the mute, and the client's own backoff
             # (KIP-219) and the mute would add up instead of overlapping.
             return await _replicated(replica_manager, request, results)
-        return Pending(_replicated(replica_manager, request, results))
+        return Pending(
+            replica_manager.replicated(results, request.timeout_ms),
+            lambda: _produce_response(request, results),
+        )
     return _produce_response(request, results)
 
 
