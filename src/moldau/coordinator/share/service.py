@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 TICK_MS = 100  # how often the node runs tick(): sessions and acquisition locks
 EARLIEST, LATEST = "earliest", "latest"
+READ_COMMITTED = "read_committed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +168,11 @@ class ShareGroupService:
 
     def auto_offset_reset(self, group_id: str) -> str:
         return self.group_configs(group_id).get("share.auto.offset.reset", LATEST)
+
+    def read_committed(self, group_id: str) -> bool:
+        """``share.isolation.level``: read_committed members get records below the last
+        stable offset only, and never those of aborted transactions."""
+        return self.group_configs(group_id).get("share.isolation.level") == READ_COMMITTED
 
     # -- membership ----------------------------------------------------------------
     def session_timeout_ms(self, group_id: str) -> int:
@@ -393,6 +399,40 @@ class ShareGroupService:
         from the share coordinator on next use (after AlterShareGroupOffsets)."""
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+
+    # -- administration (Describe/Alter/DeleteShareGroupOffsets) -------------------
+    def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
+        """The share-partitions of ``group_id`` held on this node, by (topic, partition)."""
+        return {(t, p): sp for (g, t, p), sp in self.partitions.items() if g == group_id}
+
+    def alter_start_offset(
+        self,
+        group_id: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        topic_id: bytes = b"",
+        leader_epoch: int = 0,
+    ) -> None:
+        """AlterShareGroupOffsets: the share-partition starts over at ``offset`` (the group
+        is empty, so no record is acquired and nothing in flight is lost)."""
+        key = (group_id, topic, partition)
+        sp, durable = self.partitions.get(key), self._durable.get(key)
+        if sp is None or durable is None or durable.topic_id != topic_id:
+            self.partitions[key] = SharePartition(offset, self.limits(group_id))
+            self._durable[key] = _Durable(topic_id, leader_epoch)
+        else:
+            sp.reset(offset)
+        self.persist_later(key)
+
+    def delete_offsets(self, group_id: str, topic: str) -> bool:
+        """DeleteShareGroupOffsets: forget the group's share-partitions of ``topic`` (the
+        next fetch starts again at ``share.auto.offset.reset``); False if there were none."""
+        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic]
+        for key in keys:
+            del self.partitions[key]
+            self._durable.pop(key, None)
+        return bool(keys)
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Give back what a member holds everywhere (it left, or its session closed)."""

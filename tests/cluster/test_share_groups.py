@@ -1,0 +1,111 @@
+"""A share group (KIP-932) on a 3-node cluster with more share consumers than partitions:
+a consumer killed -9 while it holds acquired records loses them to the others once the
+acquisition lock expires, and every record is acknowledged exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+
+import pytest
+from confluent_kafka import ShareConsumer
+
+from tests.cluster.conftest import NewCluster
+from tests.integration.helpers import alter_group_config, confluent_producer, wait_until
+
+LOCK_MS = 3_000
+PARTITIONS, RECORDS = 2, 300
+
+# A share consumer that acquires one poll of records, reports their (partition, offset)
+# and delivery counts, and then holds them without acknowledging until it is killed.
+_HOLDER = """
+import json, sys, time
+import pytest
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                   "share.acknowledgement.mode": "explicit", "max.poll.records": 40})
+c.subscribe([sys.argv[3]])
+while True:
+    got = [m for m in c.poll(1.0) if m.error() is None]
+    if got:
+        print(json.dumps([[m.partition(), m.offset(), m.delivery_count()] for m in got]), flush=True)
+        time.sleep(3600)
+"""
+
+
+@pytest.mark.slow  # ~40 s: a cluster, a killed consumer, a lock to expire
+def test_killed_share_consumer_records_go_to_the_others_each_acknowledged_once(
+    new_cluster: NewCluster, topic: str
+) -> None:
+    cluster = new_cluster(3, group_share_record_lock_duration_ms=LOCK_MS)
+    bootstrap, group = cluster.bootstrap_servers, f"share-{topic}"
+    cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+    alter_group_config(bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    producer = confluent_producer(bootstrap)
+    for i in range(RECORDS):
+        producer.produce(topic, value=b"%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    expected = {(i % PARTITIONS, i // PARTITIONS) for i in range(RECORDS)}
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        held = {(p, o) for p, o, count in json.loads(holder.stdout.readline()) if count == 1}
+        assert held, "the holder acquired records"
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(30)
+
+    got: list[list[tuple[int, int, int]]] = [[], [], []]  # three consumers, two partitions
+    done = threading.Event()
+
+    def consume(i: int) -> None:
+        consumer = ShareConsumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "max.poll.records": 50}
+        )
+        consumer.subscribe([topic])
+        try:
+            while not done.is_set():
+                for m in consumer.poll(0.5):
+                    if m.error() is None:
+                        got[i].append((m.partition(), m.offset(), m.delivery_count()))
+            consumer.commit_sync()  # acknowledges the last poll
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(
+            lambda: {(p, o) for g in got for p, o, _ in g} >= expected,
+            f"{RECORDS} records",
+            timeout=90,
+        )
+    finally:
+        done.set()
+        for t in threads:
+            t.join(30)
+    everything = [r for g in got for r in g]
+    counts = Counter((p, o) for p, o, _ in everything)
+    assert set(counts) == expected, "every record delivered"
+    assert [r for r, c in counts.items() if c > 1] == [], "each record acknowledged once"
+    redelivered = {(p, o): d for p, o, d in everything if (p, o) in held}
+    assert set(redelivered) == held and all(d >= 2 for d in redelivered.values())
+    assert sum(1 for g in got if g) >= 2, "the consumers shared the work"
+    # Everything was acknowledged: a new member of the group gets nothing.
+    late = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    late.subscribe([topic])
+    try:
+        assert [m for _ in range(4) for m in late.poll(0.5) if m.error() is None] == []
+    finally:
+        late.close()
