@@ -347,6 +347,54 @@ def test_share_group_offsets_described_altered_and_deleted(
         )
 
 
+def _coordinator_ready(raw: RawClient, group: str) -> None:
+    """As the admin client does first: find (and so load) the group's coordinator."""
+    wait_until(
+        lambda: (
+            raw.request(FindCoordinatorRequest(coordinator_keys=[group]), 4)
+            .coordinators[0]
+            .error_code
+            == 0
+        ),
+        "the group coordinator",
+    )
+
+
+def test_altered_offsets_are_durable_and_a_new_consumer_starts_there(
+    share_broker: BrokerProcess, topic: str
+) -> None:
+    """AlterShareGroupOffsets goes to the share coordinator: it survives a restart of the
+    broker, and the group's next consumer starts at the new offset."""
+    group = f"{topic}-g"
+    bootstrap = share_broker.bootstrap_servers
+    setup(bootstrap, topic, group, 10)
+    consumer = share_consumer(bootstrap, group, topic)
+    try:
+        assert sorted(_drain(consumer, 10)) == list(range(10))
+    finally:
+        consumer.close()
+    with RawClient(share_broker.bootstrap) as raw:
+        _coordinator_ready(raw, group)
+        _wait_empty(raw, group)
+        [altered] = _alter(raw, group, topic, {0: 3}).responses
+        assert [p.error_code for p in altered.partitions] == [0]
+    share_broker.kill()
+    share_broker.start()
+    with RawClient(share_broker.bootstrap) as raw:
+        _coordinator_ready(raw, group)
+        wait_until(
+            lambda: (
+                _offsets(_describe_offsets(raw, group, [(topic, [0])])) == {(topic, 0): (3, 7, 0)}
+            ),
+            "the altered start offset after the restart",
+        )
+    consumer = share_consumer(bootstrap, group, topic)
+    try:
+        assert sorted(_drain(consumer, 7)) == list(range(3, 10)), "delivered again from 3"
+    finally:
+        consumer.close()
+
+
 def test_read_committed_share_group_skips_open_and_aborted_transactions(
     share_broker: BrokerProcess, topic: str
 ) -> None:

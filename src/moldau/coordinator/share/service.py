@@ -286,8 +286,7 @@ class ShareGroupService:
             log.info("reading the state of share-partition %s failed: %s", key, error.name)
             return _READ_ERRORS.get(error, error)
         start = reset if state.start_offset == UNINITIALIZED else state.start_offset
-        batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
-        self.partitions[key] = SharePartition.restore(start, batches, self.limits(group_id))
+        self.partitions[key] = self._restored(group_id, state, start)
         self._durable[key] = _Durable(topic_id, leader_epoch, state.state_epoch)
         # Written at once: the start is fixed, and older leaders are fenced from now on.
         return await self.persist(key)
@@ -394,45 +393,72 @@ class ShareGroupService:
             sp.reset(start_offset)
             self.persist_later(key)
 
-    def evict(self, group_id: str) -> None:
-        """Drop this node's share-partitions of a group from memory: they are read again
-        from the share coordinator on next use (after AlterShareGroupOffsets)."""
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
+    def _forget(self, key: PartitionKey) -> bool:
+        """Drop a share-partition from memory (it is read from the store on next use);
+        whether this node held it."""
+        self._durable.pop(key, None)
+        return self.partitions.pop(key, None) is not None
 
     # -- administration (Describe/Alter/DeleteShareGroupOffsets) -------------------
     def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
         """The share-partitions of ``group_id`` held on this node, by (topic, partition)."""
         return {(t, p): sp for (g, t, p), sp in self.partitions.items() if g == group_id}
 
-    def alter_start_offset(
-        self,
-        group_id: str,
-        topic: str,
-        partition: int,
-        offset: int,
-        topic_id: bytes = b"",
-        leader_epoch: int = 0,
-    ) -> None:
-        """AlterShareGroupOffsets: the share-partition starts over at ``offset`` (the group
-        is empty, so no record is acquired and nothing in flight is lost)."""
-        key = (group_id, topic, partition)
-        sp, durable = self.partitions.get(key), self._durable.get(key)
-        if sp is None or durable is None or durable.topic_id != topic_id:
-            self.partitions[key] = SharePartition(offset, self.limits(group_id))
-            self._durable[key] = _Durable(topic_id, leader_epoch)
-        else:
-            sp.reset(offset)
-        self.persist_later(key)
+    async def read_offset(
+        self, group_id: str, topic: str, partition: int, topic_id: bytes = b""
+    ) -> tuple[ErrorCode, SharePartition | None]:
+        """DescribeShareGroupOffsets: the share-partition as the share coordinator holds
+        it, whichever node leads the partition (None: never initialised); without a
+        store, as this node holds it."""
+        if self.store is None:
+            return ErrorCode.NONE, self.partitions.get((group_id, topic, partition))
+        error, state = await self.store.read((group_id, topic_id, partition), UNINITIALIZED)
+        if error or state.start_offset == UNINITIALIZED:
+            return error, None
+        return ErrorCode.NONE, self._restored(group_id, state, state.start_offset)
 
-    def delete_offsets(self, group_id: str, topic: str) -> bool:
-        """DeleteShareGroupOffsets: forget the group's share-partitions of ``topic`` (the
-        next fetch starts again at ``share.auto.offset.reset``); False if there were none."""
-        keys = [k for k in self.partitions if k[0] == group_id and k[1] == topic]
-        for key in keys:
-            del self.partitions[key]
-            self._durable.pop(key, None)
-        return bool(keys)
+    def _restored(self, group_id: str, state: ShareGroupOffset, start: int) -> SharePartition:
+        batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
+        return SharePartition.restore(start, batches, self.limits(group_id))
+
+    async def alter_start_offset(
+        self, group_id: str, topic: str, partition: int, offset: int, topic_id: bytes = b""
+    ) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts over at ``offset`` in a new
+        state epoch (the group is empty: nothing in flight is lost). A leader elsewhere
+        holding the old state is fenced at its next write and reads the new one."""
+        key = (group_id, topic, partition)
+        self._forget(key)
+        if self.store is None:
+            self.partitions[key] = SharePartition(offset, self.limits(group_id))
+            self._durable[key] = _Durable(topic_id, 0)
+            return ErrorCode.NONE
+        store_key = (group_id, topic_id, partition)
+        error, state = await self.store.read(store_key, UNINITIALIZED)
+        if not error:
+            error = await self.store.initialize(store_key, state.state_epoch + 1, offset)
+        self._forget(key)  # a fetch may have read the old state meanwhile
+        return error
+
+    async def delete_offsets(
+        self, group_id: str, topic: str, partitions: Iterable[int], topic_id: bytes = b""
+    ) -> tuple[ErrorCode, bool]:
+        """DeleteShareGroupOffsets: forget the group's state of ``topic`` (the next fetch
+        starts again at ``share.auto.offset.reset``); whether there was any."""
+        found = False
+        for partition in partitions:
+            held = self._forget((group_id, topic, partition))
+            if self.store is None:
+                found = found or held
+                continue
+            store_key = (group_id, topic_id, partition)
+            error, state = await self.store.read(store_key, UNINITIALIZED)
+            if not error and state.start_offset != UNINITIALIZED:
+                found = True
+                error = await self.store.delete(store_key)
+            if error:
+                return error, found
+        return ErrorCode.NONE, found
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Give back what a member holds everywhere (it left, or its session closed)."""

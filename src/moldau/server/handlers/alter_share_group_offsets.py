@@ -4,7 +4,8 @@
 Kafka's rules (GroupCoordinatorService / GroupMetadataManager): only for a share group
 (else GROUP_ID_NOT_FOUND) with no member (else NON_EMPTY_GROUP); a topic that does not
 exist or a partition past its count answers UNKNOWN_TOPIC_OR_PARTITION. The share-partition
-starts over at the new offset: nothing is in flight, the next fetch begins there.
+starts over at the new offset in a new state epoch of the share coordinator (whichever
+node leads the partition): nothing is in flight, the next fetch begins there.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from moldau.protocol.messages.alter_share_group_offsets_response import (
     AlterShareGroupOffsetsResponseTopic,
 )
 from moldau.security.acl import AclOperation, ResourceType
-from moldau.server.handlers.describe_share_group_offsets import remote_leader, share_group_error
+from moldau.server.handlers.describe_share_group_offsets import share_group_error
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -63,19 +64,9 @@ async def handle(
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 result.error_message = "This server does not host this topic-partition."
             else:
-                result.error_code, result.error_message = remote_leader(
-                    services, topic, p.partition_index
+                result.error_code = await services.shares.alter_start_offset(
+                    group_id, topic, p.partition_index, p.start_offset, image.topic_id
                 )
-                leader = services.replica_manager.partition((topic, p.partition_index))
-                if not result.error_code and leader is not None:
-                    services.shares.alter_start_offset(
-                        group_id,
-                        topic,
-                        p.partition_index,
-                        p.start_offset,
-                        image.topic_id,
-                        leader.leader_epoch,
-                    )
             answer.partitions.append(result)
         responses.append(answer)
     return AlterShareGroupOffsetsResponse(responses=responses)

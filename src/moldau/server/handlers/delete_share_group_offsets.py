@@ -57,8 +57,14 @@ async def handle(
         elif image is None:
             answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             answer.error_message = "This server does not host this topic-partition."
-        elif not services.shares.delete_offsets(group_id, topic):
-            answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            answer.error_message = "There is no offset information to delete."
+        else:
+            error, found = await services.shares.delete_offsets(
+                group_id, topic, sorted(image.partitions), image.topic_id
+            )
+            if error:
+                answer.error_code = error
+            elif not found:
+                answer.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                answer.error_message = "There is no offset information to delete."
         responses.append(answer)
     return DeleteShareGroupOffsetsResponse(responses=responses)

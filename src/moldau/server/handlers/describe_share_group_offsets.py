@@ -7,14 +7,13 @@ topics (null) means every share-partition the group has. The lag counts the reco
 from the SPSO to the high watermark not yet acknowledged or archived: the records in
 flight, acquired ones included, and those not delivered yet.
 
-Share-partition state is held by the partition's leader until the durable share state
-(the share coordinator) lands: a partition led by another node answers
-NOT_LEADER_OR_FOLLOWER.
+The start offset is read from the share coordinator (the durable state), so a partition
+led by any node answers; the lag needs the high watermark, known where a replica of the
+partition lives (else the lag is -1, unknown).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from moldau.coordinator.share.partition import RecordState, SharePartition
@@ -53,48 +52,52 @@ def share_group_error(services: Services, group_id: str) -> tuple[ErrorCode, str
     return ErrorCode.NONE, None
 
 
-def remote_leader(services: Services, topic: str, partition: int) -> tuple[ErrorCode, str | None]:
-    """NONE when this node leads ``topic-partition`` (and so holds its share-partitions)."""
-    leader = services.replica_manager.partition((topic, partition))
-    if leader is not None and leader.is_leader:
-        return ErrorCode.NONE, None
-    image = services.image.partition(topic, partition)
-    where = f"node {image.leader}" if image is not None else "no node"
-    return (
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        f"The share-partition state of {topic}-{partition} is held by its leader ({where}).",
-    )
-
-
 def lag(sp: SharePartition, high_watermark: int) -> int:
     """KIP-1226's share-partition lag: records up to the high watermark not yet done."""
     done = sp.count(RecordState.ACKNOWLEDGED) + sp.count(RecordState.ARCHIVED)
     return max(high_watermark - sp.start_offset - done, 0)
 
 
-def _partition(
-    services: Services, group_id: str, topic: str, partition: int
+def high_watermark(services: Services, topic: str, partition: int) -> int | None:
+    """The partition's high watermark as this node's replica (leader or follower) has it;
+    None without a replica here."""
+    replica = services.replica_manager.partition((topic, partition))
+    return replica.high_watermark if replica is not None else None
+
+
+async def _partition(
+    services: Services, group_id: str, topic: str, topic_id: bytes, partition: int
 ) -> DescribeShareGroupOffsetsResponsePartition:
     out = DescribeShareGroupOffsetsResponsePartition(
         partition_index=partition, start_offset=UNINITIALIZED, leader_epoch=UNINITIALIZED
     )
-    if services.image.partition(topic, partition) is None:
+    image = services.image.partition(topic, partition)
+    if image is None:
         return out
-    error, message = remote_leader(services, topic, partition)
+    error, sp = await services.shares.read_offset(group_id, topic, partition, topic_id)
     if error:
-        out.error_code, out.error_message = error, message
+        out.error_code = error
         return out
-    sp = services.shares.group_partitions(group_id).get((topic, partition))
-    leader = services.replica_manager.partition((topic, partition))
-    if sp is None or leader is None:
+    if sp is None:
         return out
     out.start_offset = sp.start_offset
-    out.leader_epoch = leader.leader_epoch
-    out.lag = lag(sp, leader.high_watermark)
+    out.leader_epoch = image.leader_epoch
+    hw = high_watermark(services, topic, partition)
+    if hw is not None:
+        out.lag = lag(sp, hw)
     return out
 
 
-def describe(
+def _group_topics(services: Services, group_id: str) -> list[tuple[str, list[int]]]:
+    """No topics named: the partitions of the topics the group's members subscribe to and
+    of those whose share-partitions this node holds."""
+    topics = services.shares.coordinator.groups[group_id].subscribed_topics()
+    topics |= {t for t, _ in services.shares.group_partitions(group_id)}
+    images = services.image.topics
+    return [(t, sorted(images[t].partitions)) for t in sorted(topics) if t in images]
+
+
+async def describe(
     services: Services, ctx: RequestContext, request: DescribeShareGroupOffsetsRequestGroup
 ) -> DescribeShareGroupOffsetsResponseGroup:
     group_id = request.group_id or ""
@@ -106,15 +109,10 @@ def describe(
     out.error_code, out.error_message = share_group_error(services, group_id)
     if out.error_code:
         return out
-    wanted: Iterable[tuple[str, list[int]]]
     if request.topics is None:
-        held: dict[str, list[int]] = {}
-        for topic, partition in sorted(services.shares.group_partitions(group_id)):
-            held.setdefault(topic, []).append(partition)
-        wanted = held.items()
+        wanted = _group_topics(services, group_id)
     else:
         wanted = [(t.topic_name or "", list(t.partitions or [])) for t in request.topics]
-    wanted = list(wanted)
     allowed = access.allowed_names(
         ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t for t, _ in wanted)
     )
@@ -126,14 +124,21 @@ def describe(
         )
         for p in partitions:
             if topic in allowed:
-                answer.partitions.append(_partition(services, group_id, topic, p))
+                answer.partitions.append(
+                    await _partition(services, group_id, topic, answer.topic_id, p)
+                )
             else:
                 answer.partitions.append(
                     DescribeShareGroupOffsetsResponsePartition(
                         partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     )
                 )
-        out.topics.append(answer)
+        if request.topics is None:  # only the share-partitions the group has
+            answer.partitions = [
+                p for p in answer.partitions if p.error_code or p.start_offset != UNINITIALIZED
+            ]
+        if request.topics is not None or answer.partitions:
+            out.topics.append(answer)
     return out
 
 
@@ -141,5 +146,5 @@ async def handle(
     services: Services, ctx: RequestContext, request: DescribeShareGroupOffsetsRequest
 ) -> DescribeShareGroupOffsetsResponse:
     return DescribeShareGroupOffsetsResponse(
-        groups=[describe(services, ctx, g) for g in request.groups or []]
+        groups=[await describe(services, ctx, g) for g in request.groups or []]
     )

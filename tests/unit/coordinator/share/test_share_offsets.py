@@ -9,6 +9,7 @@ from moldau.clock import ManualClock
 from moldau.coordinator.share.partition import AcknowledgeType, SharePartition
 from moldau.coordinator.share.service import ShareGroupService, ShareSettings
 from moldau.ids import SYSTEM_IDS
+from moldau.protocol.errors import ErrorCode
 from moldau.server.handlers.describe_share_group_offsets import lag
 
 ACCEPT, REJECT = int(AcknowledgeType.ACCEPT), int(AcknowledgeType.REJECT)
@@ -41,13 +42,15 @@ def test_alter_starts_the_share_partition_over_and_delete_forgets_it():
     shares = _service()
     sp = _share_partition(shares, 0, 0, 20)
     sp.acquire("m", 9, 100, now_ms=0)
-    shares.alter_start_offset("g", "t", 0, 15)
+    assert not asyncio.run(shares.alter_start_offset("g", "t", 0, 15))
     assert shares.group_partitions("g")[("t", 0)].start_offset == 15
     assert shares.group_partitions("g")[("t", 0)].fetch_offset() == 15
-    shares.alter_start_offset("g", "t", 1, 3)  # never read before: created there
+    assert not asyncio.run(
+        shares.alter_start_offset("g", "t", 1, 3)
+    )  # never read before: created there
     assert _share_partition(shares, 1, 0, 20).start_offset == 3
-    assert shares.delete_offsets("g", "t") is True
+    assert asyncio.run(shares.delete_offsets("g", "t", [0, 1])) == (ErrorCode.NONE, True)
     assert shares.group_partitions("g") == {}
-    assert shares.delete_offsets("g", "t") is False
+    assert asyncio.run(shares.delete_offsets("g", "t", [0, 1])) == (ErrorCode.NONE, False)
     # The next fetch starts again at share.auto.offset.reset (earliest: the log start).
     assert _share_partition(shares, 0, 2, 20).start_offset == 2
