@@ -1,6 +1,8 @@
 """A share group (KIP-932) on a 3-node cluster with more share consumers than partitions:
 a consumer killed -9 while it holds acquired records loses them to the others once the
-acquisition lock expires, and every record is acknowledged exactly once."""
+acquisition lock expires, and every record is acknowledged exactly once. Its offsets are
+described and altered through the group's coordinator whichever nodes lead the
+partitions (the share coordinator holds them), and a new consumer starts where altered."""
 
 from __future__ import annotations
 
@@ -15,8 +17,24 @@ from collections import Counter
 import pytest
 from confluent_kafka import ShareConsumer
 
+from moldau.protocol.messages.alter_share_group_offsets_request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from moldau.protocol.messages.describe_share_group_offsets_request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+)
+from moldau.protocol.messages.find_coordinator_request import FindCoordinatorRequest
+from moldau.protocol.messages.share_group_describe_request import ShareGroupDescribeRequest
 from tests.cluster.conftest import NewCluster
-from tests.integration.helpers import alter_group_config, confluent_producer, wait_until
+from tests.integration.helpers import (
+    RawClient,
+    alter_group_config,
+    confluent_producer,
+    wait_until,
+)
 
 LOCK_MS = 3_000
 PARTITIONS, RECORDS = 2, 300
@@ -38,7 +56,7 @@ while True:
 """
 
 
-@pytest.mark.slow  # ~40 s: a cluster, a killed consumer, a lock to expire
+@pytest.mark.slow  # ~65 s: a cluster, a killed consumer, a lock to expire, an alter
 def test_killed_share_consumer_records_go_to_the_others_each_acknowledged_once(
     new_cluster: NewCluster, topic: str
 ) -> None:
@@ -109,3 +127,67 @@ def test_killed_share_consumer_records_go_to_the_others_each_acknowledged_once(
         assert [m for _ in range(4) for m in late.poll(0.5) if m.error() is None] == []
     finally:
         late.close()
+    _alter_on_the_coordinator_and_consume_again(bootstrap, group, topic)
+
+
+def _coordinator(bootstrap: str, group: str) -> str:
+    found: list[str] = []
+
+    def find() -> bool:
+        with RawClient(bootstrap.split(",")[0]) as raw:
+            [c] = raw.request(FindCoordinatorRequest(coordinator_keys=[group]), 4).coordinators
+        if not c.error_code:
+            found.append(f"{c.host}:{c.port}")
+        return bool(found)
+
+    wait_until(find, "the group coordinator")
+    return found[0]
+
+
+def _alter_on_the_coordinator_and_consume_again(bootstrap: str, group: str, topic: str) -> None:
+    """Every partition's durable start offset is described (no NOT_LEADER_OR_FOLLOWER for
+    those led elsewhere); after an alter the leaders' idle share-partitions are read
+    again when a consumer opens its sessions, and it gets the records from there."""
+    end = RECORDS // PARTITIONS
+    with RawClient(_coordinator(bootstrap, group)) as raw:
+
+        def empty() -> bool:
+            [g] = raw.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
+            return g.group_state == "Empty"
+
+        wait_until(empty, "the group empty")
+        describe = DescribeShareGroupOffsetsRequest(
+            groups=[DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]
+        )
+        [described] = raw.request(describe, 1).groups
+        offsets = {
+            (p.partition_index, p.start_offset, p.lag, p.error_code)
+            for t in described.topics
+            for p in t.partitions
+        }
+        assert offsets == {(p, end, 0, 0) for p in range(PARTITIONS)}
+        parts = [AlterShareGroupOffsetsRequestPartition(p, end - 5) for p in range(PARTITIONS)]
+        alter = AlterShareGroupOffsetsRequest(
+            group_id=group, topics=[AlterShareGroupOffsetsRequestTopic(topic, parts)]
+        )
+        [altered] = raw.request(alter, 0).responses
+        assert [p.error_code for p in altered.partitions] == [0] * PARTITIONS
+    again: set[tuple[int, int]] = set()
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer.subscribe([topic])
+    try:
+        wait_until(
+            lambda: (
+                bool(
+                    again.update(
+                        (m.partition(), m.offset()) for m in consumer.poll(0.5) if m.error() is None
+                    )
+                )
+                or len(again) >= 5 * PARTITIONS
+            ),
+            "the records from the altered offsets",
+        )
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+    assert again == {(p, o) for p in range(PARTITIONS) for o in range(end - 5, end)}

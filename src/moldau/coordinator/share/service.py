@@ -35,7 +35,7 @@ from moldau.coordinator.share.group import (
     HeartbeatResult,
     ShareGroupCoordinator,
 )
-from moldau.coordinator.share.partition import ShareLimits, SharePartition
+from moldau.coordinator.share.partition import RecordState, ShareLimits, SharePartition
 from moldau.coordinator.share_state.shard import (
     UNINITIALIZED,
     ShareGroupOffset,
@@ -398,6 +398,21 @@ class ShareGroupService:
         whether this node held it."""
         self._durable.pop(key, None)
         return self.partitions.pop(key, None) is not None
+
+    def refresh(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """A member opened a share session on this leader: the group's share-partitions
+        with no record acquired and no write under way are read again from the store on
+        next use, so offsets altered or deleted on the coordinator while the group was
+        empty take effect here too (this node's old state would only be fenced at its
+        next write)."""
+        if self.store is None:
+            return
+        for topic, partition in partitions:
+            key = (group_id, topic, partition)
+            sp = self.partitions.get(key)
+            busy = key in self._writing or key in self._pending
+            if sp is not None and not busy and not sp.count(RecordState.ACQUIRED):
+                self._forget(key)
 
     # -- administration (Describe/Alter/DeleteShareGroupOffsets) -------------------
     def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:

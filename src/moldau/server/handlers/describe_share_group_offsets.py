@@ -14,6 +14,7 @@ partition lives (else the lag is -1, unknown).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.coordinator.share.partition import RecordState, SharePartition
@@ -88,13 +89,15 @@ async def _partition(
     return out
 
 
-def _group_topics(services: Services, group_id: str) -> list[tuple[str, list[int]]]:
-    """No topics named: the partitions of the topics the group's members subscribe to and
-    of those whose share-partitions this node holds."""
-    topics = services.shares.coordinator.groups[group_id].subscribed_topics()
-    topics |= {t for t, _ in services.shares.group_partitions(group_id)}
-    images = services.image.topics
-    return [(t, sorted(images[t].partitions)) for t in sorted(topics) if t in images]
+def _group_topics(services: Services) -> list[tuple[str, list[int]]]:
+    """No topics named: every partition of every topic is looked up in the share
+    coordinator (Kafka keeps the group's initialised share-partitions in its metadata;
+    Moldau does not yet), and those with no state are left out of the answer."""
+    return [
+        (t.name, sorted(t.partitions))
+        for t in sorted(services.image.topics.values(), key=lambda t: t.name)
+        if not t.is_internal
+    ]
 
 
 async def describe(
@@ -110,7 +113,7 @@ async def describe(
     if out.error_code:
         return out
     if request.topics is None:
-        wanted = _group_topics(services, group_id)
+        wanted = _group_topics(services)
     else:
         wanted = [(t.topic_name or "", list(t.partitions or [])) for t in request.topics]
     allowed = access.allowed_names(
@@ -122,17 +125,19 @@ async def describe(
         answer = DescribeShareGroupOffsetsResponseTopic(
             topic_name=topic, topic_id=image.topic_id if image is not None else b"\0" * 16
         )
-        for p in partitions:
-            if topic in allowed:
-                answer.partitions.append(
-                    await _partition(services, group_id, topic, answer.topic_id, p)
+        if topic in allowed:  # the share coordinators are asked at once
+            answer.partitions = list(
+                await asyncio.gather(
+                    *(_partition(services, group_id, topic, answer.topic_id, p) for p in partitions)
                 )
-            else:
-                answer.partitions.append(
-                    DescribeShareGroupOffsetsResponsePartition(
-                        partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    )
+            )
+        else:
+            answer.partitions = [
+                DescribeShareGroupOffsetsResponsePartition(
+                    partition_index=p, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 )
+                for p in partitions
+            ]
         if request.topics is None:  # only the share-partitions the group has
             answer.partitions = [
                 p for p in answer.partitions if p.error_code or p.start_offset != UNINITIALIZED

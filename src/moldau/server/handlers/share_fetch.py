@@ -131,6 +131,8 @@ async def _acquire(
             readable.append((topic_id, topic, partition))
         if error or full:
             _answer(answers, topic_id, partition).data.error_code = error
+    if full:  # a new session: offsets altered while the group was empty are read again
+        services.shares.refresh(group_id, [(topic, p) for _, topic, p in readable])
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     deadline = clock.now_ms() + max(request.max_wait_ms, 0)

@@ -146,3 +146,24 @@ def test_alter_on_the_coordinator_fences_a_leader_holding_the_old_state() -> Non
         assert await coordinator.read_offset("g", "t", 0, TOPIC_ID) == (ErrorCode.NONE, None)
 
     asyncio.run(run())
+
+
+def test_a_new_session_reads_an_idle_share_partition_again_after_an_alter() -> None:
+    """A leader that never writes again (nothing acquired) still sees the altered start
+    once a member opens a session; one holding acquired records keeps them."""
+
+    async def run() -> None:
+        store = ShardStore()
+        leader, coordinator = _service(store), _service(store)
+        _, idle = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        _, busy = await leader.share_partition("g", "t", 1, 0, 100, TOPIC_ID, 1)
+        assert idle is not None and busy is not None and busy.acquire("m", 4, 10, now_ms=0)
+        for partition in (0, 1):
+            assert not await coordinator.alter_start_offset("g", "t", partition, 30, TOPIC_ID)
+        leader.refresh("g", [("t", 0), ("t", 1)])
+        _, again = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        _, kept = await leader.share_partition("g", "t", 1, 0, 100, TOPIC_ID, 1)
+        assert again is not None and again.fetch_offset() == 30
+        assert kept is busy
+
+    asyncio.run(run())
