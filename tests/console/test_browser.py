@@ -12,11 +12,12 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 from playwright.sync_api import Page, expect
 
 from tests.console.conftest import SAMPLE_INTERVAL_S, Console
+from tests.integration.helpers import alter_group_config, wait_until
 
 TIMEOUT_S = 30
 
@@ -301,6 +302,43 @@ def test_lag_shown_equals_lag_from_offsets(page: Page, console: Console, broker,
     page.goto(console.page_url(f"/groups/{group}"))
     series = page.locator(f".chart g.series[data-series='{topic}']")
     expect(series).to_have_attribute("data-last", str(total), timeout=TIMEOUT_S * 1000)
+
+
+def test_share_group_listed_with_type_start_offset_and_lag(
+    page: Page, console: Console, broker, admin
+):
+    topic, group = "share-topic", "share-group"
+    create_topic(admin, topic, 1)
+    produce(broker.bootstrap, topic, [(b"k%d" % i, b"v%d" % i, []) for i in range(10)])
+    alter_group_config(broker.bootstrap, group, {"share.auto.offset.reset": "earliest"})
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    consumer.subscribe([topic])
+    got: list[int] = []
+    try:
+        wait_until(
+            lambda: (
+                bool(got.extend(m.offset() for m in consumer.poll(0.5) if not m.error()))
+                or len(got) >= 10
+            ),
+            "10 records",
+        )
+        consumer.commit_sync()  # acknowledges them: the start offset moves to 10
+    finally:
+        consumer.close()
+    assert sorted(got) == list(range(10))
+    produce(broker.bootstrap, topic, [(b"k%d" % i, b"later%d" % i, []) for i in range(5)])
+
+    page.goto(console.page_url("/groups"))
+    row = page.locator(f"#groups tr[data-group='{group}']")
+    expect(row.locator("td.type")).to_have_text("share")
+    expect(row.locator("td.lag")).to_have_text("5")
+    page.goto(console.page_url(f"/groups/{group}"))
+    expect(page.locator("#offsets thead")).to_contain_text("Start offset")
+    offsets = page.locator("#offsets tr[data-partition='0']")
+    expect(offsets.locator("td.committed")).to_have_text("10")
+    expect(offsets.locator("td.end")).to_have_text("15")
+    expect(offsets.locator("td.lag")).to_have_text("5")
+    expect(page.locator("#reset-offsets")).to_have_count(0)  # consumer-group offsets only
 
 
 def test_a_consumer_groups_type_and_target_assignment(page: Page, console: Console, broker, admin):

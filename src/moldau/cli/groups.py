@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,6 +18,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, MemberAssignment
 
 from moldau.admin.offsets import reset_target
+from moldau.admin.share_groups import ShareGroupView, describe_share_group, share_group_states
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -39,8 +41,10 @@ from moldau.cli.common import (
     result,
     table,
     topic_metadata,
+    user_properties,
     watermarks,
 )
+from moldau.cli.wire import Target, run
 
 app = typer.Typer(
     help="List, describe, reset offsets of and delete consumer groups.", no_args_is_help=True
@@ -64,28 +68,27 @@ def list_groups(
         fail(describe_error(listing.errors[0]))
     for error in listing.errors:
         err.print(f"Warning: {describe_error(error)}")
-    groups = sorted(listing.valid, key=lambda g: g.group_id)
+    target = Target.of("groups list", bootstrap, user_properties(properties, command_config))
+    shares = run("groups list", target, lambda: share_group_states(target.servers, target.security))
+    rows = sorted(
+        [
+            (g.group_id, _type(g.type), _state(g.state), g.is_simple_consumer_group)
+            for g in listing.valid
+            if g.group_id not in shares
+        ]
+        + [(group, "share", state.upper(), False) for group, state in shares.items()]
+    )
     if json_output:
         print_json(
             [
-                {
-                    "group": g.group_id,
-                    "type": _type(g.type),
-                    "state": _state(g.state),
-                    "simple": g.is_simple_consumer_group,
-                }
-                for g in groups
+                {"group": group, "type": kind, "state": state, "simple": simple}
+                for group, kind, state, simple in rows
             ]
         )
         return
     grid = table("GROUP", "TYPE", "STATE", "SIMPLE")
-    for group in groups:
-        grid.add_row(
-            group.group_id,
-            _type(group.type),
-            _state(group.state),
-            "yes" if group.is_simple_consumer_group else "no",
-        )
+    for group, kind, state, simple in rows:
+        grid.add_row(group, kind, state, "yes" if simple else "no")
     out.print(grid)
 
 
@@ -99,6 +102,15 @@ def describe(
 ) -> None:
     """Show members, assignments, committed offsets, log end offsets and lag per partition;
     for a KIP-848 consumer group also each member's current and target assignment."""
+    target = Target.of("groups describe", bootstrap, user_properties(properties, command_config))
+    share = run(
+        "groups describe",
+        target,
+        lambda: describe_share_group(target.servers, target.security, group),
+    )
+    if share is not None:
+        _print_share_group(share, bootstrap, properties, command_config, json_output)
+        return
     admin = admin_client(bootstrap, properties, command_config)
     description = _describe(admin, group)
     committed = _committed(admin, group)
@@ -198,6 +210,79 @@ def describe(
                 _partitions(m.target_assignment),
             )
         out.print(reconciling)
+
+
+def _print_share_group(
+    share: ShareGroupView,
+    bootstrap: str,
+    properties: list[str] | None,
+    command_config: Path | None,
+    json_output: bool,
+) -> None:
+    """A share group: members, and per share-partition its start offset (SPSO), the log
+    end offset and the lag (records up to the end not yet acknowledged or archived)."""
+    consumer = consumer_client(bootstrap, properties, command_config=command_config)
+    try:
+        ends = {
+            (o.topic, o.partition): watermarks(consumer, TopicPartition(o.topic, o.partition))[1]
+            for o in share.offsets
+            if o.error is None
+        }
+    finally:
+        consumer.close()
+    rows = [
+        {
+            "topic": o.topic,
+            "partition": o.partition,
+            "start_offset": o.start_offset,
+            "log_end_offset": ends.get((o.topic, o.partition)),
+            "lag": o.lag if o.lag >= 0 else None,
+            "error": o.error,
+        }
+        for o in share.offsets
+    ]
+    if json_output:
+        print_json(
+            {
+                "group": share.group,
+                "type": "share",
+                "state": share.state.upper(),
+                "coordinator": share.coordinator,
+                "members": [
+                    {
+                        "consumer_id": m.member_id,
+                        "host": m.host,
+                        "client_id": m.client_id,
+                        "assignment": [{"topic": t, "partition": p} for t, p in m.assignment],
+                    }
+                    for m in share.members
+                ],
+                "offsets": rows,
+            }
+        )
+        return
+    print_kv(
+        f"Group: {share.group}",
+        {
+            "Type": "share",
+            "State": share.state.upper(),
+            "Members": len(share.members),
+            "Coordinator": share.coordinator,
+        },
+    )
+    grid = table("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG")
+    for row in rows:
+        grid.add_row(*(_or_dash(row[k]) for k in list(row)[:5]))
+    out.print(grid)
+    members = table("CONSUMER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT")
+    for m in share.members:
+        members.add_row(
+            m.member_id, m.host, m.client_id, ",".join(f"{t}-{p}" for t, p in m.assignment) or "-"
+        )
+    out.print(members)
+    for row in rows:
+        if row["error"]:
+            err.print(f"Warning: {row['topic']}-{row['partition']}: {row['error']}")
 
 
 @app.command("reset-offsets")

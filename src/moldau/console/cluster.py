@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, cast
@@ -44,7 +44,8 @@ from moldau.admin.cluster import describe_cluster
 from moldau.admin.errors import describe_error
 from moldau.admin.log_dirs import partition_sizes
 from moldau.admin.offsets import reset_target
-from moldau.admin.preflight import Unreachable, client_security, ensure_reachable
+from moldau.admin.preflight import Unreachable, client_security, ensure_reachable, parse_servers
+from moldau.admin.share_groups import describe_share_group, share_group_states
 from moldau.admin.tiers import PartitionTiers, describe_tiers
 from moldau.console.model import (
     BrokerInfo,
@@ -367,10 +368,16 @@ class Cluster:
 
     def groups(self) -> list[GroupInfo]:
         """Every group with its state, members and lag."""
-        ids = [g.group_id for g in self._group_listing()]
-        return self._groups(ids)
+        shares = self._wire(share_group_states)
+        ids = [g.group_id for g in self._group_listing() if g.group_id not in shares]
+        found = [self._share_group(group_id) for group_id in shares]
+        groups = self._groups(ids) + [g for g in found if g is not None]
+        return sorted(groups, key=lambda g: g.group_id)
 
     def group(self, group_id: str) -> GroupInfo:
+        share = self._share_group(group_id)
+        if share is not None:
+            return share
         [group] = self._groups([group_id])
         if group.state == "DEAD" and not group.offsets:
             raise ConsoleError(f"GROUP_ID_NOT_FOUND: consumer group {group_id!r} does not exist")
@@ -420,6 +427,50 @@ class Cluster:
                 )
             )
         return groups
+
+    def _wire(self, call: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        """A request librdkafka's admin API lacks, over Moldau's own protocol client."""
+        try:
+            return asyncio.run(
+                call(parse_servers(self.bootstrap), client_security(self._user), *args)
+            )
+        except (ConnectionError, TimeoutError, OSError, Unreachable) as exc:
+            raise ConsoleError(f"share groups: {exc or type(exc).__name__}") from None
+
+    def _share_group(self, group_id: str) -> GroupInfo | None:
+        """A share group (KIP-932) with its members and, per share-partition, the start
+        offset, end offset and lag; None if ``group_id`` is no share group."""
+        view = self._wire(describe_share_group, group_id)
+        if view is None:
+            return None
+        keys = {(o.topic, o.partition) for o in view.offsets if o.error is None}
+        ends = self.offsets(keys, OffsetSpec.latest())
+        owners: dict[TP, list[str]] = {}
+        for m in view.members:
+            for tp in m.assignment:
+                owners.setdefault(tp, []).append(m.member_id)
+        return GroupInfo(
+            group_id=group_id,
+            state=view.state.upper(),
+            type="share",
+            protocol="simple",
+            coordinator=view.coordinator,
+            members=tuple(
+                MemberInfo(m.member_id, m.client_id, m.host, None, tuple(m.assignment))
+                for m in view.members
+            ),
+            offsets=tuple(
+                GroupOffset(
+                    topic=o.topic,
+                    partition=o.partition,
+                    committed=o.start_offset if o.start_offset >= 0 else None,
+                    end_offset=ends.get((o.topic, o.partition), 0),
+                    owner=", ".join(owners.get((o.topic, o.partition), [])) or None,
+                    reported_lag=o.lag if o.lag >= 0 else None,
+                )
+                for o in view.offsets
+            ),
+        )
 
     @staticmethod
     def _description(group_id: str, future: Future[Any]) -> Any | None:

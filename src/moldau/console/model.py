@@ -175,10 +175,15 @@ class GroupOffset:
     committed: int | None  # None: the group never committed here
     end_offset: int
     owner: str | None  # member id
+    reported_lag: int | None = None  # a share group's lag, as its coordinator counts it
 
     @property
     def lag(self) -> int | None:
-        """Kafka's lag: high watermark minus committed offset (never negative)."""
+        """Kafka's lag: high watermark minus committed offset (never negative); for a share
+        group (``committed`` is the share-partition start offset) the records up to the
+        high watermark not yet acknowledged or archived (KIP-1226)."""
+        if self.reported_lag is not None:
+            return self.reported_lag
         return None if self.committed is None else max(self.end_offset - self.committed, 0)
 
 

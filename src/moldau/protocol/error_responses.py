@@ -46,6 +46,10 @@ from moldau.protocol.messages.delete_topics_response import (
     DeletableTopicResult,
     DeleteTopicsResponse,
 )
+from moldau.protocol.messages.describe_share_group_offsets_response import (
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+)
 from moldau.protocol.messages.elect_leaders_response import (
     ElectLeadersResponse,
     PartitionResult,
@@ -155,6 +159,17 @@ def _create_acls(request: Any, code: ErrorCode, message: str | None) -> Any:
     )
 
 
+def _describe_share_group_offsets(request: Any, code: ErrorCode, message: str | None) -> Any:
+    return DescribeShareGroupOffsetsResponse(
+        groups=[
+            DescribeShareGroupOffsetsResponseGroup(
+                group_id=g.group_id, error_code=code, error_message=message
+            )
+            for g in request.groups or []
+        ]
+    )
+
+
 def _delete_acls(request: Any, code: ErrorCode, message: str | None) -> Any:
     return DeleteAclsResponse(
         filter_results=[
@@ -216,6 +231,7 @@ _BUILDERS: dict[int, Builder] = {
         top_level=False,
     ),
     ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.ALTER_CLIENT_QUOTAS: _alter_client_quotas,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_scram_credentials,

@@ -35,7 +35,7 @@ from moldau.coordinator.share.group import (
     HeartbeatResult,
     ShareGroupCoordinator,
 )
-from moldau.coordinator.share.partition import ShareLimits, SharePartition
+from moldau.coordinator.share.partition import RecordState, ShareLimits, SharePartition
 from moldau.coordinator.share_state.shard import (
     UNINITIALIZED,
     ShareGroupOffset,
@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 TICK_MS = 100  # how often the node runs tick(): sessions and acquisition locks
 EARLIEST, LATEST = "earliest", "latest"
+READ_COMMITTED = "read_committed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +169,11 @@ class ShareGroupService:
     def auto_offset_reset(self, group_id: str) -> str:
         return self.group_configs(group_id).get("share.auto.offset.reset", LATEST)
 
+    def read_committed(self, group_id: str) -> bool:
+        """``share.isolation.level``: read_committed members get records below the last
+        stable offset only, and never those of aborted transactions."""
+        return self.group_configs(group_id).get("share.isolation.level") == READ_COMMITTED
+
     # -- membership ----------------------------------------------------------------
     def session_timeout_ms(self, group_id: str) -> int:
         return self._group_int(
@@ -280,8 +286,7 @@ class ShareGroupService:
             log.info("reading the state of share-partition %s failed: %s", key, error.name)
             return _READ_ERRORS.get(error, error)
         start = reset if state.start_offset == UNINITIALIZED else state.start_offset
-        batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
-        self.partitions[key] = SharePartition.restore(start, batches, self.limits(group_id))
+        self.partitions[key] = self._restored(group_id, state, start)
         self._durable[key] = _Durable(topic_id, leader_epoch, state.state_epoch)
         # Written at once: the start is fixed, and older leaders are fenced from now on.
         return await self.persist(key)
@@ -388,11 +393,87 @@ class ShareGroupService:
             sp.reset(start_offset)
             self.persist_later(key)
 
-    def evict(self, group_id: str) -> None:
-        """Drop this node's share-partitions of a group from memory: they are read again
-        from the share coordinator on next use (after AlterShareGroupOffsets)."""
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
+    def _forget(self, key: PartitionKey) -> bool:
+        """Drop a share-partition from memory (it is read from the store on next use);
+        whether this node held it."""
+        self._durable.pop(key, None)
+        return self.partitions.pop(key, None) is not None
+
+    def refresh(self, group_id: str, partitions: Iterable[tuple[str, int]]) -> None:
+        """A member opened a share session on this leader: the group's share-partitions
+        with no record acquired and no write under way are read again from the store on
+        next use, so offsets altered or deleted on the coordinator while the group was
+        empty take effect here too (this node's old state would only be fenced at its
+        next write)."""
+        if self.store is None:
+            return
+        for topic, partition in partitions:
+            key = (group_id, topic, partition)
+            sp = self.partitions.get(key)
+            busy = key in self._writing or key in self._pending
+            if sp is not None and not busy and not sp.count(RecordState.ACQUIRED):
+                self._forget(key)
+
+    # -- administration (Describe/Alter/DeleteShareGroupOffsets) -------------------
+    def group_partitions(self, group_id: str) -> dict[tuple[str, int], SharePartition]:
+        """The share-partitions of ``group_id`` held on this node, by (topic, partition)."""
+        return {(t, p): sp for (g, t, p), sp in self.partitions.items() if g == group_id}
+
+    async def read_offset(
+        self, group_id: str, topic: str, partition: int, topic_id: bytes = b""
+    ) -> tuple[ErrorCode, SharePartition | None]:
+        """DescribeShareGroupOffsets: the share-partition as the share coordinator holds
+        it, whichever node leads the partition (None: never initialised); without a
+        store, as this node holds it."""
+        if self.store is None:
+            return ErrorCode.NONE, self.partitions.get((group_id, topic, partition))
+        error, state = await self.store.read((group_id, topic_id, partition), UNINITIALIZED)
+        if error or state.start_offset == UNINITIALIZED:
+            return error, None
+        return ErrorCode.NONE, self._restored(group_id, state, state.start_offset)
+
+    def _restored(self, group_id: str, state: ShareGroupOffset, start: int) -> SharePartition:
+        batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
+        return SharePartition.restore(start, batches, self.limits(group_id))
+
+    async def alter_start_offset(
+        self, group_id: str, topic: str, partition: int, offset: int, topic_id: bytes = b""
+    ) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts over at ``offset`` in a new
+        state epoch (the group is empty: nothing in flight is lost). A leader elsewhere
+        holding the old state is fenced at its next write and reads the new one."""
+        key = (group_id, topic, partition)
+        self._forget(key)
+        if self.store is None:
+            self.partitions[key] = SharePartition(offset, self.limits(group_id))
+            self._durable[key] = _Durable(topic_id, 0)
+            return ErrorCode.NONE
+        store_key = (group_id, topic_id, partition)
+        error, state = await self.store.read(store_key, UNINITIALIZED)
+        if not error:
+            error = await self.store.initialize(store_key, state.state_epoch + 1, offset)
+        self._forget(key)  # a fetch may have read the old state meanwhile
+        return error
+
+    async def delete_offsets(
+        self, group_id: str, topic: str, partitions: Iterable[int], topic_id: bytes = b""
+    ) -> tuple[ErrorCode, bool]:
+        """DeleteShareGroupOffsets: forget the group's state of ``topic`` (the next fetch
+        starts again at ``share.auto.offset.reset``); whether there was any."""
+        found = False
+        for partition in partitions:
+            held = self._forget((group_id, topic, partition))
+            if self.store is None:
+                found = found or held
+                continue
+            store_key = (group_id, topic_id, partition)
+            error, state = await self.store.read(store_key, UNINITIALIZED)
+            if not error and state.start_offset != UNINITIALIZED:
+                found = True
+                error = await self.store.delete(store_key)
+            if error:
+                return error, found
+        return ErrorCode.NONE, found
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Give back what a member holds everywhere (it left, or its session closed)."""

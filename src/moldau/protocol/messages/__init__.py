@@ -121,6 +121,9 @@ REQUESTS: Mapping[int, Any] = _Index(
         85: ("write_share_group_state_request", "WriteShareGroupStateRequest"),
         86: ("delete_share_group_state_request", "DeleteShareGroupStateRequest"),
         87: ("read_share_group_state_summary_request", "ReadShareGroupStateSummaryRequest"),
+        90: ("describe_share_group_offsets_request", "DescribeShareGroupOffsetsRequest"),
+        91: ("alter_share_group_offsets_request", "AlterShareGroupOffsetsRequest"),
+        92: ("delete_share_group_offsets_request", "DeleteShareGroupOffsetsRequest"),
     }
 )
 
@@ -214,5 +217,8 @@ RESPONSES: Mapping[int, Any] = _Index(
         85: ("write_share_group_state_response", "WriteShareGroupStateResponse"),
         86: ("delete_share_group_state_response", "DeleteShareGroupStateResponse"),
         87: ("read_share_group_state_summary_response", "ReadShareGroupStateSummaryResponse"),
+        90: ("describe_share_group_offsets_response", "DescribeShareGroupOffsetsResponse"),
+        91: ("alter_share_group_offsets_response", "AlterShareGroupOffsetsResponse"),
+        92: ("delete_share_group_offsets_response", "DeleteShareGroupOffsetsResponse"),
     }
 )

@@ -9,11 +9,12 @@ works on the offset range read; the client keeps only the acquired offsets.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from moldau.coordinator.share.partition import Acquired
+from moldau.coordinator.share.partition import AcknowledgeType, Acquired, SharePartition
 from moldau.coordinator.share.service import wake_key
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -25,11 +26,13 @@ from moldau.protocol.messages.share_fetch_response import (
     ShareFetchableTopicResponse,
     ShareFetchResponse,
 )
+from moldau.records.batch import BATCH_HEADER_SIZE, read_batch_header
 from moldau.replication.replica_manager import FetchParams, FetchRequestPartition
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.server.handlers.fetch import records_payload
 from moldau.server.handlers.share_acknowledge import acknowledge, group_error
 from moldau.server.share_session import CLOSE_EPOCH, OPEN_EPOCH
+from moldau.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -128,6 +131,8 @@ async def _acquire(
             readable.append((topic_id, topic, partition))
         if error or full:
             _answer(answers, topic_id, partition).data.error_code = error
+    if full:  # a new session: offsets altered while the group was empty are read again
+        services.shares.refresh(group_id, [(topic, p) for _, topic, p in readable])
     max_records = request.max_records if request.max_records > 0 else DEFAULT_MAX_RECORDS
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
     deadline = clock.now_ms() + max(request.max_wait_ms, 0)
@@ -183,22 +188,33 @@ async def _acquire_one(
     )
     if sp is None:
         return error, [], 0
-    if sp.fetch_offset() < replica_log.log_start_offset:  # the records were deleted meanwhile
-        services.shares.reset((group_id, topic, partition), replica_log.log_start_offset)
-    offset = sp.fetch_offset()
-    if offset >= leader.high_watermark:
-        return ErrorCode.NONE, [], 0
-    [result] = await rm.fetch_messages(
-        FetchParams(max_bytes=max_bytes),
-        [FetchRequestPartition(topic, partition, offset, max_bytes)],
-    )
-    if result.error:
-        return ErrorCode(result.error), [], 0
-    if result.records is None or not result.records.size:
-        return ErrorCode.NONE, [], 0
-    taken = sp.acquire(
-        member_id, result.records.next_offset - 1, max_records, services.clock.now_ms()
-    )
+    committed = services.shares.read_committed(group_id)
+    while True:
+        if sp.fetch_offset() < replica_log.log_start_offset:
+            # the records were deleted meanwhile
+            services.shares.reset((group_id, topic, partition), replica_log.log_start_offset)
+        offset = sp.fetch_offset()
+        hw = leader.high_watermark
+        if offset >= (replica_log.last_stable_offset(hw) if committed else hw):
+            return ErrorCode.NONE, [], 0
+        [result] = await rm.fetch_messages(
+            FetchParams(max_bytes=max_bytes, isolation_level=int(committed)),
+            [FetchRequestPartition(topic, partition, offset, max_bytes)],
+        )
+        if result.error:
+            return ErrorCode(result.error), [], 0
+        if result.records is None or not result.records.size:
+            return ErrorCode.NONE, [], 0
+        taken = sp.acquire(
+            member_id, result.records.next_offset - 1, max_records, services.clock.now_ms()
+        )
+        if taken and result.aborted:
+            data = await asyncio.to_thread(result.records.to_bytes)  # a file read
+            taken = _archive_aborted(sp, member_id, taken, _aborted_batches(data, result.aborted))
+            services.shares.persist_later((group_id, topic, partition))
+            if not taken:
+                continue  # all of it aborted: read on past it
+        break
     if taken:
         answer = _answer(answers, topic_id, partition)
         answer.acquired = taken
@@ -208,6 +224,51 @@ async def _acquire_one(
         ]
         answer.data.current_leader = LeaderIdAndEpoch(services.node_id, leader.leader_epoch)
     return ErrorCode.NONE, taken, result.size if taken else 0
+
+
+def _aborted_batches(records: bytes, aborted: list[AbortedTxn]) -> list[tuple[int, int]]:
+    """Offset ranges of the batches read that belong to aborted transactions (Kafka's
+    SharePartition.filterAbortedTransactionalAcquiredRecords): a producer's transactional
+    batches from its aborted transaction's first offset up to its abort marker. Only
+    batch headers are read, and only when an aborted transaction overlaps the read."""
+    pending = sorted(aborted, key=lambda t: t.first_offset)
+    data = memoryview(records)
+    aborting: set[int] = set()
+    ranges: list[tuple[int, int]] = []
+    pos = 0
+    while pos + BATCH_HEADER_SIZE <= len(data):
+        batch = read_batch_header(data, pos)
+        pos = batch.end_position
+        while pending and pending[0].first_offset <= batch.last_offset:
+            aborting.add(pending.pop(0).producer_id)
+        if batch.producer_id not in aborting or not batch.is_transactional:
+            continue
+        if batch.is_control:
+            aborting.discard(batch.producer_id)  # the abort marker ends the transaction
+        else:
+            ranges.append((batch.base_offset, batch.last_offset))
+    return ranges
+
+
+def _archive_aborted(
+    sp: SharePartition, member_id: str, taken: list[Acquired], aborted: list[tuple[int, int]]
+) -> list[Acquired]:
+    """Archive the acquired records of aborted transactions (acknowledged as gaps: they are
+    no records to a read_committed consumer) and hand out only the rest."""
+    kept: list[Acquired] = []
+    for a in taken:
+        start = a.first_offset
+        for first, last in aborted:
+            first, last = max(first, start), min(last, a.last_offset)
+            if first > last:
+                continue
+            if first > start:
+                kept.append(Acquired(start, first - 1, a.delivery_count))
+            sp.acknowledge(member_id, first, last, [AcknowledgeType.GAP])
+            start = last + 1
+        if start <= a.last_offset:
+            kept.append(Acquired(start, a.last_offset, a.delivery_count))
+    return kept
 
 
 def _responses(answers: dict[tuple[bytes, int], _Answer]) -> list[ShareFetchableTopicResponse]:

@@ -95,7 +95,7 @@ def test_acknowledgements_are_durable_and_a_failed_write_brings_the_records_back
     asyncio.run(run())
 
 
-def test_a_new_leader_epoch_reads_again_and_evict_forgets() -> None:
+def test_a_new_leader_epoch_reads_again() -> None:
     async def run() -> None:
         store = ShardStore()
         service = _service(store)
@@ -110,8 +110,6 @@ def test_a_new_leader_epoch_reads_again_and_evict_forgets() -> None:
         # The old leader epoch is fenced from now on.
         old = WriteState(0, 1, 0, ())
         assert store.shard.write(("g", TOPIC_ID, 0), old)[0] == ErrorCode.FENCED_LEADER_EPOCH
-        service.evict("g")
-        assert KEY not in service.partitions
 
     asyncio.run(run())
 
@@ -122,5 +120,50 @@ def test_a_deposed_leader_is_told_to_look_again() -> None:
         store.shard.write(("g", TOPIC_ID, 0), WriteState(0, 7, 0, ()))  # leader epoch 7
         error, sp = await _service(store).share_partition("g", "t", 0, 0, 10, TOPIC_ID, 6)
         assert (error, sp) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+
+    asyncio.run(run())
+
+
+def test_alter_on_the_coordinator_fences_a_leader_holding_the_old_state() -> None:
+    """AlterShareGroupOffsets starts a new state epoch: the leader's next write of the old
+    epoch is FENCED_STATE_EPOCH, it drops its share-partition and reads the new start."""
+
+    async def run() -> None:
+        store = ShardStore()
+        leader, coordinator = _service(store), _service(store)
+        _, sp = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert sp is not None
+        taken = sp.acquire("m", 9, 10, now_ms=0)
+        assert taken
+        assert not await coordinator.alter_start_offset("g", "t", 0, 50, TOPIC_ID)
+        error, durable = await coordinator.read_offset("g", "t", 0, TOPIC_ID)
+        assert (error, durable is not None and durable.start_offset) == (ErrorCode.NONE, 50)
+        error = await leader.acknowledge("g", "m", "t", 0, [(0, 9, [ACCEPT])], TOPIC_ID)
+        assert error == ErrorCode.FENCED_STATE_EPOCH
+        _, again = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert again is not None and again.fetch_offset() == 50
+        assert await coordinator.delete_offsets("g", "t", [0], TOPIC_ID) == (ErrorCode.NONE, True)
+        assert await coordinator.read_offset("g", "t", 0, TOPIC_ID) == (ErrorCode.NONE, None)
+
+    asyncio.run(run())
+
+
+def test_a_new_session_reads_an_idle_share_partition_again_after_an_alter() -> None:
+    """A leader that never writes again (nothing acquired) still sees the altered start
+    once a member opens a session; one holding acquired records keeps them."""
+
+    async def run() -> None:
+        store = ShardStore()
+        leader, coordinator = _service(store), _service(store)
+        _, idle = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        _, busy = await leader.share_partition("g", "t", 1, 0, 100, TOPIC_ID, 1)
+        assert idle is not None and busy is not None and busy.acquire("m", 4, 10, now_ms=0)
+        for partition in (0, 1):
+            assert not await coordinator.alter_start_offset("g", "t", partition, 30, TOPIC_ID)
+        leader.refresh("g", [("t", 0), ("t", 1)])
+        _, again = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        _, kept = await leader.share_partition("g", "t", 1, 0, 100, TOPIC_ID, 1)
+        assert again is not None and again.fetch_offset() == 30
+        assert kept is busy
 
     asyncio.run(run())
