@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from moldau.spark.arrow import arrow_schema
 from moldau.spark.options import parse_read_options
 from moldau.spark.reader import MoldauBatchReader, RemoteSegmentPartition
 from moldau.spark.remote_plan import local_log_starts
+from moldau.spark.remote_read import read_segment
 from moldau.testing import broker
 from moldau.testing.process import BrokerProcess
+from tests.integration.txn_helpers import send_txn, txn_producer
 from tests.spark.clients import produce
 from tests.tiered.test_tiered_broker import TIERED, wait_for
 
@@ -57,14 +60,14 @@ def tiered(remote_dir: Path) -> Iterator[BrokerProcess]:
         yield b
 
 
-def local_start(b: BrokerProcess, partition: int) -> int:
+def local_start(b: BrokerProcess, partition: int, topic: str = TOPIC) -> int:
     """Base offset of the first segment on the broker's disk."""
-    directory = next(b.data_dir.rglob(f"{TOPIC}-{partition}"))
+    directory = next(b.data_dir.rglob(f"{topic}-{partition}"))
     return min(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
 
 
-def options(b: BrokerProcess, remote_dir: Path, direct: bool) -> dict[str, str]:
-    opts = {"kafka.bootstrap.servers": b.bootstrap, "subscribe": TOPIC}
+def options(b: BrokerProcess, remote_dir: Path, direct: bool, topic: str = TOPIC) -> dict[str, str]:
+    opts = {"kafka.bootstrap.servers": b.bootstrap, "subscribe": topic}
     if direct:
         opts |= {
             "remoteStorage.directRead": "true",
@@ -76,9 +79,11 @@ def options(b: BrokerProcess, remote_dir: Path, direct: bool) -> dict[str, str]:
 
 def per_partition(spark, opts: dict[str, str]) -> dict[int, list[tuple]]:
     """Rows in the order Spark returns them, split by partition (order kept)."""
-    out: dict[int, list[tuple]] = {p: [] for p in PARTITIONS}
+    out: dict[int, list[tuple]] = {}
     for r in spark.read.format("moldau").options(**opts).load().collect():
-        out[r["partition"]].append((r["offset"], r["key"], r["value"], r["timestamp"]))
+        out.setdefault(r["partition"], []).append(
+            (r["offset"], r["key"], r["value"], r["timestamp"])
+        )
     return out
 
 
@@ -110,3 +115,63 @@ def test_remote_tasks_read_the_store(spark, tiered, tmp_path) -> None:
     """Pointed at an empty store, the direct read fails: its tasks do not go to a broker."""
     with pytest.raises(Exception, match="no remote segment"):
         per_partition(spark, options(tiered, tmp_path, direct=True))
+
+
+def test_read_committed_reads_aborted_segments_through_a_broker(spark, tiered, remote_dir) -> None:
+    """A remote segment with an aborted transaction: under read_committed its task reads
+    from the first transactional batch on through a broker (which drops the aborted
+    records), under read_uncommitted all from the store; either way the rows are those of
+    the read through the brokers."""
+    topic = "spark-direct-txn"
+    tiered.create_topic(topic, 1, **{k.replace(".", "_"): v for k, v in TIERED.items()})
+    plain = [(0, None, b"plain-%03d-" % i * 5) for i in range(20)]
+    for _ in range(3):
+        produce(tiered.bootstrap, topic, plain)
+    producer = txn_producer(tiered.bootstrap, "spark-direct-txn")
+    send_txn(producer, topic, [(0, b"aborted-%d" % i) for i in range(20)], commit=False)
+    send_txn(producer, topic, [(0, b"committed-%d" % i) for i in range(20)], commit=True)
+    for _ in range(4):
+        produce(tiered.bootstrap, topic, plain)
+    wait_for(lambda: local_start(tiered, 0, topic) > 110, "the transactions to leave the disk")
+    for isolation in ("read_committed", "read_uncommitted"):
+        opts = options(tiered, remote_dir, direct=True, topic=topic)
+        opts["kafka.isolation.level"] = isolation
+        direct = per_partition(spark, opts)
+        brokers = options(tiered, remote_dir, direct=False, topic=topic)
+        via_brokers = per_partition(spark, {**brokers, "kafka.isolation.level": isolation})
+        assert direct == via_brokers != {}
+        aborted = [v for _, _, v, _ in direct[0] if v.startswith(b"aborted")]
+        assert len(aborted) == (20 if isolation == "read_uncommitted" else 0)
+        assert sum(v.startswith(b"committed") for _, _, v, _ in direct[0]) == 20
+    parsed = parse_read_options(options(tiered, remote_dir, True, topic), streaming=False)
+    remote = [
+        t for t in MoldauBatchReader(parsed).partitions() if isinstance(t, RemoteSegmentPartition)
+    ]
+    assert parsed.remote is not None and remote
+    txn = [t for t in remote if t.range.start <= 60 < t.range.end]
+    assert len(txn) == 1, "the aborted transaction starts at offset 60, in a remote segment"
+
+    def direct_read(t: RemoteSegmentPartition, read_committed: bool) -> tuple[list, list]:
+        """The values read from the store, and the ranges handed to a broker."""
+        assert parsed.remote is not None
+        handed: list[tuple[int, int]] = []
+
+        def broker_read(r):  # noqa: ANN001, ANN202
+            handed.append((r.start, r.end))
+            return iter(())
+
+        batches = read_segment(
+            parsed.remote,
+            t.segment,
+            t.range,
+            read_committed=read_committed,
+            schema=arrow_schema(False),
+            broker_read=broker_read,
+        )
+        return [v for b in batches for v in b.column("value").to_pylist()], handed
+
+    values, handed = direct_read(txn[0], read_committed=True)
+    assert handed == [(60, txn[0].range.end)]  # from the first transactional batch on
+    assert len(values) == 60 - txn[0].range.start and not any(v.startswith(b"a") for v in values)
+    values, handed = direct_read(txn[0], read_committed=False)
+    assert handed == [] and sum(v.startswith(b"aborted") for v in values) == 20

@@ -100,22 +100,25 @@ class _Planner:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), partition
-        batches = self._remote_batches(partition) or fetch_range(
-            self.options.client,
-            partition.range,
-            include_headers=self.options.include_headers,
-            fail_on_data_loss=self.options.fail_on_data_loss,
-            poll_timeout_s=self.options.poll_timeout_s,
-            native=self.options.native_fetch,
-        )
+        batches = self._remote_batches(partition) or self._broker_batches(partition.range)
         fmt = self.options.value_format
         r = partition.range
         yield from (
             batches if fmt is None else decode_batches(batches, fmt, f"{r.topic}-{r.partition}")
         )
 
+    def _broker_batches(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+        return fetch_range(
+            self.options.client,
+            r,
+            include_headers=self.options.include_headers,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+            poll_timeout_s=self.options.poll_timeout_s,
+            native=self.options.native_fetch,
+        )
+
     def _remote_batches(self, partition: RangePartition) -> Iterator[pa.RecordBatch] | None:
-        """A remote segment read from the store (None: read through a broker)."""
+        """A remote segment read from the store (None: not a remote segment task)."""
         if not isinstance(partition, RemoteSegmentPartition) or self.options.remote is None:
             return None
         from moldau.spark.arrow import arrow_schema
@@ -127,6 +130,7 @@ class _Planner:
             partition.range,
             read_committed=self.options.client["isolation.level"] == "read_committed",
             schema=arrow_schema(False),
+            broker_read=self._broker_batches,
         )
 
     def close(self) -> None:

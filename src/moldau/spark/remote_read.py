@@ -2,15 +2,17 @@
 
 The segment's `.log` object is read in chunks through the same remote storage manager the
 brokers use, its whole batches are decoded into Arrow by `columnar` and filtered to the
-task's offsets, control batches dropped. Under `read_committed` a segment whose
-transaction index is not empty (it holds aborted transactions) is not read here: the task
-reads that range through a broker instead, which drops the aborted records from the remote
-transaction index as for any consumer.
+task's offsets, control batches dropped. Under `read_committed` the task stops reading the
+store at the segment's first transactional batch and reads the rest of its range through a
+broker, which drops aborted records as for any consumer: whether a transaction aborted is
+only known from its marker and the transaction index of the segment holding that marker,
+which may be a later segment or still on the broker's disk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pyarrow as pa
 
@@ -18,14 +20,15 @@ from moldau.records.batch import scan_log_prefix
 from moldau.spark.fetcher import decode_log
 from moldau.spark.offsets import OffsetRange
 from moldau.spark.remote_options import RemoteOptions
-from moldau.storage.remote.segment import IndexType, RemoteLogSegmentMetadata
+from moldau.storage.remote.segment import RemoteLogSegmentMetadata
 from moldau.storage.remote.storage_manager import (
-    RemoteResourceNotFoundError,
-    RemoteStorageManager,
     load_remote_storage_manager,
 )
 
 CHUNK_BYTES = 8 * 1024 * 1024
+
+
+Batches = Iterator[pa.RecordBatch]
 
 
 def read_segment(
@@ -35,30 +38,10 @@ def read_segment(
     *,
     read_committed: bool,
     schema: pa.Schema,
-) -> Iterator[pa.RecordBatch] | None:
-    """The records of `r` (within `segment`), or None when the range must be read through
-    a broker (read_committed over aborted transactions)."""
+    broker_read: Callable[[OffsetRange], Batches],
+) -> Batches:
+    """The records of `r` (within `segment`); `broker_read` reads a range through a broker."""
     manager = load_remote_storage_manager(options.class_name, options.configs)
-    if read_committed and _has_aborted(manager, segment):
-        manager.close()
-        return None
-    return _batches(manager, segment, r, schema)
-
-
-def _has_aborted(manager: RemoteStorageManager, segment: RemoteLogSegmentMetadata) -> bool:
-    try:
-        return len(manager.fetch_index(segment, IndexType.TRANSACTION)) > 0
-    except RemoteResourceNotFoundError:  # no transaction index: nothing aborted
-        return False
-
-
-def _batches(
-    manager: RemoteStorageManager,
-    segment: RemoteLogSegmentMetadata,
-    r: OffsetRange,
-    schema: pa.Schema,
-) -> Iterator[pa.RecordBatch]:
-    """Chunk by chunk; a batch cut by a chunk's end is decoded with the next chunk."""
     position, rest = 0, b""
     try:
         while True:
@@ -66,6 +49,12 @@ def _batches(
             position += len(data)
             buf = memoryview(rest + data)
             batches, used = scan_log_prefix(buf, verify_crc=False)
+            if read_committed:
+                txn = next((b for b in batches if b.is_transactional and not b.is_control), None)
+                if txn is not None and txn.base_offset < r.end:
+                    yield from decode_log(buf, batches[: batches.index(txn)], r, schema)
+                    yield from broker_read(replace(r, start=max(r.start, txn.base_offset)))
+                    return
             yield from decode_log(buf, batches, r, schema)
             rest = bytes(buf[used:])
             if (batches and batches[-1].next_offset >= r.end) or len(data) < CHUNK_BYTES:
