@@ -257,3 +257,77 @@ def test_consumer_apis_are_off_when_the_protocol_is_not_enabled(
         assert join_heartbeat(raw, "g", "t").error_code == ErrorCode.UNSUPPORTED_VERSION
         describe = raw.request(ConsumerGroupDescribeRequest(group_ids=["g"]), 0)
         assert [g.error_code for g in describe.groups] == [ErrorCode.UNSUPPORTED_VERSION]
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_classic_group_upgrades_online_and_downgrades_back(
+    cbroker: BrokerProcess, topic: str, strategy: str
+) -> None:
+    """Kafka 4.0's online upgrade: two classic members share a 4-partition topic with
+    committed offsets; one restarts with group.protocol=consumer. The group becomes a
+    consumer group, the remaining classic member keeps consuming next to the new one, and
+    every record arrives exactly once (each member commits before giving partitions up).
+    When the consumer-protocol member leaves, the group is downgraded back to classic."""
+    bootstrap, group = cbroker.bootstrap, f"group-{topic}"
+    create_topic(bootstrap, topic, partitions=4)
+    expected = produce(bootstrap, topic, 80, 4, seed=1)
+    classic: dict[str, Any] = {"group.protocol": "classic", "session.timeout.ms": 10_000}
+    classic["heartbeat.interval.ms"] = 500
+    classic["partition.assignment.strategy"] = strategy  # eager, or incremental (owned)
+    a = consumer_member(bootstrap, group, [topic], "a", **classic)
+    b = consumer_member(bootstrap, group, [topic], "b", **classic)
+    b2: Member | None = None
+    try:
+        poll_all(
+            [a, b],
+            lambda: set(values([a, b])) == expected and len(a.owned()) == len(b.owned()) == 2,
+            "the classic group's records",
+        )
+        for m in (a, b):
+            commit(m)
+        client = admin(bootstrap)  # must outlive its futures
+        listed = client.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
+        assert group in {g.group_id for g in listed.valid}
+        b.consumer.close()  # commits what it polled in on_revoke, then leaves
+        b2 = consumer_member(bootstrap, group, [topic], "b2")
+        members = [a, b2]
+        expected |= produce(bootstrap, topic, 80, 4, seed=2)
+        poll_all(
+            members,
+            lambda: len(a.owned()) == 2 and len(b2.owned()) == 2,  # type: ignore[union-attr]
+            "partitions shared between the classic and the consumer member",
+        )
+        poll_all(members, lambda: set(values([a, b, b2])) == expected, "every record")
+        counts = values([a, b, b2])
+        assert max(counts.values()) == 1, [v for v, n in counts.items() if n > 1][:5]
+        assert not a.owned() & b2.owned() and b2.records
+        for m in members:
+            commit(m)
+            assert not [e for e in m.errors if e.fatal()]
+        listed = client.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
+        assert group in {g.group_id for g in listed.valid}
+        description = client.describe_consumer_groups([group])[group].result(30)
+        assert description.type == ConsumerGroupType.CONSUMER
+        described = {
+            m.client_id: {tp.partition for tp in m.assignment.topic_partitions}
+            for m in description.members
+        }
+        assert described == {"a": set(a.owned()), "b2": set(b2.owned())}
+        assert sum(group_offsets(bootstrap, group)[(topic, p)] for p in range(4)) == 160
+
+        # The downgrade: the last consumer-protocol member leaves, the group is classic again.
+        b2.consumer.close()
+        expected |= produce(bootstrap, topic, 40, 4, seed=3)
+        poll_all(
+            [a],
+            lambda: a.owned() == frozenset(range(4)) and set(values([a, b, b2])) == expected,
+            "the lone classic member's records after the downgrade",
+        )
+        counts = values([a, b, b2])
+        assert max(counts.values()) == 1, [v for v, n in counts.items() if n > 1][:5]
+        listed = client.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
+        assert group in {g.group_id for g in listed.valid}
+    finally:
+        a.consumer.close()
+        if b2 is not None:
+            b2.consumer.close()

@@ -48,6 +48,8 @@ class BrokerKey:
 # "remote_log": tiered storage (KIP-405), Kafka's RemoteLogManagerConfig keys and defaults.
 # "broker": the rest. queued.max.request.bytes departs from Kafka's -1 (unbounded): it
 # bounds request memory to what one largest frame may take by default.
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+"""group.consumer.migration.policy's values (Kafka's ConsumerGroupMigrationPolicy)."""
 _TYPES: dict[str, type] = {"int": int, "str": str, "bool": bool}
 
 
@@ -239,6 +241,7 @@ class BrokerConfig:
         if self.int("num.partitions") < 1:
             raise ConfigError("num.partitions must be at least 1")
         self._check_socket_server()
+        self._check_group_keys()
         self.ip_connection_overrides = parse_ip_overrides(
             self.get("max.connections.per.ip.overrides")
         )
@@ -259,6 +262,14 @@ class BrokerConfig:
         if method not in ("NONE", "BASIC"):
             raise ConfigError(
                 f"schema.registry.authentication.method must be NONE or BASIC, not {method!r}"
+            )
+
+    def _check_group_keys(self) -> None:
+        policy = self.get("group.consumer.migration.policy").strip().lower()
+        if policy not in MIGRATION_POLICIES:
+            raise ConfigError(
+                f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}"
+                f", not {policy!r}"
             )
 
     def _check_socket_server(self) -> None:

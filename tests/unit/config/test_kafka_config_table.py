@@ -9,6 +9,7 @@ from moldau.config.broker import BROKER_KEYS, BrokerConfig, ConfigError
 from moldau.config.catalog import BROKER_CATALOG
 from moldau.config.kafka import KAFKA_BROKER_CONFIGS, KAFKA_TOPIC_CONFIGS
 from moldau.config.topic import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig
+from moldau.coordinator.group.config import GroupConfig
 from moldau.protocol.errors import InvalidConfigError
 from moldau.server.dynamic_config import DynamicBrokerConfig
 
@@ -56,6 +57,8 @@ def test_every_kafka_config_is_known() -> None:
         "remote.log.manager.task.retry.backoff.max.ms",
         # Kafka 4.0/4.1's share-group switch (after the 3.9 table), accepted for old tools.
         "group.share.enable",
+        # Kafka's internal (undocumented) switch of online group upgrades and downgrades.
+        "group.consumer.migration.policy",
         # Kafka 4.0's share coordinator (KIP-932), after the 3.9 table, with its defaults.
         "share.coordinator.state.topic.num.partitions",
         "share.coordinator.state.topic.replication.factor",
@@ -162,3 +165,10 @@ def test_dynamic_update_rules_are_kafkas(
     else:
         assert why is not None and refusal in why
     assert BROKER_SYNONYMS["log.retention.ms"] == "retention.ms"
+
+
+def test_group_consumer_migration_policy_values() -> None:
+    config = BrokerConfig({"group.consumer.migration.policy": "Upgrade"})
+    assert GroupConfig.from_config(config).consumer_migration_policy == "upgrade"
+    with pytest.raises(ConfigError, match="group.consumer.migration.policy must be one of"):
+        BrokerConfig({"group.consumer.migration.policy": "sideways"})

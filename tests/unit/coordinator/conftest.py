@@ -69,8 +69,10 @@ class Harness:
         session: int = 10_000,
         rebalance: int = 30_000,
         version: int = 5,
+        topics=None,
     ) -> int:
         request_id = next(self._ids)
+        extra = {} if topics is None else {"topics": topics}
         self._absorb(
             self.coordinator.join_group(
                 request_id,
@@ -85,6 +87,7 @@ class Harness:
                 protocol_type=protocol_type,
                 protocols=protocols,
                 require_known_member_id=version >= 4 and instance is None,
+                **extra,
             )
         )
         return request_id

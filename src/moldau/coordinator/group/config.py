@@ -29,6 +29,8 @@ class GroupConfig:
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     """Server-side assignor names; the first is the default."""
     rebalance_protocols: frozenset[str] = frozenset({"classic", "consumer", "share"})
+    consumer_migration_policy: str = "bidirectional"
+    """group.consumer.migration.policy: disabled, upgrade, downgrade or bidirectional."""
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> GroupConfig:
@@ -46,11 +48,17 @@ class GroupConfig:
             consumer_assignors=tuple(
                 assignor_names(config.get("group.consumer.assignors").split(","))
             ),
+            consumer_migration_policy=config.get("group.consumer.migration.policy").lower(),
             rebalance_protocols=frozenset(
                 p.strip().lower()
                 for p in config.get("group.coordinator.rebalance.protocols").split(",")
             ),
         )
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """A non-empty classic group may become a consumer group online."""
+        return self.consumer_migration_policy in ("upgrade", "bidirectional")
 
     @property
     def offsets_retention_ms(self) -> int:

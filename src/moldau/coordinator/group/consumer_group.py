@@ -25,6 +25,16 @@ class ConsumerGroupState(Enum):
     DEAD = "Dead"
 
 
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member speaking the classic protocol inside a consumer group keeps from its
+    JoinGroup (Kafka's ClassicMemberMetadata): its session timeout and protocols."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    """(name, ConsumerProtocolSubscription) in the member's order of preference."""
+
+
 @dataclass
 class ConsumerGroupMember:
     member_id: str
@@ -37,6 +47,8 @@ class ConsumerGroupMember:
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     assignment: MemberAssignment = field(default_factory=MemberAssignment)
+    classic: ClassicMemberMetadata | None = None
+    """Set while the member speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)."""
 
     @property
     def member_epoch(self) -> int:

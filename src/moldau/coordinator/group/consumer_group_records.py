@@ -16,6 +16,7 @@ from moldau.protocol import coordinator_record_serde as serde
 from moldau.protocol.coordinator_records import (
     consumer_group_current_member_assignment_value as cma,
 )
+from moldau.protocol.coordinator_records import consumer_group_member_metadata_value as cmm
 from moldau.protocol.coordinator_records import consumer_group_partition_metadata_value as cpm
 from moldau.protocol.coordinator_records import consumer_group_target_assignment_member_value as tam
 from moldau.protocol.coordinator_records.consumer_group_current_member_assignment_key import (
@@ -23,9 +24,6 @@ from moldau.protocol.coordinator_records.consumer_group_current_member_assignmen
 )
 from moldau.protocol.coordinator_records.consumer_group_member_metadata_key import (
     ConsumerGroupMemberMetadataKey,
-)
-from moldau.protocol.coordinator_records.consumer_group_member_metadata_value import (
-    ConsumerGroupMemberMetadataValue,
 )
 from moldau.protocol.coordinator_records.consumer_group_metadata_key import (
     ConsumerGroupMetadataKey,
@@ -47,7 +45,12 @@ from moldau.protocol.coordinator_records.consumer_group_target_assignment_metada
 )
 
 from .assignors import Assignment
-from .consumer_group import ConsumerGroup, ConsumerGroupMember, TopicMetadata
+from .consumer_group import (
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+    TopicMetadata,
+)
 from .reconciliation import MemberAssignment, MemberState
 
 GROUP_METADATA = 3
@@ -100,7 +103,7 @@ def member_record(group_id: str, member: ConsumerGroupMember) -> Record:
     return _record(
         MEMBER_METADATA,
         ConsumerGroupMemberMetadataKey(group_id, member.member_id),
-        ConsumerGroupMemberMetadataValue(
+        cmm.ConsumerGroupMemberMetadataValue(
             instance_id=member.instance_id,
             rack_id=member.rack_id,
             client_id=member.client_id,
@@ -109,8 +112,30 @@ def member_record(group_id: str, member: ConsumerGroupMember) -> Record:
             subscribed_topic_regex=member.subscribed_topic_regex,
             rebalance_timeout_ms=member.rebalance_timeout_ms,
             server_assignor=member.server_assignor,
-            classic_member_metadata=None,
+            classic_member_metadata=_classic_value(member.classic),
         ),
+    )
+
+
+def _classic_value(classic: ClassicMemberMetadata | None) -> cmm.ClassicMemberMetadata | None:
+    if classic is None:
+        return None
+    return cmm.ClassicMemberMetadata(
+        session_timeout_ms=classic.session_timeout_ms,
+        supported_protocols=[
+            cmm.ClassicProtocol(name=name, metadata=data) for name, data in classic.protocols
+        ],
+    )
+
+
+def _classic(value: cmm.ClassicMemberMetadata | None) -> ClassicMemberMetadata | None:
+    """The generated codec reads an absent tag as an empty ClassicMemberMetadata rather
+    than the schema's null default; a classic member always has a protocol."""
+    if value is None or not value.supported_protocols:
+        return None
+    return ClassicMemberMetadata(
+        value.session_timeout_ms,
+        tuple((p.name, bytes(p.metadata)) for p in value.supported_protocols),
     )
 
 
@@ -228,6 +253,7 @@ def _replay_member(group: ConsumerGroup, record_type: int, member_id: str, value
             "subscribed_topic_regex": value.subscribed_topic_regex,
             "rebalance_timeout_ms": value.rebalance_timeout_ms,
             "server_assignor": value.server_assignor,
+            "classic": _classic(value.classic_member_metadata),
         }
         group.put_member(
             ConsumerGroupMember(member_id, **fields)

@@ -25,6 +25,7 @@ from .config import GroupConfig
 from .consumer_group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     TopicMetadata,
@@ -76,6 +77,8 @@ class ConsumerHeartbeat:
     owned: Mapping[bytes, frozenset[int]] | None = None
     client_id: str = ""
     client_host: str = ""
+    classic: ClassicMemberMetadata | None = None
+    """A classic member's JoinGroup brought here (the group was upgraded online)."""
 
 
 class ConsumerGroupManager:
@@ -95,7 +98,7 @@ class ConsumerGroupManager:
         self._regex_view: TopicsView | None = None
         self._regex_matches: dict[str, frozenset[str]] = {}
 
-    def _new_member_id(self) -> str:
+    def new_member_id(self) -> str:
         """Kafka's Uuid.toString: the UUID's 16 bytes in URL-safe base64, unpadded."""
         return base64.urlsafe_b64encode(self._ids.uuid4().bytes).decode().rstrip("=")
 
@@ -113,6 +116,14 @@ class ConsumerGroupManager:
             return HeartbeatResult(e.code, str(e), hb.member_id or None, hb.member_epoch)
 
     # Validation and fencing
+
+    def check(self, hb: ConsumerHeartbeat) -> HeartbeatResult | None:
+        """The heartbeat's own errors (malformed fields), found before anything changes."""
+        try:
+            self._validate(hb)
+        except HeartbeatError as e:
+            return HeartbeatResult(e.code, str(e), hb.member_id or None, hb.member_epoch)
+        return None
 
     def _validate(self, hb: ConsumerHeartbeat) -> None:
         if not hb.group_id:
@@ -172,7 +183,7 @@ class ConsumerGroupManager:
                     f"The consumer group has reached its maximum capacity of "
                     f"{self.config.consumer_max_size} members.",
                 )
-            return ConsumerGroupMember(hb.member_id or self._new_member_id(), hb.instance_id)
+            return ConsumerGroupMember(hb.member_id or self.new_member_id(), hb.instance_id)
         member = group.members.get(hb.member_id)
         if member is None:
             raise HeartbeatError(
@@ -206,7 +217,7 @@ class ConsumerGroupManager:
         self, group: ConsumerGroup, previous: ConsumerGroupMember, hb: ConsumerHeartbeat
     ) -> ConsumerGroupMember:
         """A restarted static member takes over its predecessor's target assignment."""
-        new_id = hb.member_id or self._new_member_id()
+        new_id = hb.member_id or self.new_member_id()
         target = group.target_assignment.get(previous.member_id)
         self._remove_member(group, previous.member_id)
         member = replace(previous, member_id=new_id)
@@ -259,6 +270,7 @@ class ConsumerGroupManager:
                 if hb.server_assignor is not None
                 else member.server_assignor
             ),
+            classic=hb.classic,
         )
         if joining and hb.member_id in group.members and member.member_epoch != 0:
             # A known member rejoining from scratch gives up what it held.
@@ -281,9 +293,7 @@ class ConsumerGroupManager:
             self._compute_target_assignment(group, topics)
         before = group.members[updated.member_id]
         after = self._reconcile(group, before, hb.owned)
-        self._schedule_session(
-            group, after, _int(overrides, SESSION_TIMEOUT, self.config.consumer_session_timeout_ms)
-        )
+        self._schedule_session(group, after, self._session_timeout_ms(hb, overrides))
         send = (
             joining
             or after.assignment != before.assignment
@@ -297,6 +307,12 @@ class ConsumerGroupManager:
             ),
             assignment=dict(after.assignment.assigned) if send else None,
         )
+
+    def _session_timeout_ms(self, hb: ConsumerHeartbeat, overrides: GroupOverrides) -> int:
+        """A classic member keeps its JoinGroup's session timeout."""
+        if hb.classic is not None:
+            return hb.classic.session_timeout_ms
+        return _int(overrides, SESSION_TIMEOUT, self.config.consumer_session_timeout_ms)
 
     def _reconcile(
         self,
@@ -393,21 +409,25 @@ class ConsumerGroupManager:
                 f"Member {hb.member_id} is not a member of group {hb.group_id}.",
             )
         if hb.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            # A static member leaving temporarily keeps its target assignment until it
-            # rejoins or its session expires; its partitions are released now.
-            assignment = replace(
-                member.assignment,
-                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                assigned={},
-                pending_revocation={},
-            )
-            group.set_assignment(member, assignment)
-            self._ops.append(
-                *records.current_assignment_record(group.group_id, member.member_id, assignment)
-            )
+            self.release_static(group, member)
         else:
             self._fence(group, member.member_id)
         return HeartbeatResult(member_id=hb.member_id, member_epoch=hb.member_epoch)
+
+    def release_static(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A static member leaving temporarily (or a classic static member restarted, whose
+        old self cannot leave) keeps its target assignment until it rejoins or its
+        session expires; its partitions are released now."""
+        assignment = replace(
+            member.assignment,
+            member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+            assigned={},
+            pending_revocation={},
+        )
+        group.set_assignment(member, assignment)
+        self._ops.append(
+            *records.current_assignment_record(group.group_id, member.member_id, assignment)
+        )
 
     def _fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member and bump the group epoch so the others take its partitions."""
@@ -429,6 +449,33 @@ class ConsumerGroupManager:
             ("consumer-session", group.group_id, member.member_id), self._ops.now_ms + timeout_ms
         )
 
+    def touch_session(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """A classic member's SyncGroup or Heartbeat keeps its session alive."""
+        if member.classic is not None:
+            self._schedule_session(group, member, member.classic.session_timeout_ms)
+
+    def fence(self, group: ConsumerGroup, member_id: str) -> None:
+        """A classic member's LeaveGroup: it goes and the others take its partitions."""
+        self._fence(group, member_id)
+
+    def adopt(self, group: ConsumerGroup) -> None:
+        """Install a group converted from a classic one: write its records (Kafka's
+        createConsumerGroupRecords) and start each member's session."""
+        self.groups[group.group_id] = group
+        group_id = group.group_id
+        for member in group.members.values():
+            self._ops.append(*records.member_record(group_id, member))
+        self._ops.append(*records.group_epoch_record(group))
+        self._ops.append(*records.subscription_metadata_record(group))
+        for member_id, target in group.target_assignment.items():
+            self._ops.append(*records.target_member_record(group_id, member_id, target))
+        self._ops.append(*records.target_epoch_record(group))
+        for member in group.members.values():
+            self._ops.append(
+                *records.current_assignment_record(group_id, member.member_id, member.assignment)
+            )
+            self.touch_session(group, member)
+
     def fire(self, kind: str, group_id: str, member_id: str) -> None:
         """A session or rebalance timeout: the member is fenced."""
         group = self.groups.get(group_id)
@@ -445,6 +492,7 @@ class ConsumerGroupManager:
         for group in self.groups.values():
             for member in group.members.values():
                 self._schedule_session(group, member, self.config.consumer_session_timeout_ms)
+                self.touch_session(group, member)
 
     def delete_empty(self, keep: Callable[[str], bool]) -> None:
         """Retention: an empty consumer group goes once ``keep`` (it still has offsets)

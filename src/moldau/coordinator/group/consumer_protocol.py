@@ -41,6 +41,21 @@ def subscription_topics(data: bytes) -> list[str]:
     return topics
 
 
+def decode_subscription(data: bytes) -> ConsumerProtocolSubscription:
+    """The whole ConsumerProtocolSubscription (topics, owned partitions, rack); ValueError
+    when malformed."""
+    subscription: ConsumerProtocolSubscription = _decode(ConsumerProtocolSubscription, data)
+    return subscription
+
+
+def protocol_version(data: bytes) -> int:
+    """A blob's version, capped to the newest we write (a classic member is answered in
+    the version it speaks)."""
+    if len(data) < 2:
+        return 0
+    return max(0, min(_VERSION.unpack_from(data)[0], ConsumerProtocolAssignment.MAX_VERSION))
+
+
 def assignment_partitions(data: bytes) -> dict[str, list[int]]:
     """Assigned partitions by topic of a ConsumerProtocolAssignment; ValueError when malformed."""
     assigned: dict[str, list[int]] = {}
@@ -58,8 +73,8 @@ def encode_subscription(topics: list[str], rack_id: str | None) -> bytes:
     return _encode(ConsumerProtocolSubscription(topics=topics, rack_id=rack_id), 3)
 
 
-def encode_assignment(assigned: dict[str, list[int]]) -> bytes:
-    """A ConsumerProtocolAssignment v3 of partitions by topic name."""
+def encode_assignment(assigned: dict[str, list[int]], version: int = 3) -> bytes:
+    """A ConsumerProtocolAssignment (v3 unless asked) of partitions by topic name."""
     return _encode(
         ConsumerProtocolAssignment(
             assigned_partitions=[
@@ -67,5 +82,5 @@ def encode_assignment(assigned: dict[str, list[int]]) -> bytes:
                 for t, ps in sorted(assigned.items())
             ]
         ),
-        3,
+        version,
     )

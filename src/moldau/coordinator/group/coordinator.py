@@ -19,8 +19,9 @@ from moldau.ids import SYSTEM_IDS, IdSource
 from moldau.protocol.errors import ErrorCode
 from moldau.stats.counters import GroupStats
 
+from . import consumer_group_records, migration
 from .config import GroupConfig
-from .consumer_group import ConsumerGroup
+from .consumer_group import ConsumerGroup, ConsumerGroupMember
 from .consumer_groups import (
     NO_OVERRIDES,
     ConsumerGroupManager,
@@ -52,6 +53,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """Kafka's bound on a new member's parked JoinGroup (it cannot heartbeat yet)."""
 
 _CLEANUP = ("cleanup",)
+NO_TOPICS: TopicsView = MappingProxyType({})
 _CAN_REBALANCE = (GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
 
 
@@ -110,20 +112,95 @@ class GroupCoordinator:
         topics: TopicsView,
         overrides: GroupOverrides = NO_OVERRIDES,
     ) -> tuple[HeartbeatResult, Effects]:
-        """ConsumerGroupHeartbeat (KIP-848). A group id held by a classic group with
-        members is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka answers."""
+        """ConsumerGroupHeartbeat (KIP-848). A classic group with members becomes a
+        consumer group when a member joins with it and group.consumer.migration.policy
+        allows; otherwise it is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka answers."""
         self._begin(now_ms)
         classic = self._groups.get(heartbeat.group_id)
         if classic is not None and classic.members:
-            result = HeartbeatResult(
-                ErrorCode.GROUP_ID_NOT_FOUND,
-                f"Group {heartbeat.group_id} is not a consumer group.",
-                heartbeat.member_id or None,
-                heartbeat.member_epoch,
+            invalid = self.consumer.check(heartbeat)
+            if invalid is not None:
+                return invalid, self._end()
+            # Only a joining member (epoch 0) may upgrade the group, as in Kafka.
+            refusal = (
+                "only a joining member upgrades a group"
+                if heartbeat.member_epoch != 0
+                else self._upgrade(classic, topics)
             )
-        else:
-            result = self.consumer.heartbeat(heartbeat, topics, overrides)
+            if refusal is not None:
+                message = (
+                    f"Group {heartbeat.group_id} is not a consumer group "
+                    f"and cannot be upgraded: {refusal}."
+                )
+                result = HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    message,
+                    heartbeat.member_id or None,
+                    heartbeat.member_epoch,
+                )
+                return result, self._end()
+        consumer = self._consumer_groups.get(heartbeat.group_id)
+        leaving = consumer.members.get(heartbeat.member_id) if consumer is not None else None
+        result = self.consumer.heartbeat(heartbeat, topics, overrides)
+        self._maybe_downgrade(heartbeat.group_id, leaving)
         return result, self._end()
+
+    def _maybe_downgrade(self, group_id: str, gone: ConsumerGroupMember | None) -> None:
+        """Once ``gone``, the last member speaking the consumer protocol, has left or was
+        fenced, the group becomes a classic group again and rebalances (Kafka 4.0's online
+        downgrade), if group.consumer.migration.policy allows. Its offsets stay."""
+        group = self._consumer_groups.get(group_id)
+        if gone is None or gone.classic is not None or group is None:
+            return
+        if gone.member_id in group.members or not migration.downgradable(group, self.config):
+            return
+        classic = migration.to_classic_group(group, self._now)
+        for member_id in group.members:
+            self._timers.cancel(("consumer-session", group_id, member_id))
+            self._timers.cancel(("consumer-rebalance", group_id, member_id))
+            for record in consumer_group_records.tombstones(group_id, member_id):
+                self._ops.append(*record)
+        for record in consumer_group_records.group_tombstones(group_id):
+            self._ops.append(*record)
+        del self._consumer_groups[group_id]
+        holder = self._groups.get(group_id)
+        if holder is not None:
+            classic.offsets, classic.pending_txn = holder.offsets, holder.pending_txn
+        self._groups[group_id] = classic
+        self._store_group(classic)
+        for member in classic.members.values():
+            self._schedule_heartbeat(classic, member)
+        self._prepare_rebalance(classic)
+
+    def _upgrade(self, classic: Group, topics: TopicsView) -> str | None:
+        """Convert a classic group with members to a consumer group (Kafka 4.0's online
+        upgrade): parked joins and syncs get REBALANCE_IN_PROGRESS (their members rejoin
+        into the consumer group), the classic metadata is tombstoned, the offsets stay.
+        Returns why it cannot, or None once done."""
+        refusal = migration.upgrade_refusal(classic, self.config)
+        if refusal is not None:
+            return refusal
+        try:
+            converted = migration.to_consumer_group(classic, topics)
+        except ValueError:
+            return "the embedded consumer protocol is malformed"
+        group_id = classic.group_id
+        for member in classic.members.values():
+            rebalance = ErrorCode.REBALANCE_IN_PROGRESS
+            self._invoke_join(member, JoinGroupResult(rebalance, member_id=member.member_id))
+            self._invoke_sync(member, SyncGroupResult(rebalance))
+            self._timers.cancel(("heartbeat", group_id, member.member_id))
+        for pending in classic.pending_members:
+            self._timers.cancel(("pending", group_id, pending))
+        self._timers.cancel(("join", group_id))
+        self._timers.cancel(("sync", group_id))
+        self._ops.append(encode_group_key(group_id), None)
+        del self._groups[group_id]
+        if classic.offsets or classic.pending_txn:
+            holder = self._groups[group_id] = Group(group_id, self._now)
+            holder.offsets, holder.pending_txn = classic.offsets, classic.pending_txn
+        self.consumer.adopt(converted)
+        return None
 
     def next_timer_ms(self) -> int:
         """When `tick` next has work; re-read after every call."""
@@ -154,8 +231,10 @@ class GroupCoordinator:
         protocol_type: str,
         protocols: Sequence[tuple[str, bytes]],
         require_known_member_id: bool,
+        topics: TopicsView = NO_TOPICS,
     ) -> Effects:
         """JoinGroup; `require_known_member_id` is `version >= 4 and group_instance_id is None`.
+        ``topics``: the metadata image's, for a join to a consumer group (upgraded online).
 
         The response arrives as a Completion for request_id, now or when the join phase ends.
         """
@@ -180,10 +259,29 @@ class GroupCoordinator:
             <= cfg.group_max_session_timeout_ms
         ):
             self._fail_join(request_id, joining, ErrorCode.INVALID_SESSION_TIMEOUT)
+        elif (consumer := self._consumer_groups.get(group_id)) is not None and consumer.members:
+            hb = ConsumerHeartbeat(
+                group_id,
+                member_id,
+                0,
+                group_instance_id,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                client_id=client_id,
+                client_host=client_host,
+            )
+            result = migration.join(
+                self.consumer,
+                consumer,
+                topics,
+                hb,
+                protocol_type,
+                protocols,
+                session_timeout_ms,
+                require_known_member_id,
+            )
+            self._complete(request_id, result)
         elif group is None and member_id:
             self._fail_join(request_id, joining, ErrorCode.UNKNOWN_MEMBER_ID)
-        elif (consumer := self._consumer_groups.get(group_id)) is not None and consumer.members:
-            self._fail_join(request_id, joining, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         else:
             # An empty consumer group becomes a classic one (its offsets stay).
             self.consumer.delete(group_id)
@@ -211,6 +309,18 @@ class GroupCoordinator:
     ) -> Effects:
         """SyncGroup; followers are parked until the leader's assignments arrive."""
         self._begin(now_ms)
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is not None and consumer.members:
+            cerror, cmember = migration.classic_member(consumer, member_id, group_instance_id)
+            result = (
+                SyncGroupResult(cerror)
+                if cmember is None
+                else migration.sync(
+                    self.consumer, consumer, cmember, generation_id, protocol_type, protocol_name
+                )
+            )
+            self._complete(request_id, result)
+            return self._end()
         error = self._validate_sync(
             group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name
         )
@@ -250,6 +360,12 @@ class GroupCoordinator:
     ) -> ErrorCode:
         """Heartbeat; REBALANCE_IN_PROGRESS tells the member to rejoin. Never has effects."""
         self._ops.now_ms = now_ms
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is not None and consumer.members:
+            cerror, cmember = migration.classic_member(consumer, member_id, group_instance_id)
+            if cmember is None:
+                return cerror
+            return migration.heartbeat(self.consumer, consumer, cmember, generation_id)
         error = self._validate_generation(group_id, member_id, generation_id, group_instance_id)
         if error is not None:
             return error
@@ -270,6 +386,9 @@ class GroupCoordinator:
         group = self._groups.get(group_id)
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, [], self._end()
+        consumer = self._consumer_groups.get(group_id)
+        if consumer is not None and consumer.members:
+            return ErrorCode.NONE, self._leave_consumer_group(consumer, members), self._end()
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members), self._end()
         errors = []
@@ -287,6 +406,20 @@ class GroupCoordinator:
                 self._remove_member_and_update_group(group, group.members[current])
             errors.append(error or ErrorCode.NONE)
         return ErrorCode.NONE, errors, self._end()
+
+    def _leave_consumer_group(
+        self, group: ConsumerGroup, members: Sequence[MemberIdentity]
+    ) -> list[ErrorCode]:
+        """Classic members of a consumer group leave (Kafka's classicGroupLeaveToConsumerGroup)."""
+        errors = []
+        for leaving in members:
+            error, member = migration.classic_member(
+                group, leaving.member_id, leaving.group_instance_id
+            )
+            if member is not None:
+                self.consumer.fence(group, member.member_id)
+            errors.append(error)
+        return errors
 
     # Admin
 
@@ -764,7 +897,10 @@ class GroupCoordinator:
             return
         kind, group_id, *member = key
         if kind.startswith("consumer-"):
+            consumer = self._consumer_groups.get(group_id)
+            gone = consumer.members.get(member[0]) if consumer is not None else None
             self.consumer.fire(kind, group_id, member[0])
+            self._maybe_downgrade(group_id, gone)
             return
         group = self._groups.get(group_id)
         if group is None:

@@ -157,6 +157,10 @@ class Group:
         self.subscribed_topics = self._compute_subscribed_topics()
         self.pending_sync_members.clear()
 
+    def refresh_subscribed_topics(self) -> None:
+        """After members were put in place without a generation change (a downgrade)."""
+        self.subscribed_topics = self._compute_subscribed_topics()
+
     def current_member_metadata(self) -> tuple[JoinGroupMember, ...]:
         protocol = self.protocol_name or ""
         return tuple(

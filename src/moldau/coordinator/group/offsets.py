@@ -293,12 +293,15 @@ class OffsetMetadataManager:
 def _validate_consumer_commit(
     group: ConsumerGroup, member_id: str, member_epoch: int
 ) -> ErrorCode | None:
-    """KIP-848: the committing member must exist and be at its current member epoch."""
+    """KIP-848: the committing member must exist and be at its current member epoch (a
+    classic member of an upgraded group is told ILLEGAL_GENERATION, which it knows)."""
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
+        return (
+            ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
+        )
     return None
 
 

@@ -12,6 +12,7 @@ from moldau.protocol.messages.join_group_response import (
     JoinGroupResponseMember,
 )
 from moldau.security.acl import AclOperation, ResourceType
+from moldau.server.handlers.consumer_group_heartbeat import ImageTopics
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -47,6 +48,7 @@ async def handle(
         require_known_member_id=(
             ctx.api_version >= MEMBER_ID_REQUIRED_VERSION and request.group_instance_id is None
         ),
+        topics=ImageTopics.of(services.image),
     )
     return JoinGroupResponse(
         error_code=result.error,

@@ -1,0 +1,270 @@
+"""Kafka 4.0's online upgrade of a classic group to a consumer group, the classic
+protocol spoken inside a consumer group, and the downgrade back (Kafka's
+GroupMetadataManager ``convertToConsumerGroup``, ``classicGroup*ToConsumerGroup`` and
+``convertToClassicGroup``).
+
+When the first member with ``group.protocol=consumer`` heartbeats into a classic group
+that still has members, the group becomes a consumer group: each classic member keeps
+its last assignment (member epoch, group epoch and target epoch = the generation) and
+goes on with JoinGroup/SyncGroup/Heartbeat/LeaveGroup, now answered from the consumer
+group's state: a JoinGroup is a heartbeat that reconciles the member with its target, a
+SyncGroup hands back its assigned partitions, a Heartbeat says REBALANCE_IN_PROGRESS when
+it should rejoin to move on. When the last member speaking the consumer protocol leaves,
+the group goes back to being a classic group and rebalances.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from moldau.protocol.errors import ErrorCode
+
+from .assignors import Assignment
+from .config import GroupConfig
+from .consumer_group import (
+    ClassicMemberMetadata,
+    ConsumerGroup,
+    ConsumerGroupMember,
+)
+from .consumer_groups import ConsumerGroupManager, ConsumerHeartbeat, TopicsView
+from .consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    assignment_partitions,
+    decode_subscription,
+    encode_assignment,
+    protocol_version,
+)
+from .group import Group, GroupState
+from .member import Member
+from .reconciliation import MemberAssignment, MemberState
+from .results import JoinGroupResult, SyncGroupResult
+
+
+def upgrade_refusal(classic: Group, config: GroupConfig) -> str | None:
+    """Why ``classic`` (with members) cannot become a consumer group now, or None."""
+    if not config.upgrade_enabled:
+        return "the online upgrade is disabled (group.consumer.migration.policy)"
+    if classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return "the group does not use the consumer embedded protocol"
+    if len(classic.members) > config.consumer_max_size:
+        return "the group size exceeds the consumer group maximum size"
+    return None
+
+
+def to_consumer_group(classic: Group, topics: TopicsView) -> ConsumerGroup:
+    """The consumer group a classic one becomes (Kafka's ConsumerGroup.fromClassicGroup):
+    every member Stable at the generation with its last assignment as its target.
+    Raises ValueError when a member's embedded consumer protocol is malformed."""
+    group = ConsumerGroup(classic.group_id)
+    group.group_epoch = group.target_assignment_epoch = classic.generation_id
+    for m in classic.members.values():
+        protocol = classic.protocol_name or m.protocols[0][0]
+        subscription = decode_subscription(m.metadata(protocol))
+        assigned = to_ids(assignment_partitions(m.assignment) if m.assignment else {}, topics)
+        member = ConsumerGroupMember(
+            m.member_id,
+            m.group_instance_id,
+            subscription.rack_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout_ms,
+            tuple(subscription.topics),
+            assignment=MemberAssignment(
+                classic.generation_id, classic.generation_id, MemberState.STABLE, assigned
+            ),
+            classic=ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)),
+        )
+        group.put_member(member)
+        group.target_assignment[m.member_id] = assigned
+    names = {n for m in group.members.values() for n in m.subscribed_topic_names}
+    group.subscription_metadata = {n: topics[n] for n in sorted(names) if n in topics}
+    return group
+
+
+def downgradable(group: ConsumerGroup, config: GroupConfig) -> bool:
+    """Kafka's validateOnlineDowngradeWithFencedMember, once the last consumer-protocol
+    member is gone: members remain, all classic, and the policy allows a downgrade."""
+    return (
+        config.consumer_migration_policy in ("downgrade", "bidirectional")
+        and bool(group.members)
+        and all(m.classic is not None for m in group.members.values())
+    )
+
+
+def to_classic_group(group: ConsumerGroup, now_ms: int) -> Group:
+    """The classic group a consumer group of classic members becomes (Kafka's
+    ClassicGroup.fromConsumerGroup): Stable at the generation its members reached (the
+    epoch before the leaving member's bump, so their heartbeats are told to rejoin, not
+    fenced), each member's target assignment in the consumer protocol version it speaks."""
+    classic = Group(group.group_id, now_ms)
+    classic.generation_id = max(m.member_epoch for m in group.members.values())
+    for m in group.members.values():
+        assert m.classic is not None
+        session_ms, protocols = m.classic.session_timeout_ms, list(m.classic.protocols)
+        classic.add(
+            Member(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                session_ms,
+                CONSUMER_PROTOCOL_TYPE,
+                protocols,
+            )
+        )
+    classic.protocol_name = classic.select_protocol()
+    classic.transition(GroupState.STABLE, now_ms)
+    classic.refresh_subscribed_topics()
+    names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
+    for member in classic.members.values():
+        target = group.target_assignment.get(member.member_id, {})
+        assigned = {names[t]: list(ps) for t, ps in target.items() if t in names}
+        version = protocol_version(member.metadata(classic.protocol_name))
+        member.assignment = encode_assignment(assigned, version)
+    return classic
+
+
+def to_ids(by_name: dict[str, list[int]], topics: TopicsView) -> Assignment:
+    """Partitions by topic name to partitions by topic id (unknown topics dropped)."""
+    return {
+        topics[name].topic_id: frozenset(parts)
+        for name, parts in by_name.items()
+        if name in topics and parts
+    }
+
+
+def join(
+    manager: ConsumerGroupManager,
+    group: ConsumerGroup,
+    topics: TopicsView,
+    joining: ConsumerHeartbeat,
+    protocol_type: str,
+    protocols: Sequence[tuple[str, bytes]],
+    session_timeout_ms: int,
+    require_known_member_id: bool,
+) -> JoinGroupResult:
+    """A classic JoinGroup to a consumer group (Kafka's classicGroupJoinToConsumerGroup):
+    answered at once, with the member epoch as the generation and no leader (the
+    coordinator assigns). ``joining`` carries the request's ids and timeouts."""
+    if protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
+        return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, joining.member_id)
+    try:
+        subscription = decode_subscription(protocols[0][1])
+    except ValueError:
+        return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, joining.member_id)
+    member_id = joining.member_id
+    if not member_id and joining.instance_id is None and require_known_member_id:
+        return JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, manager.new_member_id())
+    member = group.members.get(member_id)
+    if member is not None and member.classic is None:
+        return JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+    previous = group.static_members.get(joining.instance_id or "")
+    if member is None and previous is not None:
+        # A restarted classic static member replaces its old self (Kafka skips the
+        # unreleased-instance check for the classic protocol).
+        manager.release_static(group, group.members[previous])
+    owned: dict[str, list[int]] = {}
+    for tp in subscription.owned_partitions:
+        owned.setdefault(tp.topic, []).extend(tp.partitions)
+    result = manager.heartbeat(
+        ConsumerHeartbeat(
+            group.group_id,
+            member_id,
+            0 if member is None else member.member_epoch,
+            joining.instance_id,
+            subscription.rack_id,
+            joining.rebalance_timeout_ms,
+            tuple(subscription.topics),
+            owned=None if member is None else to_ids(owned, topics),
+            client_id=joining.client_id,
+            client_host=joining.client_host,
+            classic=ClassicMemberMetadata(session_timeout_ms, tuple(protocols)),
+        ),
+        topics,
+    )
+    if result.error is not ErrorCode.NONE:
+        return JoinGroupResult(result.error, member_id)
+    return JoinGroupResult(
+        ErrorCode.NONE,
+        result.member_id or member_id,
+        result.member_epoch,
+        CONSUMER_PROTOCOL_TYPE,
+        protocols[0][0],
+    )
+
+
+def classic_member(
+    group: ConsumerGroup, member_id: str, instance_id: str | None
+) -> tuple[ErrorCode, ConsumerGroupMember | None]:
+    """Kafka's validateConsumerGroupMember plus: the member must speak the classic protocol."""
+    if instance_id is not None:
+        static_id = group.static_members.get(instance_id)
+        if static_id is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        if member_id and static_id != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID, None
+        member_id = static_id
+    member = group.members.get(member_id)
+    if member is None or member.classic is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID, None
+    return ErrorCode.NONE, member
+
+
+def sync(
+    manager: ConsumerGroupManager,
+    group: ConsumerGroup,
+    member: ConsumerGroupMember,
+    generation_id: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+) -> SyncGroupResult:
+    """A classic SyncGroup to a consumer group: the member's assigned partitions, in the
+    consumer protocol version it speaks."""
+    assert member.classic is not None
+    name, metadata = member.classic.protocols[0]
+    if generation_id != member.member_epoch:
+        return SyncGroupResult(ErrorCode.ILLEGAL_GENERATION)
+    if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+        protocol_name is not None and protocol_name != name
+    ):
+        return SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    if group.group_epoch > member.member_epoch and (
+        member.state is not MemberState.UNREVOKED_PARTITIONS
+    ):
+        return SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
+    manager.touch_session(group, member)
+    names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
+    assigned = {names[t]: list(ps) for t, ps in member.assignment.assigned.items() if t in names}
+    return SyncGroupResult(
+        ErrorCode.NONE,
+        CONSUMER_PROTOCOL_TYPE,
+        name,
+        encode_assignment(assigned, protocol_version(metadata)),
+    )
+
+
+def heartbeat(
+    manager: ConsumerGroupManager,
+    group: ConsumerGroup,
+    member: ConsumerGroupMember,
+    generation_id: int,
+) -> ErrorCode:
+    """A classic Heartbeat to a consumer group: REBALANCE_IN_PROGRESS when the member
+    should rejoin: the group epoch moved on, it has partitions to give up, or partitions
+    it waits for have been released."""
+    if generation_id != member.member_epoch:
+        return ErrorCode.ILLEGAL_GENERATION
+    manager.touch_session(group, member)
+    if member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    if member.state is MemberState.UNRELEASED_PARTITIONS:
+        target = group.target_assignment.get(member.member_id, {})
+        held = member.assignment.assigned
+        if any(
+            group.is_free(member.member_id, t, p)
+            for t, ps in target.items()
+            for p in ps - held.get(t, frozenset())
+        ):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+    return ErrorCode.NONE
