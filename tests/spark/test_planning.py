@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from hypothesis import given
@@ -20,6 +21,8 @@ from moldau.spark.offsets import (
     to_json_dict,
 )
 from moldau.spark.options import OffsetSpec, parse_read_options, parse_write_options
+from moldau.spark.remote_plan import split
+from moldau.storage.remote.segment import RemoteLogSegmentId, RemoteLogSegmentMetadata
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a,b"}
 
@@ -177,3 +180,29 @@ def test_write_options_are_exactly_once_unless_asked_otherwise():
     assert named.transactional_id_prefix == "etl"
     with pytest.raises(ValueError, match="deliveryGuarantee"):
         parse_write_options({**base, "deliveryGuarantee": "exactly-twice"})
+
+
+def test_direct_read_split_into_remote_segments_and_a_broker_tail() -> None:
+    """`remoteStorage.directRead`: remote pieces stop at the local log start and at the
+    first gap in the remote tier; the rest is one broker read; every offset once."""
+    sid = RemoteLogSegmentId(uuid.uuid4(), "t", 0, uuid.uuid4())
+    segs = [
+        RemoteLogSegmentMetadata(sid, a, b, 0, 0, 0, 1, {0: a})
+        for a, b in ((0, 9), (10, 19), (20, 29), (40, 49))
+    ]
+    pieces = split(OffsetRange("t", 0, 5, 60), segs, local_start=25)
+    assert [(r.start, r.end, md and md.start_offset) for r, md in pieces] == [
+        (5, 10, 0),
+        (10, 20, 10),
+        (20, 25, 20),
+        (25, 60, None),
+    ]
+    gap = split(OffsetRange("t", 0, 12, 60), segs, local_start=45)
+    assert [(r.start, r.end, md and md.start_offset) for r, md in gap] == [
+        (12, 20, 10),
+        (20, 30, 20),
+        (30, 60, None),  # 30-39 is not in the remote tier: the broker reads from there on
+    ]
+    assert split(OffsetRange("t", 0, 3, 8), segs, local_start=0) == [
+        (OffsetRange("t", 0, 3, 8), None)
+    ]

@@ -14,6 +14,7 @@ import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -93,11 +94,21 @@ class Connection:
         self._sent.append(self._correlation)
 
     def receive(self) -> FetchResponse:
+        response: FetchResponse = decode_response(ApiKey.FETCH, FETCH_VERSION, self._frame())
+        return response
+
+    def call(self, request: Any, version: int) -> Any:
+        """One request of any API, answered before the next is sent (planning queries)."""
+        self._correlation += 1
+        self._sock.sendall(encode_request(request, version, self._correlation, "moldau-spark"))
+        self._sent.append(self._correlation)
+        return decode_response(request.API_KEY, version, self._frame())
+
+    def _frame(self) -> memoryview:
         frame = memoryview(self._read(INT32.unpack(self._read(4))[0]))
         if response_correlation_id(frame) != self._sent.pop(0):
-            raise ConnectionError("Fetch answers came back out of order")
-        response: FetchResponse = decode_response(ApiKey.FETCH, FETCH_VERSION, frame)
-        return response
+            raise ConnectionError("answers came back out of order")
+        return frame
 
     def _read(self, n: int) -> bytearray:
         buf = bytearray(n)
@@ -113,7 +124,7 @@ class Connection:
         self._sock.close()
 
 
-def _leader(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> tuple[str, int]:
+def leader(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> tuple[str, int]:
     metadata = consumer.list_topics(topic, timeout=timeout_s)
     leader = metadata.topics[topic].partitions[partition].leader
     broker = metadata.brokers.get(leader)
@@ -195,6 +206,15 @@ def _decode(
     yield from _arrow(data, plain, r, schema)
 
 
+def decode_log(
+    records: memoryview, batches: list[BatchInfo], r: OffsetRange, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The data records of `r` in `batches` of `records`, read from elsewhere than a Fetch
+    (a remote segment object): control batches skipped, no aborted transaction dropped."""
+    answer = _Answer(PartitionData(), records, batches)
+    yield from _decode(answer, r, False, schema)
+
+
 def _arrow(
     data: np.ndarray, batches: list[BatchInfo], r: OffsetRange, schema: pa.Schema
 ) -> Iterator[pa.RecordBatch]:
@@ -231,7 +251,7 @@ def fetch_batches(
             if time.monotonic() - idle_since > poll_timeout_s:
                 raise TimeoutError(f"no records of {r} arrived within {poll_timeout_s}s")
             if conn is None:
-                conn = Connection(*_leader(consumer, r.topic, r.partition, timeout_s), timeout_s)
+                conn = Connection(*leader(consumer, r.topic, r.partition, timeout_s), timeout_s)
             if not ahead:
                 conn.send(_request(r, offset, read_committed))
             answer = _split(conn.receive(), offset)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from moldau.spark.offsets import EARLIEST, LATEST, OffsetMap, parse_partition_json
+from moldau.spark.remote_options import RemoteOptions, parse_remote_options
 from moldau.spark.serde import ValueFormat, value_format
 
 OffsetKind = Literal["earliest", "latest", "offsets", "timestamp", "timestamps"]
@@ -100,6 +101,7 @@ class ReadOptions:
     poll_timeout_s: float
     value_format: ValueFormat | None = None
     native_fetch: bool = True
+    remote: RemoteOptions | None = None
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -210,10 +212,11 @@ def parse_read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOp
         max_offsets_per_trigger=_positive_int(opts, "maxoffsetspertrigger"),
         min_partitions=_positive_int(opts, "minpartitions"),
         fail_on_data_loss=_bool(opts, "failondataloss", True),
-        include_headers=_bool(opts, "includeheaders", False),
+        include_headers=(headers := _bool(opts, "includeheaders", False)),
         poll_timeout_s=(_positive_int(opts, "kafkaconsumer.polltimeoutms") or 120_000) / 1000,
         value_format=read_value_format(opts),
         native_fetch=_reader(opts) == "native",
+        remote=parse_remote_options(opts, streaming=streaming, include_headers=headers),
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -41,6 +41,9 @@ from moldau.spark.offsets import (
 from moldau.spark.options import ReadOptions
 from moldau.spark.serde import decode_batches
 
+if TYPE_CHECKING:
+    from moldau.storage.remote.segment import RemoteLogSegmentMetadata
+
 log = logging.getLogger(__name__)
 
 
@@ -50,6 +53,15 @@ class RangePartition(InputPartition):
     def __init__(self, offset_range: OffsetRange) -> None:
         super().__init__(offset_range)
         self.range = offset_range
+
+
+class RemoteSegmentPartition(RangePartition):
+    """One Spark task reading one remote segment's part of a range from the object store
+    (`remoteStorage.directRead`)."""
+
+    def __init__(self, offset_range: OffsetRange, segment: RemoteLogSegmentMetadata) -> None:
+        super().__init__(offset_range)
+        self.segment = segment
 
 
 class _Planner:
@@ -88,18 +100,37 @@ class _Planner:
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), partition
-        batches = fetch_range(
+        batches = self._remote_batches(partition) or self._broker_batches(partition.range)
+        fmt = self.options.value_format
+        r = partition.range
+        yield from (
+            batches if fmt is None else decode_batches(batches, fmt, f"{r.topic}-{r.partition}")
+        )
+
+    def _broker_batches(self, r: OffsetRange) -> Iterator[pa.RecordBatch]:
+        return fetch_range(
             self.options.client,
-            partition.range,
+            r,
             include_headers=self.options.include_headers,
             fail_on_data_loss=self.options.fail_on_data_loss,
             poll_timeout_s=self.options.poll_timeout_s,
             native=self.options.native_fetch,
         )
-        fmt = self.options.value_format
-        r = partition.range
-        yield from (
-            batches if fmt is None else decode_batches(batches, fmt, f"{r.topic}-{r.partition}")
+
+    def _remote_batches(self, partition: RangePartition) -> Iterator[pa.RecordBatch] | None:
+        """A remote segment read from the store (None: not a remote segment task)."""
+        if not isinstance(partition, RemoteSegmentPartition) or self.options.remote is None:
+            return None
+        from moldau.spark.arrow import arrow_schema
+        from moldau.spark.remote_read import read_segment
+
+        return read_segment(
+            self.options.remote,
+            partition.segment,
+            partition.range,
+            read_committed=self.options.client["isolation.level"] == "read_committed",
+            schema=arrow_schema(False),
+            broker_read=self._broker_batches,
         )
 
     def close(self) -> None:
@@ -121,7 +152,15 @@ class MoldauBatchReader(_Planner, DataSourceReader):
         end = {tp: min(off, high[tp]) for tp, off in wanted.items()}
         if end != wanted:  # beyond the end (the LSO under read_committed): nothing to wait for
             log.warning("endingOffsets past the end of the log, reading to %s", to_json_dict(end))
-        return [RangePartition(r) for r in plan_ranges(start, end, self.options.min_partitions)]
+        ranges = plan_ranges(start, end, self.options.min_partitions)
+        if self.options.remote is None:
+            return [RangePartition(r) for r in ranges]
+        from moldau.spark.remote_plan import plan_direct
+
+        return [
+            RangePartition(r) if md is None else RemoteSegmentPartition(r, md)
+            for r, md in plan_direct(self.options.client, ranges)
+        ]
 
 
 class MoldauStreamReader(_Planner, DataSourceStreamReader, SupportsTriggerAvailableNow):

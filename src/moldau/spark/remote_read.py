@@ -1,0 +1,65 @@
+"""A task of a direct read: one remote segment's records straight from the object store.
+
+The segment's `.log` object is read in chunks through the same remote storage manager the
+brokers use, its whole batches are decoded into Arrow by `columnar` and filtered to the
+task's offsets, control batches dropped. Under `read_committed` the task stops reading the
+store at the segment's first transactional batch and reads the rest of its range through a
+broker, which drops aborted records as for any consumer: whether a transaction aborted is
+only known from its marker and the transaction index of the segment holding that marker,
+which may be a later segment or still on the broker's disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pyarrow as pa
+
+from moldau.records.batch import scan_log_prefix
+from moldau.spark.fetcher import decode_log
+from moldau.spark.offsets import OffsetRange
+from moldau.spark.remote_options import RemoteOptions
+from moldau.storage.remote.segment import RemoteLogSegmentMetadata
+from moldau.storage.remote.storage_manager import (
+    load_remote_storage_manager,
+)
+
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+Batches = Iterator[pa.RecordBatch]
+
+
+def read_segment(
+    options: RemoteOptions,
+    segment: RemoteLogSegmentMetadata,
+    r: OffsetRange,
+    *,
+    read_committed: bool,
+    schema: pa.Schema,
+    broker_read: Callable[[OffsetRange], Batches],
+) -> Batches:
+    """The records of `r` (within `segment`); `broker_read` reads a range through a broker."""
+    manager = load_remote_storage_manager(options.class_name, options.configs)
+    position, rest = 0, b""
+    try:
+        while True:
+            data = manager.fetch_log_segment(segment, position, position + CHUNK_BYTES - 1)
+            position += len(data)
+            buf = memoryview(rest + data)
+            batches, used = scan_log_prefix(buf, verify_crc=False)
+            if read_committed:
+                txn = next((b for b in batches if b.is_transactional and not b.is_control), None)
+                if txn is not None and txn.base_offset < r.end:
+                    yield from decode_log(buf, batches[: batches.index(txn)], r, schema)
+                    yield from broker_read(replace(r, start=max(r.start, txn.base_offset)))
+                    return
+            yield from decode_log(buf, batches, r, schema)
+            rest = bytes(buf[used:])
+            if (batches and batches[-1].next_offset >= r.end) or len(data) < CHUNK_BYTES:
+                break
+    finally:
+        manager.close()
+    if rest and not (batches and batches[-1].next_offset >= r.end):
+        raise RuntimeError(f"remote segment {segment.segment_id} ends inside a record batch")
