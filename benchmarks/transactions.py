@@ -94,7 +94,9 @@ def _values() -> list[bytes]:
     return [(f"{i:08d}".encode() * (VALUE_BYTES // 8 + 1))[:VALUE_BYTES] for i in range(POOL)]
 
 
-def produce(bootstrap: str, topic: str, records: int, transactional: bool, interval_ms: int) -> dict[str, Any]:
+def produce(
+    bootstrap: str, topic: str, records: int, transactional: bool, interval_ms: int
+) -> dict[str, Any]:
     config = {"bootstrap.servers": bootstrap, **PRODUCER_TUNING}
     if transactional:
         config["transactional.id"] = f"bench-{topic}"
@@ -136,7 +138,9 @@ def produce(bootstrap: str, topic: str, records: int, transactional: bool, inter
     }
 
 
-def small_transactions(bootstrap: str, topic: str, count: int, cpu: CpuClock | None) -> dict[str, Any]:
+def small_transactions(
+    bootstrap: str, topic: str, count: int, cpu: CpuClock | None
+) -> dict[str, Any]:
     """``count`` transactions of one record per partition, one after the other."""
     producer = Producer(
         {"bootstrap.servers": bootstrap, "transactional.id": f"bench-small-{topic}", "linger.ms": 0}
@@ -216,7 +220,9 @@ def main() -> None:
                 topic = create_topic(bootstrap, "txn-bench", PARTITIONS)
                 run: dict[str, Any] = {}
                 with measured(run, cpu, mb):
-                    run |= produce(bootstrap, topic, records, transactional, args.commit_interval_ms)
+                    run |= produce(
+                        bootstrap, topic, records, transactional, args.commit_interval_ms
+                    )
                 runs["produce"].append(run)
                 isolation = "read_committed" if transactional else "read_uncommitted"
                 run = {}
@@ -224,7 +230,10 @@ def main() -> None:
                     run |= consume(bootstrap, topic, records, isolation)
                 runs["consume"].append(run)
         small = small_transactions(
-            bootstrap, create_topic(bootstrap, "txn-small", PARTITIONS), 20 if args.quick else 300, cpu
+            bootstrap,
+            create_topic(bootstrap, "txn-small", PARTITIONS),
+            20 if args.quick else 300,
+            cpu,
         )
     results: dict[str, Any] = {
         "small_transactions": small,

@@ -246,10 +246,11 @@ class LogManager:
         cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
         found: dict[TopicPartition, Path] = {}
         future_logs: list[tuple[TopicPartition, Path, Path]] = []
-        for name in sorted(os.listdir(log_dir)):
+        # scandir's entries know their type from the listing: no stat per partition dir
+        with os.scandir(log_dir) as listing:
+            dirs = sorted(entry.name for entry in listing if entry.is_dir())
+        for name in dirs:
             path = log_dir / name
-            if not path.is_dir():
-                continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(path, ignore_errors=True)  # deletion cut short by a restart
                 continue
