@@ -20,7 +20,7 @@ from moldau.protocol.messages.delete_share_group_offsets_response import (
     DeleteShareGroupOffsetsResponseTopic,
 )
 from moldau.security.acl import AclOperation, ResourceType
-from moldau.server.handlers.describe_share_group_offsets import share_group_error
+from moldau.server.handlers.describe_share_group_offsets import empty_share_group_error
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -34,16 +34,9 @@ async def handle(
 ) -> DeleteShareGroupOffsetsResponse:
     group_id = request.group_id or ""
     access = services.authorizer
-    if not access.allowed(ctx, AclOperation.DELETE, ResourceType.GROUP, group_id):
-        return DeleteShareGroupOffsetsResponse(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error, message = share_group_error(services, group_id)
+    error, message = empty_share_group_error(services, ctx, group_id, AclOperation.DELETE)
     if error:
         return DeleteShareGroupOffsetsResponse(error_code=error, error_message=message)
-    if services.shares.coordinator.groups[group_id].members:
-        return DeleteShareGroupOffsetsResponse(
-            error_code=ErrorCode.NON_EMPTY_GROUP,
-            error_message=f"Share group {group_id} is not empty.",
-        )
     names = [t.topic_name or "" for t in request.topics or []]
     readable = access.allowed_names(ctx, AclOperation.READ, ResourceType.TOPIC, names)
     responses = []

@@ -53,6 +53,21 @@ def share_group_error(services: Services, group_id: str) -> tuple[ErrorCode, str
     return ErrorCode.NONE, None
 
 
+def empty_share_group_error(
+    services: Services, ctx: RequestContext, group_id: str, operation: AclOperation
+) -> tuple[ErrorCode, str | None]:
+    """Alter's and Delete's checks before any partition: ``operation`` on the group, the
+    group-level checks, and no members (Kafka changes only an empty group's offsets)."""
+    if not services.authorizer.allowed(ctx, operation, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    error, message = share_group_error(services, group_id)
+    if error:
+        return error, message
+    if services.shares.coordinator.groups[group_id].members:
+        return ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} is not empty."
+    return ErrorCode.NONE, None
+
+
 def lag(sp: SharePartition, high_watermark: int) -> int:
     """KIP-1226's share-partition lag: records up to the high watermark not yet done."""
     done = sp.count(RecordState.ACKNOWLEDGED) + sp.count(RecordState.ARCHIVED)
