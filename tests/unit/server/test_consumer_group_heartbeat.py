@@ -10,7 +10,7 @@ from moldau.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from moldau.server.handlers.consumer_group_heartbeat import ImageTopics
+from moldau.server.image_topics import ImageTopics
 
 T = b"\x07" * 16
 

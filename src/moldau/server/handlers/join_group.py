@@ -12,7 +12,7 @@ from moldau.protocol.messages.join_group_response import (
     JoinGroupResponseMember,
 )
 from moldau.security.acl import AclOperation, ResourceType
-from moldau.server.handlers.consumer_group_heartbeat import ImageTopics
+from moldau.server.image_topics import ImageTopics
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
