@@ -42,7 +42,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,7 @@ def _children_cpu() -> float:
 
 def run_pacing(tool: str, args: argparse.Namespace) -> list[dict]:
     results = []
-    with noida() as bootstrap:
+    with noida() as (bootstrap, _):
         topic = f"pacing-{uuid.uuid4().hex[:8]}"
         produce_at_rate(tool, bootstrap, topic, 200, 2, {})  # warm-up: creates the topic
         for rate in args.rates:
@@ -186,8 +186,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def noida() -> Iterator[str]:
-    """noida-db's Kafka service on a free port with a fresh data directory."""
+def noida() -> Iterator[tuple[str, int]]:
+    """noida-db's Kafka service on a free port with a fresh data directory: its bootstrap
+    address and process group."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="noida-")
     proc = subprocess.Popen(
@@ -205,24 +206,27 @@ def noida() -> Iterator[str]:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError("noida-db did not start") from None
                 time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc.pid
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the command is a wrapper of the server
         proc.wait(30)
         shutil.rmtree(data, ignore_errors=True)
 
 
-def throughput(tool: str, argv: list[str]) -> dict:
-    """rdkafka_performance's own rate and the end-to-end one.
+def throughput(tool: str, argv: list[str], broker_cpu: Callable[[], float]) -> dict:
+    """rdkafka_performance's own rate, the end-to-end one and the broker's CPU.
 
     The tool's consume rate counts from the first message received, so a broker that
     answers one fetch with the whole log has its whole transfer left out of it;
     ``wall_msgs_s`` (messages over the tool's run time, connection and start included)
-    counts it."""
+    counts it. ``broker_cpu_s_per_m`` is the broker's CPU seconds (``broker_cpu()``, so far)
+    per million messages: the figure a busy machine disturbs least."""
     before = load()
+    cpu = broker_cpu()
     started = time.monotonic()
     out = subprocess.run([tool, *argv], capture_output=True, text=True, timeout=300)
     wall = time.monotonic() - started
+    cpu = broker_cpu() - cpu
     found = RATE_LINE.findall(out.stdout)
     if not found:
         raise RuntimeError(f"no summary from rdkafka_performance: {out.stdout[-500:]}")
@@ -231,23 +235,52 @@ def throughput(tool: str, argv: list[str]) -> dict:
         "msgs": msgs,
         "msgs_s": round(msgs * 1000 / max(ms, 1)),
         "wall_msgs_s": round(msgs / wall),
+        "broker_cpu_s_per_m": round(cpu * 1e6 / max(msgs, 1), 3),
         "load_before": before,
         "load_after": load(),
     }
 
 
-def single(tool: str, bootstrap: str, records: int, profile: Any = None) -> dict:
-    """Produce then consume ``records`` of 100 B on one partition (auto-created topic)."""
+def group_cpu_seconds(pgid: int) -> float:
+    """User plus system CPU time so far of the live processes in process group ``pgid``
+    (noida-db's command is a wrapper of its server)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def single(
+    tool: str,
+    bootstrap: str,
+    records: int,
+    broker_cpu: Callable[[], float],
+    profile: dict[str, Any] | None = None,
+) -> dict:
+    """Produce then consume ``records`` of 100 B on one partition (auto-created topic).
+    ``profile``: py-spy recorders per side (``produce``/``consume``)."""
     topic = f"single-{uuid.uuid4().hex[:8]}"
     common = ["-t", topic, "-p", "0", "-b", bootstrap, "-c", str(records)]
-    produce = throughput(
-        tool, ["-P", *common, "-s", "100", "-X", "queue.buffering.max.messages=1000000"]
-    )
+    profile = profile or {}
+    with profile.get("produce") or _nothing():
+        produce = throughput(
+            tool,
+            ["-P", *common, "-s", "100", "-X", "queue.buffering.max.messages=1000000"],
+            broker_cpu,
+        )
     time.sleep(1)
-    with profile or _nothing():
+    with profile.get("consume") or _nothing():
         # noida-db answers a fetch with the whole log, whatever its fetch limits.
         consume = throughput(
-            tool, ["-C", *common, "-o", "beginning", "-X", "receive.message.max.bytes=1000000000"]
+            tool,
+            ["-C", *common, "-o", "beginning", "-X", "receive.message.max.bytes=1000000000"],
+            broker_cpu,
         )
     return {"produce": produce, "consume": consume}
 
@@ -260,18 +293,26 @@ def _nothing() -> Iterator[None]:
 def run_single(tool: str, args: argparse.Namespace) -> dict:
     runs: dict[str, list[dict]] = {"moldau": [], "noida": []}
     with BrokerProcess(configs={"num.partitions": "1"}) as broker:
+        assert broker.proc is not None
+        pid = broker.proc.pid
         for i in range(args.repeat):
             profile = None
             if args.profile == "single" and i == args.repeat - 1:
-                profile = _single_profile(args, broker.proc.pid)
-            runs["moldau"].append(single(tool, broker.bootstrap, args.records, profile))
+                profile = {
+                    side: _single_profile(args, pid, side) for side in ("produce", "consume")
+                }
+            runs["moldau"].append(
+                single(tool, broker.bootstrap, args.records, lambda: cpu_seconds(pid), profile)
+            )
             print(f"moldau: {runs['moldau'][-1]}", flush=True)
-            with noida() as bootstrap:
-                runs["noida"].append(single(tool, bootstrap, args.records))
+            with noida() as (bootstrap, pgid):
+                runs["noida"].append(
+                    single(tool, bootstrap, args.records, lambda: group_cpu_seconds(pgid))
+                )
             print(f"noida:  {runs['noida'][-1]}", flush=True)
     summary = {}
     for side in ("produce", "consume"):
-        for key in ("msgs_s", "wall_msgs_s"):
+        for key in ("msgs_s", "wall_msgs_s", "broker_cpu_s_per_m"):
             moldau = statistics.median(r[side][key] for r in runs["moldau"])
             other = statistics.median(r[side][key] for r in runs["noida"])
             summary[f"{side}_{key}"] = {
@@ -283,8 +324,8 @@ def run_single(tool: str, args: argparse.Namespace) -> dict:
 
 
 @contextmanager
-def _single_profile(args: argparse.Namespace, pid: int) -> Iterator[None]:
-    svg = RESULTS / f"request_rate-{args.label}-single-consume.svg"
+def _single_profile(args: argparse.Namespace, pid: int, side: str) -> Iterator[None]:
+    svg = RESULTS / f"request_rate-{args.label}-single-{side}.svg"
     recorder = subprocess.Popen(
         ["py-spy", "record", "-o", str(svg), "--pid", str(pid), "--rate", "200"],
         stdout=subprocess.DEVNULL,
