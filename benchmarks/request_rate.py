@@ -220,13 +220,16 @@ def throughput(tool: str, argv: list[str], broker_cpu: Callable[[], float]) -> d
     answers one fetch with the whole log has its whole transfer left out of it;
     ``wall_msgs_s`` (messages over the tool's run time, connection and start included)
     counts it. ``broker_cpu_s_per_m`` is the broker's CPU seconds (``broker_cpu()``, so far)
-    per million messages: the figure a busy machine disturbs least."""
+    per million messages: the figure a busy machine disturbs least; the tool's own CPU is
+    reported the same way."""
     before = load()
     cpu = broker_cpu()
+    client = _children_cpu()
     started = time.monotonic()
     out = subprocess.run([tool, *argv], capture_output=True, text=True, timeout=300)
     wall = time.monotonic() - started
     cpu = broker_cpu() - cpu
+    client = _children_cpu() - client
     found = RATE_LINE.findall(out.stdout)
     if not found:
         raise RuntimeError(f"no summary from rdkafka_performance: {out.stdout[-500:]}")
@@ -236,6 +239,9 @@ def throughput(tool: str, argv: list[str], broker_cpu: Callable[[], float]) -> d
         "msgs_s": round(msgs * 1000 / max(ms, 1)),
         "wall_msgs_s": round(msgs / wall),
         "broker_cpu_s_per_m": round(cpu * 1e6 / max(msgs, 1), 3),
+        # The tool's CPU over its run time: near 1 or more, the client is the limit.
+        "client_cpu_s_per_m": round(client * 1e6 / max(msgs, 1), 3),
+        "client_cores_busy": round(client / wall, 2),
         "load_before": before,
         "load_after": load(),
     }

@@ -13,7 +13,9 @@ at most what has arrived), so produce batches are stamped in place as before.
 Requests on one connection are processed one at a time, in order, as Kafka does; a
 handler may answer with a future (acks=all produce, once appended), and the next requests
 are handled while it waits, their responses queued behind it: responses always leave in
-request order.
+request order. A response is queued the same way when the next request has already
+arrived (a client with requests in flight), so the responses of requests read in one
+event-loop turn go out in one write rather than one send each.
 Connections stalled mid-frame past ``socket.request.read.timeout.ms`` and idle ones past
 ``connections.max.idle.ms`` are closed. Responses go out with ``transport.write``; file
 ranges with ``os.sendfile`` on plaintext sockets, and on TLS ones (which must encrypt
@@ -356,7 +358,9 @@ class Connection(asyncio.BufferedProtocol):
                     self.pool.release(len(frame))
                     del frame
                 timer.handler_done()
-                if isinstance(parts, asyncio.Future) or self._pending:
+                # Owed too when the next request is already here: the responses of
+                # requests read together leave together, in one write.
+                if isinstance(parts, asyncio.Future) or self._pending or (parts and self._frames):
                     await self._owe(parts, timer.detach())
                     sent = time.monotonic()
                 else:

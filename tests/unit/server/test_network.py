@@ -217,3 +217,27 @@ def test_responses_owed_later_leave_in_request_order() -> None:
         conn.connection_lost(None)
 
     run(test)
+
+
+def test_responses_to_requests_read_together_leave_in_one_write() -> None:
+    """Requests already queued when one is answered (a client with requests in flight):
+    their responses go out together, in request order; a request arriving alone is
+    answered at once."""
+
+    async def test() -> None:
+        async def handler(frame: bytearray, conn: Connection) -> Any:
+            return [b"re:", bytes(frame)]
+
+        conn, transport, _ = connect(MemoryPool(None), handler)
+        for body in (b"a", b"b", b"c"):
+            feed(conn, transport, len(body).to_bytes(4, "big") + body)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert transport.written == [b"re:are:bre:c"]
+        feed(conn, transport, b"\x00\x00\x00\x01d")
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert transport.written == [b"re:are:bre:c", b"re:d"]
+        conn.connection_lost(None)
+
+    run(test)
