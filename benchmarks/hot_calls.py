@@ -104,7 +104,7 @@ def receive_frame_us(frame: bytes, calls: int, rounds: int) -> float:
             return None
 
         conn = Connection(nothing, NetworkLimits(pool=MemoryPool(None)))
-        conn.connection_made(_Transport())  # type: ignore[arg-type]
+        conn.connection_made(_Transport())
         data = memoryview(len(frame).to_bytes(4, "big") + frame)
 
         def feed() -> None:

@@ -44,6 +44,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -262,15 +263,22 @@ def group_cpu_seconds(pgid: int) -> float:
     return total
 
 
+# Fetch limits past the whole log: what noida-db answers whatever the limits, so with
+# these both brokers' consume clocks start once everything is transferred and decoded.
+WHOLE_LOG_FETCH = ["-X", "fetch.message.max.bytes=500000000", "-X", "fetch.max.bytes=500000000"]
+
+
 def single(
     tool: str,
     bootstrap: str,
     records: int,
     broker_cpu: Callable[[], float],
     profile: dict[str, Any] | None = None,
+    whole_log: bool = False,
 ) -> dict:
     """Produce then consume ``records`` of 100 B on one partition (auto-created topic).
-    ``profile``: py-spy recorders per side (``produce``/``consume``)."""
+    ``profile``: py-spy recorders per side (``produce``/``consume``); ``whole_log``: the
+    consumer asks for the whole log in one fetch (:data:`WHOLE_LOG_FETCH`)."""
     topic = f"single-{uuid.uuid4().hex[:8]}"
     common = ["-t", topic, "-p", "0", "-b", bootstrap, "-c", str(records)]
     profile = profile or {}
@@ -285,7 +293,15 @@ def single(
         # noida-db answers a fetch with the whole log, whatever its fetch limits.
         consume = throughput(
             tool,
-            ["-C", *common, "-o", "beginning", "-X", "receive.message.max.bytes=1000000000"],
+            [
+                "-C",
+                *common,
+                "-o",
+                "beginning",
+                "-X",
+                "receive.message.max.bytes=1000000000",
+                *(WHOLE_LOG_FETCH if whole_log else []),
+            ],
             broker_cpu,
         )
     return {"produce": produce, "consume": consume}
@@ -297,25 +313,32 @@ def _nothing() -> Iterator[None]:
 
 
 def run_single(tool: str, args: argparse.Namespace) -> dict:
+    """Moldau and noida-db in turns, the order swapped every pair (ABBA), so a load that
+    rises or falls through the run favours neither."""
     runs: dict[str, list[dict]] = {"moldau": [], "noida": []}
     with BrokerProcess(configs={"num.partitions": "1"}) as broker:
         assert broker.proc is not None
         pid = broker.proc.pid
-        for i in range(args.repeat):
+
+        def run_moldau(i: int) -> dict:
             profile = None
             if args.profile == "single" and i == args.repeat - 1:
                 profile = {
                     side: _single_profile(args, pid, side) for side in ("produce", "consume")
                 }
-            runs["moldau"].append(
-                single(tool, broker.bootstrap, args.records, lambda: cpu_seconds(pid), profile)
-            )
-            print(f"moldau: {runs['moldau'][-1]}", flush=True)
+            cpu = partial(cpu_seconds, pid)
+            return single(tool, broker.bootstrap, args.records, cpu, profile, args.whole_log_fetch)
+
+        def run_noida(i: int) -> dict:
             with noida() as (bootstrap, pgid):
-                runs["noida"].append(
-                    single(tool, bootstrap, args.records, lambda: group_cpu_seconds(pgid))
-                )
-            print(f"noida:  {runs['noida'][-1]}", flush=True)
+                cpu = partial(group_cpu_seconds, pgid)
+                return single(tool, bootstrap, args.records, cpu, whole_log=args.whole_log_fetch)
+
+        for i in range(args.repeat):
+            order = [("moldau", run_moldau), ("noida", run_noida)]
+            for side, run in order if i % 2 == 0 else order[::-1]:
+                runs[side].append(run(i))
+                print(f"{side}: {runs[side][-1]}", flush=True)
     summary = {}
     for side in ("produce", "consume"):
         for key in ("msgs_s", "wall_msgs_s", "broker_cpu_s_per_m"):
@@ -352,6 +375,11 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=10.0, help="per offered rate")
     parser.add_argument("--records", type=int, default=2_000_000, help="single-node case")
+    parser.add_argument(
+        "--whole-log-fetch",
+        action="store_true",
+        help="single: the consumer's fetch limits past the whole log, for both brokers",
+    )
     parser.add_argument("--repeat", type=int, default=2, help="single-node runs per broker")
     parser.add_argument(
         "--only",
