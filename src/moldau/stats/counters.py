@@ -170,6 +170,26 @@ class GroupStats:
         self.completed_rebalances = 0
 
 
+# InFlightBatchMessageCount's buckets: records per acquired batch (a fetch's max.poll.records
+# is 500 by default; group.share.partition.max.record.locks bounds a batch at 10000).
+SHARE_BATCH_RECORD_BOUNDS = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
+
+
+class ShareMeters:
+    """Kafka's meters of one share-partition (KIP-1103), counted per range acquired,
+    acknowledged or expired, never per record: records acknowledged per acknowledgement
+    type (RecordAcknowledgementsPerSec), records whose acquisition lock ran out
+    (AcquisitionLockTimeoutPerSec) and records per acquired batch
+    (InFlightBatchMessageCount)."""
+
+    __slots__ = ("acknowledged", "lock_timeouts", "batch_records")
+
+    def __init__(self) -> None:
+        self.acknowledged = [0, 0, 0, 0]  # records, indexed by acknowledgement type (0: gap)
+        self.lock_timeouts = 0
+        self.batch_records = Histogram(SHARE_BATCH_RECORD_BOUNDS)
+
+
 class CleanerStats:
     """The log cleaner's last pass over the logs: when it ended, how long it took, and how
     many partitions it has given up on (uncleanable until a restart)."""

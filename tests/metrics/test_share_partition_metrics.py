@@ -1,0 +1,92 @@
+"""KIP-1103's share-partition metrics read from a real share-partition state (the share
+group service in memory, on a manual clock) at each scrape, as it is driven step by step:
+acquire, accept, release, reject, lock expiry; only the leader of a partition reports."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from moldau.clock import ManualClock
+from moldau.coordinator.share.partition import AcknowledgeType as Ack
+from moldau.coordinator.share.service import ShareGroupService, ShareSettings
+from moldau.ids import SeededIds
+from tests.metrics.helpers import Samples
+from tests.metrics.test_units import Node, cluster, part, topic_image
+
+SP = "kafka_server_sharepartitionmetrics_"
+ACKS = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+ACQUIRED = "moldau_share_partition_acquired_records"
+LOCK_MS = 1_000
+
+
+def gauges(s: Samples, group: str = "g", topic: str = "t") -> dict[str, float]:
+    labels = {"group": group, "topic": topic, "partition": "0"}
+    return {
+        "in_flight": s.value(SP + "inflightmessagecount", **labels),
+        "batches": s.value(SP + "inflightbatchcount", **labels),
+        "acquired": s.value(ACQUIRED, **labels),
+        "lock_timeouts": s.value(SP + "acquisitionlocktimeout_total", **labels),
+    }
+
+
+def acks(s: Samples) -> dict[str, float]:
+    return {t: s.value(ACKS, ackType=t) for t in ("Accept", "Release", "Reject")}
+
+
+def test_share_partition_gauges_and_meters_follow_its_state(tmp_path: Path):
+    node = Node(tmp_path)
+    node.publisher.publish(
+        cluster(topic_image("t", {0: part((1, 2, 3))}), topic_image("f", {0: part((2, 1), 2)}))
+    )
+    clock = ManualClock()
+    shares = ShareGroupService(
+        ShareSettings(record_lock_duration_ms=LOCK_MS),
+        clock,
+        SeededIds(1),
+        lambda key: None,
+        lambda group_id: {"share.auto.offset.reset": "earliest"},
+    )
+    assert node.take.parts.broker is not None
+    node.take.parts.broker.shares = shares
+
+    async def share_partition(topic: str):  # noqa: ANN202
+        error, sp = await shares.share_partition("g", topic, 0, 0, 100)
+        assert not error and sp is not None
+        return sp
+
+    sp = asyncio.run(share_partition("t"))
+    asyncio.run(share_partition("f"))  # node 2 leads f-0: node 1 does not report it
+    s = node.samples()
+    assert gauges(s) == {"in_flight": 0, "batches": 0, "acquired": 0, "lock_timeouts": 0}
+    assert acks(s) == {"Accept": 0, "Release": 0, "Reject": 0}
+    assert not s.series(SP + "inflightmessagecount", "group", "topic", "partition").keys() - {
+        ("g", "t", "0")
+    }
+
+    sp.acquire("m1", 9, 6, clock.now_ms())  # 0..5 to m1
+    sp.acquire("m2", 9, 10, clock.now_ms())  # 6..9 to m2
+    s = node.samples()
+    assert gauges(s) == {"in_flight": 10, "batches": 2, "acquired": 10, "lock_timeouts": 0}
+    labels = {"group": "g", "topic": "t", "partition": "0"}
+    assert s.value(SP + "inflightbatchmessagecount_count", **labels) == 2
+    assert s.value(SP + "inflightbatchmessagecount_sum", **labels) == 10
+
+    assert not sp.acknowledge("m1", 0, 2, [Ack.ACCEPT])  # the start offset moves to 3
+    assert not sp.acknowledge("m1", 3, 4, [Ack.RELEASE])  # available again
+    assert not sp.acknowledge("m1", 5, 5, [Ack.REJECT])  # archived
+    s = node.samples()
+    assert gauges(s) == {"in_flight": 7, "batches": 3, "acquired": 4, "lock_timeouts": 0}
+    assert acks(s) == {"Accept": 3, "Release": 2, "Reject": 1}
+
+    clock.advance(LOCK_MS)  # m2's lock on 6..9 runs out
+    shares.tick()
+    s = node.samples()
+    assert gauges(s) == {"in_flight": 7, "batches": 3, "acquired": 0, "lock_timeouts": 4}
+
+    sp.acquire("m1", 9, 10, clock.now_ms())  # 3..4 and 6..9 again, in two batches
+    assert not sp.acknowledge("m1", 3, 9, [1, 1, 0, 1, 1, 1, 1])  # 5 is archived: a gap
+    s = node.samples()
+    assert gauges(s) == {"in_flight": 0, "batches": 0, "acquired": 0, "lock_timeouts": 4}
+    assert acks(s) == {"Accept": 9, "Release": 2, "Reject": 1}
+    assert s.value(SP + "inflightbatchmessagecount_count", **labels) == 4
