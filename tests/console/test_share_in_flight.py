@@ -14,7 +14,8 @@ from moldau.testing import BrokerProcess
 from moldau.testing.process import TEST_DEFAULTS
 from tests.console.conftest import Console
 from tests.integration.helpers import wait_until
-from tests.integration.test_share_groups import poll, setup, share_consumer
+from tests.integration.test_share_groups import poll, share_consumer
+from tests.integration.test_share_in_flight import setup_one_batch
 from tests.metrics.helpers import start_metered_broker
 
 RECORDS = 8
@@ -32,7 +33,7 @@ def broker() -> Iterator[BrokerProcess]:
 
 def test_share_group_page_shows_records_in_flight(page: Page, console: Console, broker):
     topic, group = "inflight-topic", "inflight-group"
-    setup(broker.bootstrap, topic, group, RECORDS)
+    setup_one_batch(broker.bootstrap, topic, group, RECORDS)
     consumer = share_consumer(
         broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
     )

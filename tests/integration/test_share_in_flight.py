@@ -13,7 +13,7 @@ from confluent_kafka import AcknowledgeType, Message
 
 from moldau.testing import BrokerProcess
 from moldau.testing.process import TEST_DEFAULTS
-from tests.integration.helpers import wait_until
+from tests.integration.helpers import confluent_producer, wait_until
 from tests.integration.test_cli import moldau
 from tests.integration.test_share_groups import poll, setup, share_consumer
 from tests.metrics.helpers import Samples, free_port, start_metered_broker
@@ -38,10 +38,21 @@ def describe(broker: BrokerProcess, group: str, *extra: str) -> dict:
     return json.loads(result.stdout)
 
 
+def setup_one_batch(bootstrap: str, topic: str, group: str, n: int) -> None:
+    """A one-partition topic whose ``n`` records are one batch, so the first share fetch
+    hands a consumer all of them (nothing is left for it to prefetch), and a group
+    reading from the start."""
+    setup(bootstrap, topic, group, 0)
+    producer = confluent_producer(bootstrap, **{"linger.ms": 60_000})
+    for i in range(n):
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i)
+    assert producer.flush(30) == 0
+
+
 def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProcess, str]):
     broker, url = metered
     topic, group = "held", "held-g"
-    setup(broker.bootstrap, topic, group, RECORDS)
+    setup_one_batch(broker.bootstrap, topic, group, RECORDS)
     consumer = share_consumer(
         broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
     )
@@ -49,7 +60,7 @@ def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProces
         held: list[Message] = []
         wait_until(lambda: bool(held.extend(poll(consumer)) or held), "records to hold")
         n = len(held)
-        assert sorted(m.offset() for m in held) == list(range(n))
+        assert sorted(m.offset() for m in held) == list(range(RECORDS))
         labels = {"group": group, "topic": topic, "partition": "0"}
         s = Samples.scrape(url)
         assert s.value(ACQUIRED, **labels) == n
@@ -77,6 +88,11 @@ def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProces
         assert s.value(ACQUIRED, **labels) == 0
         assert s.value(IN_FLIGHT, **labels) == 0
         assert s.value(ACCEPTED, ackType="Accept") == n
+        meters = "kafka_server_brokertopicmetrics_"
+        assert s.value(meters + "totalsharefetchrequests_total", topic=topic) >= 1
+        assert s.value(meters + "totalshareacknowledgementrequests_total", topic=topic) >= 1
+        assert s.value(meters + "failedsharefetchrequests_total", topic=topic) == 0
+        assert s.value(meters + "failedshareacknowledgementrequests_total", topic=topic) == 0
         after = describe(broker, group)
         assert [(o["start_offset"], o["lag"], o["in_flight"]) for o in after["offsets"]] == [
             (n, RECORDS - n, 0)

@@ -90,3 +90,22 @@ def test_share_partition_gauges_and_meters_follow_its_state(tmp_path: Path):
     assert gauges(s) == {"in_flight": 0, "batches": 0, "acquired": 0, "lock_timeouts": 4}
     assert acks(s) == {"Accept": 9, "Release": 2, "Reject": 1}
     assert s.value(SP + "inflightbatchmessagecount_count", **labels) == 4
+
+
+def test_share_request_meters_count_each_topic_once_per_request(tmp_path: Path):
+    node = Node(tmp_path)
+    stats = node.rm.topic_stats
+    stats.share_requests(False, {"a", "b"}, set())
+    stats.share_requests(False, {"a"}, {"a"})
+    stats.share_requests(True, {"b"}, {"b"})
+    s = node.samples()
+    topics = "kafka_server_brokertopicmetrics_"
+    fetches = s.series(topics + "totalsharefetchrequests_total", "topic")
+    assert fetches == {("a",): 2, ("b",): 1}
+    assert s.series(topics + "failedsharefetchrequests_total", "topic") == {("a",): 1, ("b",): 0}
+    assert s.series(topics + "totalshareacknowledgementrequests_total", "topic") == {
+        ("a",): 0,
+        ("b",): 1,
+    }
+    assert s.value(topics + "totalsharefetchrequests_total") == 3  # all topics
+    assert s.value(topics + "failedshareacknowledgementrequests_total") == 1

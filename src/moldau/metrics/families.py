@@ -10,7 +10,7 @@ in Kafka.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -22,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from moldau.metrics.snapshot import NodeSnapshot, ReplicaSnapshot
-from moldau.stats.counters import HistogramSnapshot
+from moldau.stats.counters import HistogramSnapshot, TopicCounts
 from moldau.stats.requests import TIME_NAMES
 
 TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
@@ -103,15 +103,21 @@ def _histogram(
 
 
 def _topics(s: NodeSnapshot) -> Iterator[Metric]:
-    for name, attr, doc in (
-        ("messagesin", "messages_in", "Records appended by this node as leader."),
-        ("bytesin", "bytes_in", "Record batch bytes appended by this node as leader."),
-        ("bytesout", "bytes_out", "Record bytes sent to consumers."),
-    ):
+    topic_meters: tuple[tuple[str, Callable[[TopicCounts], int], str], ...] = (
+        ("messagesin", lambda c: c.messages_in, "Records appended by this node as leader."),
+        ("bytesin", lambda c: c.bytes_in, "Record batch bytes appended by this node as leader."),
+        ("bytesout", lambda c: c.bytes_out, "Record bytes sent to consumers."),
+        # KIP-1103's share request meters (TotalShareFetchRequestsPerSec, ...)
+        ("totalsharefetchrequests", lambda c: c.share_requests[0], "ShareFetch requests."),
+        ("failedsharefetchrequests", lambda c: c.share_requests[1], "Failed ShareFetches."),
+        ("totalshareacknowledgementrequests", lambda c: c.share_requests[2], "Acknowledgement requests."),
+        ("failedshareacknowledgementrequests", lambda c: c.share_requests[3], "Failed acknowledgements."),
+    )
+    for name, value, doc in topic_meters:
         family = CounterMetricFamily(TOPIC_METRICS + name, doc, labels=["topic"])
         for topic, counts in sorted(s.topics.items()):
-            family.add_metric([topic], getattr(counts, attr))
-        family.add_sample(family.name + "_total", {}, getattr(s.all_topics, attr))
+            family.add_metric([topic], value(counts))
+        family.add_sample(family.name + "_total", {}, value(s.all_topics))
         yield family
     yield _counter(
         TOPIC_METRICS + "replicationbytesin",

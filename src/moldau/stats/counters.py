@@ -50,15 +50,19 @@ class HistogramSnapshot:
 
 
 class _TopicCounters:
-    __slots__ = ("messages_in", "bytes_in", "bytes_out")
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "share_requests")
 
     def __init__(self) -> None:
         self.messages_in = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        # ShareFetch, failed ShareFetch, ShareAcknowledge, failed ShareAcknowledge requests
+        self.share_requests = [0, 0, 0, 0]
 
     def copy(self) -> TopicCounts:
-        return TopicCounts(self.messages_in, self.bytes_in, self.bytes_out)
+        return TopicCounts(
+            self.messages_in, self.bytes_in, self.bytes_out, tuple(self.share_requests)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,7 @@ class TopicCounts:
     messages_in: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    share_requests: tuple[int, ...] = (0, 0, 0, 0)  # as _TopicCounters.share_requests
 
 
 class _Topical(Protocol):
@@ -133,6 +138,20 @@ class TopicStats:
             if size:
                 self._topic(p.topic).bytes_out += size
                 self.all.bytes_out += size
+
+    def share_requests(
+        self, acknowledgement: bool, topics: Collection[str], failed: Collection[str]
+    ) -> None:
+        """A ShareFetch (or, with ``acknowledgement``, acknowledgements: a ShareAcknowledge
+        or those a ShareFetch carries) naming ``topics``; ``failed``: those where a
+        partition answered an error. Each topic counts once per request, as in Kafka."""
+        total = 2 if acknowledgement else 0
+        for topic in topics:
+            self._topic(topic).share_requests[total] += 1
+            self.all.share_requests[total] += 1
+        for topic in failed:
+            self._topic(topic).share_requests[total + 1] += 1
+            self.all.share_requests[total + 1] += 1
 
     def retain(self, topics: Collection[str]) -> None:
         """Forget deleted topics (the all-topics totals keep what they counted)."""
