@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, generate_latest
+
+from moldau.admin.share_in_flight import in_flight, parse, total
 from moldau.clock import ManualClock
 from moldau.coordinator.share.partition import AcknowledgeType as Ack
 from moldau.coordinator.share.service import ShareGroupService, ShareSettings
 from moldau.ids import SeededIds
 from tests.metrics.helpers import Samples
-from tests.metrics.test_units import Node, cluster, part, topic_image
+from tests.metrics.test_units import Node, _Families, cluster, part, topic_image
 
 SP = "kafka_server_sharepartitionmetrics_"
 ACKS = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
@@ -109,3 +112,40 @@ def test_share_request_meters_count_each_topic_once_per_request(tmp_path: Path):
     }
     assert s.value(topics + "totalsharefetchrequests_total") == 3  # all topics
     assert s.value(topics + "failedshareacknowledgementrequests_total") == 1
+
+
+def test_in_flight_takes_each_partition_from_its_leaders_endpoint(tmp_path: Path):
+    """What `groups describe` does with the scrapes: a partition's count comes from its
+    leader's endpoint only; a leader that answered without the share-partition has 0; a
+    leader whose endpoint was not read (or an unknown leader) gives None."""
+    node = Node(tmp_path)
+    node.publisher.publish(cluster(topic_image("t", {0: part((1, 2, 3))})))
+    clock = ManualClock()
+    shares = ShareGroupService(ShareSettings(), clock, SeededIds(1), lambda key: None)
+    assert node.take.parts.broker is not None
+    node.take.parts.broker.shares = shares
+    error, sp = asyncio.run(shares.share_partition("g", "t", 0, 0, 0))  # latest: 0
+    assert not error and sp is not None
+    sp.acquire("m", 9, 4, clock.now_ms())
+    text = generate_latest_text(node)
+    assert parse(text, "g") == (1, {("t", 0): 4})
+    assert parse(text, "other") == (1, {})
+    tps = [("t", 0), ("t", 1), ("t", 2), ("u", 0)]
+    leaders = {("t", 0): 1, ("t", 1): 1, ("t", 2): 2}  # u-0: no leader known
+    stale = {("t", 2): 7}  # node 3 reports t-2, which node 2 leads now
+    scrapes = {1: parse(text, "g")[1], 3: stale}
+    assert in_flight(tps, leaders, scrapes) == {
+        ("t", 0): 4,
+        ("t", 1): 0,
+        ("t", 2): None,
+        ("u", 0): None,
+    }
+    assert total(in_flight(tps[:2], leaders, scrapes).values()) == 4
+    assert total(in_flight(tps, leaders, scrapes).values()) is None
+    assert total([]) is None
+
+
+def generate_latest_text(node: Node) -> str:
+    registry = CollectorRegistry()
+    registry.register(_Families(node.take()))
+    return generate_latest(registry).decode()
