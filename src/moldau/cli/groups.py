@@ -35,6 +35,7 @@ from moldau.cli.common import (
     err,
     fail,
     kafka_errors,
+    metrics_urls,
     out,
     print_json,
     print_kv,
@@ -121,7 +122,6 @@ def describe(
         lambda: describe_share_group(target.servers, target.security, group),
     )
     if share is not None:
-        urls = [u.strip() for item in metrics or () for u in item.split(",") if u.strip()]
         held = run(
             "groups describe",
             target,
@@ -130,7 +130,7 @@ def describe(
                 target.security,
                 group,
                 [(o.topic, o.partition) for o in share.offsets if o.error is None],
-                urls,
+                metrics_urls(metrics),
             ),
         )
         _print_share_group(share, held, bootstrap, properties, command_config, json_output)
