@@ -72,6 +72,12 @@ CommandConfigOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
+
+def metrics_urls(options: list[str] | None) -> tuple[str, ...]:
+    """``--metrics`` values: the option repeats, and each may list URLs comma-separated."""
+    return tuple(u.strip() for item in options or () for u in item.split(",") if u.strip())
+
+
 # librdkafka logs (e.g. every failed connect) go here instead of straight to stderr;
 # `moldau -v` shows them.
 _KAFKA_LOGGER = logging.getLogger("moldau.cli.librdkafka")

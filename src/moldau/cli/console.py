@@ -13,6 +13,7 @@ from moldau.cli.common import (
     PropertyOption,
     check_reachable,
     fail,
+    metrics_urls,
     user_properties,
 )
 
@@ -78,9 +79,7 @@ def console(
     settings = ConsoleSettings(
         bootstrap=bootstrap,
         properties=user,
-        metrics_urls=tuple(
-            u.strip() for item in metrics or () for u in item.split(",") if u.strip()
-        ),
+        metrics_urls=metrics_urls(metrics),
         sample_interval_s=sample_interval,
         schema_registry_url=schema_registry,
         schema_registry_auth=schema_registry_auth,

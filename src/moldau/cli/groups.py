@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, MemberA
 
 from moldau.admin.offsets import reset_target
 from moldau.admin.share_groups import ShareGroupView, describe_share_group, share_group_states
+from moldau.admin.share_in_flight import share_in_flight, total
 from moldau.cli.common import (
     ADMIN_TIMEOUTS,
     DEFAULT_BOOTSTRAP,
@@ -34,6 +35,7 @@ from moldau.cli.common import (
     err,
     fail,
     kafka_errors,
+    metrics_urls,
     out,
     print_json,
     print_kv,
@@ -99,9 +101,20 @@ def describe(
     properties: PropertyOption = None,
     command_config: CommandConfigOption = None,
     json_output: JsonOption = False,
+    metrics: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics",
+            metavar="URL",
+            help="Share groups: Prometheus endpoint of a broker to read records in flight "
+            "from (repeatable, or comma-separated); by default each partition leader's "
+            "metrics.port.",
+        ),
+    ] = None,
 ) -> None:
     """Show members, assignments, committed offsets, log end offsets and lag per partition;
-    for a KIP-848 consumer group also each member's current and target assignment."""
+    for a KIP-848 consumer group also each member's current and target assignment; for a
+    share group the records in flight (acquired, not yet acknowledged) per partition."""
     target = Target.of("groups describe", bootstrap, user_properties(properties, command_config))
     share = run(
         "groups describe",
@@ -109,7 +122,18 @@ def describe(
         lambda: describe_share_group(target.servers, target.security, group),
     )
     if share is not None:
-        _print_share_group(share, bootstrap, properties, command_config, json_output)
+        held = run(
+            "groups describe",
+            target,
+            lambda: share_in_flight(
+                target.servers,
+                target.security,
+                group,
+                [(o.topic, o.partition) for o in share.offsets if o.error is None],
+                metrics_urls(metrics),
+            ),
+        )
+        _print_share_group(share, held, bootstrap, properties, command_config, json_output)
         return
     admin = admin_client(bootstrap, properties, command_config)
     description = _describe(admin, group)
@@ -214,13 +238,16 @@ def describe(
 
 def _print_share_group(
     share: ShareGroupView,
+    held: dict[tuple[str, int], int | None],
     bootstrap: str,
     properties: list[str] | None,
     command_config: Path | None,
     json_output: bool,
 ) -> None:
     """A share group: members, and per share-partition its start offset (SPSO), the log
-    end offset and the lag (records up to the end not yet acknowledged or archived)."""
+    end offset, the lag (records up to the end not yet acknowledged or archived) and the
+    records in flight (``held``: acquired by members, not yet acknowledged; None where
+    the leader's metrics could not be read)."""
     consumer = consumer_client(bootstrap, properties, command_config=command_config)
     try:
         ends = {
@@ -237,10 +264,12 @@ def _print_share_group(
             "start_offset": o.start_offset,
             "log_end_offset": ends.get((o.topic, o.partition)),
             "lag": o.lag if o.lag >= 0 else None,
+            "in_flight": held.get((o.topic, o.partition)),
             "error": o.error,
         }
         for o in share.offsets
     ]
+    in_flight = total(held.get((o.topic, o.partition)) for o in share.offsets)
     if json_output:
         print_json(
             {
@@ -258,6 +287,7 @@ def _print_share_group(
                     for m in share.members
                 ],
                 "offsets": rows,
+                "in_flight": in_flight,
             }
         )
         return
@@ -268,11 +298,12 @@ def _print_share_group(
             "State": share.state.upper(),
             "Members": len(share.members),
             "Coordinator": share.coordinator,
+            "In-flight": _or_dash(in_flight),
         },
     )
-    grid = table("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG")
+    grid = table("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG", "IN-FLIGHT")
     for row in rows:
-        grid.add_row(*(_or_dash(row[k]) for k in list(row)[:5]))
+        grid.add_row(*(_or_dash(row[k]) for k in list(row)[:6]))
     out.print(grid)
     members = table("CONSUMER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT")
     for m in share.members:

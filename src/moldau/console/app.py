@@ -60,7 +60,7 @@ class ConsoleSettings:
 
 
 def create_app(settings: ConsoleSettings) -> Starlette:
-    cluster = Cluster(settings.bootstrap, settings.properties)
+    cluster = Cluster(settings.bootstrap, settings.properties, settings.metrics_urls)
     sampler = Sampler(cluster, settings.metrics_urls, settings.sample_interval_s)
     templates = Jinja2Templates(directory=_HERE / "templates")
     env = templates.env

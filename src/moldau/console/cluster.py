@@ -12,9 +12,9 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar, cast
 
 from confluent_kafka import (
@@ -46,6 +46,7 @@ from moldau.admin.log_dirs import partition_sizes
 from moldau.admin.offsets import reset_target
 from moldau.admin.preflight import Unreachable, client_security, ensure_reachable, parse_servers
 from moldau.admin.share_groups import describe_share_group, share_group_states
+from moldau.admin.share_in_flight import share_in_flight
 from moldau.admin.tiers import PartitionTiers, describe_tiers
 from moldau.console.model import (
     BrokerInfo,
@@ -105,8 +106,14 @@ class Cluster:
     """One AdminClient, plus a Consumer for reading (serialised by a lock: browsing
     re-assigns it) and a Producer made on first use."""
 
-    def __init__(self, bootstrap: str, properties: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        properties: Mapping[str, str] | None = None,
+        metrics_urls: Sequence[str] = (),
+    ) -> None:
         self.bootstrap = bootstrap
+        self.metrics_urls = tuple(metrics_urls)  # a share group's in-flight records
         # User properties last: that is where SASL/TLS settings come in.
         self._base: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
@@ -377,7 +384,7 @@ class Cluster:
     def group(self, group_id: str) -> GroupInfo:
         share = self._share_group(group_id)
         if share is not None:
-            return share
+            return self._with_in_flight(share)
         [group] = self._groups([group_id])
         if group.state == "DEAD" and not group.offsets:
             raise ConsoleError(f"GROUP_ID_NOT_FOUND: consumer group {group_id!r} does not exist")
@@ -471,6 +478,20 @@ class Cluster:
                 for o in view.offsets
             ),
         )
+
+    def _with_in_flight(self, group: GroupInfo) -> GroupInfo:
+        """A share group with its records in flight per share-partition, read from the
+        partition leaders' metrics (``--metrics``, else their ``metrics.port``)."""
+        held = self._wire(
+            share_in_flight,
+            group.group_id,
+            [(o.topic, o.partition) for o in group.offsets],
+            self.metrics_urls,
+        )
+        offsets = tuple(
+            replace(o, in_flight=held.get((o.topic, o.partition))) for o in group.offsets
+        )
+        return replace(group, offsets=offsets)
 
     @staticmethod
     def _description(group_id: str, future: Future[Any]) -> Any | None:

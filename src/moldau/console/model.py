@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from moldau.admin.share_in_flight import total as share_in_flight_total
+
 
 @dataclass(frozen=True)
 class BrokerInfo:
@@ -176,6 +178,7 @@ class GroupOffset:
     end_offset: int
     owner: str | None  # member id
     reported_lag: int | None = None  # a share group's lag, as its coordinator counts it
+    in_flight: int | None = None  # a share group's records acquired, not yet acknowledged
 
     @property
     def lag(self) -> int | None:
@@ -201,6 +204,11 @@ class GroupInfo:
     @property
     def lag(self) -> int:
         return sum(o.lag or 0 for o in self.offsets)
+
+    @property
+    def in_flight(self) -> int | None:
+        """A share group's records in flight; None unless every partition's is known."""
+        return share_in_flight_total(o.in_flight for o in self.offsets)
 
     @property
     def topics(self) -> tuple[str, ...]:

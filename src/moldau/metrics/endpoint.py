@@ -154,7 +154,11 @@ class MetricsEndpoint:
             NodeParts(
                 node_id=node.node_id,
                 broker=BrokerParts(
-                    broker.replica_manager, broker.log_manager, broker.groups, broker.publisher
+                    broker.replica_manager,
+                    broker.log_manager,
+                    broker.groups,
+                    broker.publisher,
+                    broker.shares,
                 )
                 if broker is not None
                 else None,

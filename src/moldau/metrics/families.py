@@ -10,7 +10,7 @@ in Kafka.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -22,7 +22,7 @@ from prometheus_client.core import (
 from prometheus_client.utils import floatToGoString
 
 from moldau.metrics.snapshot import NodeSnapshot, ReplicaSnapshot
-from moldau.stats.counters import HistogramSnapshot
+from moldau.stats.counters import HistogramSnapshot, TopicCounts
 from moldau.stats.requests import TIME_NAMES
 
 TOPIC_METRICS = "kafka_server_brokertopicmetrics_"
@@ -32,6 +32,12 @@ PARTITION = "kafka_cluster_partition_"
 LOG = "kafka_log_log_"
 CONTROLLER = "kafka_controller_kafkacontroller_"
 GROUP_MANAGER = "kafka_coordinator_group_groupmetadatamanager_"
+GROUP_COORDINATOR = "kafka_server_group_coordinator_metrics_"
+SHARE_GROUP = "kafka_server_sharegroupmetrics_"
+SHARE_PARTITION = "kafka_server_sharepartitionmetrics_"
+SHARE_STATES = ("Empty", "Stable")
+# RecordAcknowledgementsPerSec's ackType tag per acknowledgement type (a gap is no record).
+ACK_TYPES = ((1, "Accept"), (2, "Release"), (3, "Reject"))
 GROUP_STATES = (
     ("Empty", "numgroupsempty"),
     ("PreparingRebalance", "numgroupspreparingrebalance"),
@@ -62,6 +68,8 @@ def families(s: NodeSnapshot, now_ms: int, version: str) -> Iterator[Metric]:
     yield from _controller(s)
     yield from _groups(s)
     yield from _lag(s)
+    yield from _share_groups(s)
+    yield from _share_partitions(s)
     yield _histogram(
         "moldau_event_loop_lag_seconds",
         "How late the event loop ran a timer (sampled every 250 ms): time it spent busy.",
@@ -95,15 +103,21 @@ def _histogram(
 
 
 def _topics(s: NodeSnapshot) -> Iterator[Metric]:
-    for name, attr, doc in (
-        ("messagesin", "messages_in", "Records appended by this node as leader."),
-        ("bytesin", "bytes_in", "Record batch bytes appended by this node as leader."),
-        ("bytesout", "bytes_out", "Record bytes sent to consumers."),
-    ):
+    topic_meters: tuple[tuple[str, Callable[[TopicCounts], int], str], ...] = (
+        ("messagesin", lambda c: c.messages_in, "Records appended by this node as leader."),
+        ("bytesin", lambda c: c.bytes_in, "Record batch bytes appended by this node as leader."),
+        ("bytesout", lambda c: c.bytes_out, "Record bytes sent to consumers."),
+        # KIP-1103's share request meters (TotalShareFetchRequestsPerSec, ...)
+        ("totalsharefetchrequests", lambda c: c.share_requests[0], "ShareFetch requests."),
+        ("failedsharefetchrequests", lambda c: c.share_requests[1], "Failed ShareFetches."),
+        ("totalshareacknowledgementrequests", lambda c: c.share_requests[2], "Acknowledgement requests."),
+        ("failedshareacknowledgementrequests", lambda c: c.share_requests[3], "Failed acknowledgements."),
+    )
+    for name, value, doc in topic_meters:
         family = CounterMetricFamily(TOPIC_METRICS + name, doc, labels=["topic"])
         for topic, counts in sorted(s.topics.items()):
-            family.add_metric([topic], getattr(counts, attr))
-        family.add_sample(family.name + "_total", {}, getattr(s.all_topics, attr))
+            family.add_metric([topic], value(counts))
+        family.add_sample(family.name + "_total", {}, value(s.all_topics))
         yield family
     yield _counter(
         TOPIC_METRICS + "replicationbytesin",
@@ -312,10 +326,81 @@ def _groups(s: NodeSnapshot) -> Iterator[Metric]:
         sum(len(g.offsets) for g in s.groups),
     )
     yield _counter(
-        "kafka_server_group_coordinator_metrics_group_completed_rebalance",
+        GROUP_COORDINATOR + "group_completed_rebalance",
         "Rebalances completed (the leader's assignment stored) by groups coordinated here.",
         s.completed_rebalances,
     )
+
+
+def _share_groups(s: NodeSnapshot) -> Iterator[Metric]:
+    """Kafka's group-coordinator-metrics of share groups: group-count with protocol=share,
+    share-group-count per state."""
+    shares = s.shares
+    count = GaugeMetricFamily(
+        GROUP_COORDINATOR + "group_count", "Groups coordinated here.", labels=["protocol"]
+    )
+    count.add_metric(["share"], sum(shares.states.values()))
+    yield count
+    per_state = GaugeMetricFamily(
+        GROUP_COORDINATOR + "share_group_count",
+        "Share groups coordinated here, per state.",
+        labels=["state"],
+    )
+    for state in SHARE_STATES:
+        per_state.add_metric([state], shares.states.get(state, 0))
+    yield per_state
+
+
+def _share_partitions(s: NodeSnapshot) -> Iterator[Metric]:
+    """KIP-1103's SharePartitionMetrics of the share-partitions led here, and
+    ShareGroupMetrics' RecordAcknowledgementsPerSec summed over them (a share-partition
+    read again from the share coordinator starts its meters over)."""
+    gtp = ["group", "topic", "partition"]
+    in_flight = GaugeMetricFamily(
+        SHARE_PARTITION + "inflightmessagecount",
+        "Records from the share-partition start offset to its end offset.",
+        labels=gtp,
+    )
+    batches = GaugeMetricFamily(
+        SHARE_PARTITION + "inflightbatchcount",
+        "Batches of records in flight (runs of records in one state).",
+        labels=gtp,
+    )
+    acquired = GaugeMetricFamily(
+        "moldau_share_partition_acquired_records",
+        "Records acquired by members and not yet acknowledged or released.",
+        labels=gtp,
+    )
+    timeouts = CounterMetricFamily(
+        SHARE_PARTITION + "acquisitionlocktimeout",
+        "Acquired records whose acquisition lock ran out before an acknowledgement.",
+        labels=gtp,
+    )
+    acknowledged = [0] * len(ACK_TYPES)
+    parts = sorted(s.shares.partitions, key=lambda p: (p.group_id, p.topic, p.partition))
+    for p in parts:
+        labels = [p.group_id, p.topic, str(p.partition)]
+        in_flight.add_metric(labels, p.in_flight)
+        batches.add_metric(labels, p.batches)
+        acquired.add_metric(labels, p.acquired)
+        timeouts.add_metric(labels, p.lock_timeouts)
+        for i, (ack_type, _) in enumerate(ACK_TYPES):
+            acknowledged[i] += p.acknowledged[ack_type]
+    yield from (in_flight, batches, acquired, timeouts)
+    yield _histogram(
+        SHARE_PARTITION + "inflightbatchmessagecount",
+        "Records per batch acquired by a member.",
+        gtp,
+        [([p.group_id, p.topic, str(p.partition)], p.batch_records) for p in parts],
+    )
+    acks = CounterMetricFamily(
+        SHARE_GROUP + "recordacknowledgements",
+        "Records acknowledged in share-partitions led here, per acknowledgement type.",
+        labels=["ackType"],
+    )
+    for (_, name), total in zip(ACK_TYPES, acknowledged, strict=True):
+        acks.add_metric([name], total)
+    yield acks
 
 
 def _lag(s: NodeSnapshot) -> Iterator[Metric]:

@@ -9,16 +9,19 @@ are built from the copy in the scrape thread (:mod:`moldau.metrics.families`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from moldau.coordinator.share.partition import RecordState
 from moldau.stats.counters import Histogram, HistogramSnapshot, RemoteStorageStats, TopicCounts
 from moldau.stats.requests import RequestStats, RequestTypeSnapshot, merge_request_stats
 
 if TYPE_CHECKING:
     from moldau.controller.quorum_controller import QuorumController
     from moldau.coordinator.group.service import GroupCoordinatorService
+    from moldau.coordinator.share.service import ShareGroupService
     from moldau.metadata.image import MetadataImage
     from moldau.metadata.publisher import MetadataPublisher
     from moldau.raft.driver import RaftManager
@@ -61,6 +64,29 @@ class GroupSnapshot:
     state: str  # Kafka's classic state names: "Stable", "Empty", ...
     members: int
     offsets: tuple[tuple[str, int, int], ...]  # (topic, partition, committed offset)
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionSnapshot:
+    """One share-partition of a partition led here (Kafka's SharePartitionMetrics)."""
+
+    group_id: str
+    topic: str
+    partition: int
+    in_flight: int  # SPSO..SPEO (InFlightMessageCount)
+    batches: int  # InFlightBatchCount
+    acquired: int  # records acquired by members, not yet acknowledged
+    acknowledged: tuple[int, ...]  # records per acknowledgement type
+    lock_timeouts: int
+    batch_records: HistogramSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupsSnapshot:
+    """The share groups coordinated here and the share-partitions led here."""
+
+    states: Mapping[str, int] = field(default_factory=dict)  # "Empty"/"Stable" -> groups
+    partitions: tuple[SharePartitionSnapshot, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +137,7 @@ class NodeSnapshot:
     loop_lag: HistogramSnapshot
     remote: RemoteStorageSnapshot = field(default_factory=RemoteStorageSnapshot)
     offline_log_dirs: int = 0
+    shares: ShareGroupsSnapshot = field(default_factory=ShareGroupsSnapshot)
 
 
 @dataclass
@@ -121,6 +148,7 @@ class BrokerParts:
     log_manager: LogManager
     groups: GroupCoordinatorService
     publisher: MetadataPublisher
+    shares: ShareGroupService | None = None
 
 
 @dataclass
@@ -175,6 +203,7 @@ class SnapshotTaker:
             loop_lag=p.loop_lag.snapshot(),
             remote=_remote(b.replica_manager.remote_log_manager if b is not None else None),
             offline_log_dirs=len(b.log_manager.offline_dirs) if b is not None else 0,
+            shares=_shares(b) if b is not None else ShareGroupsSnapshot(),
         )
 
     @staticmethod
@@ -225,6 +254,37 @@ class SnapshotTaker:
             self._controller_image = image
             self._controller = _controller_snapshot(image)
         return replace(self._controller, last_applied_offset=controller.latest.offset)
+
+
+def _shares(b: BrokerParts) -> ShareGroupsSnapshot:
+    """Share groups coordinated here; share-partitions of the partitions led here (a
+    former leader may still hold one until it is asked again): O(runs) each."""
+    if b.shares is None:
+        return ShareGroupsSnapshot()
+    groups = b.shares.coordinator.groups.values()
+    partitions = []
+    for (group_id, topic, index), sp in b.shares.partitions.items():
+        partition = b.replica_manager.partition((topic, index))
+        if partition is None or not partition.is_leader:
+            continue
+        m = sp.meters
+        partitions.append(
+            SharePartitionSnapshot(
+                group_id,
+                topic,
+                index,
+                sp.in_flight,
+                sp.batch_count,
+                sp.count(RecordState.ACQUIRED),
+                tuple(m.acknowledged),
+                m.lock_timeouts,
+                m.batch_records.snapshot(),
+            )
+        )
+    return ShareGroupsSnapshot(
+        dict(Counter(g.state.value for g in groups)),
+        tuple(partitions),
+    )
 
 
 def _remote(rlm: RemoteLogManager | None) -> RemoteStorageSnapshot:

@@ -50,15 +50,19 @@ class HistogramSnapshot:
 
 
 class _TopicCounters:
-    __slots__ = ("messages_in", "bytes_in", "bytes_out")
+    __slots__ = ("messages_in", "bytes_in", "bytes_out", "share_requests")
 
     def __init__(self) -> None:
         self.messages_in = 0
         self.bytes_in = 0
         self.bytes_out = 0
+        # ShareFetch, failed ShareFetch, ShareAcknowledge, failed ShareAcknowledge requests
+        self.share_requests = [0, 0, 0, 0]
 
     def copy(self) -> TopicCounts:
-        return TopicCounts(self.messages_in, self.bytes_in, self.bytes_out)
+        return TopicCounts(
+            self.messages_in, self.bytes_in, self.bytes_out, tuple(self.share_requests)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,7 @@ class TopicCounts:
     messages_in: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    share_requests: tuple[int, ...] = (0, 0, 0, 0)  # as _TopicCounters.share_requests
 
 
 class _Topical(Protocol):
@@ -134,6 +139,20 @@ class TopicStats:
                 self._topic(p.topic).bytes_out += size
                 self.all.bytes_out += size
 
+    def share_requests(
+        self, acknowledgement: bool, topics: Collection[str], failed: Collection[str]
+    ) -> None:
+        """A ShareFetch (or, with ``acknowledgement``, acknowledgements: a ShareAcknowledge
+        or those a ShareFetch carries) naming ``topics``; ``failed``: those where a
+        partition answered an error. Each topic counts once per request, as in Kafka."""
+        total = 2 if acknowledgement else 0
+        for topic in topics:
+            self._topic(topic).share_requests[total] += 1
+            self.all.share_requests[total] += 1
+        for topic in failed:
+            self._topic(topic).share_requests[total + 1] += 1
+            self.all.share_requests[total + 1] += 1
+
     def retain(self, topics: Collection[str]) -> None:
         """Forget deleted topics (the all-topics totals keep what they counted)."""
         for gone in [t for t in self.topics if t not in topics]:
@@ -168,6 +187,26 @@ class GroupStats:
 
     def __init__(self) -> None:
         self.completed_rebalances = 0
+
+
+# InFlightBatchMessageCount's buckets: records per acquired batch (a fetch's max.poll.records
+# is 500 by default; group.share.partition.max.record.locks bounds a batch at 10000).
+SHARE_BATCH_RECORD_BOUNDS = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
+
+
+class ShareMeters:
+    """Kafka's meters of one share-partition (KIP-1103), counted per range acquired,
+    acknowledged or expired, never per record: records acknowledged per acknowledgement
+    type (RecordAcknowledgementsPerSec), records whose acquisition lock ran out
+    (AcquisitionLockTimeoutPerSec) and records per acquired batch
+    (InFlightBatchMessageCount)."""
+
+    __slots__ = ("acknowledged", "lock_timeouts", "batch_records")
+
+    def __init__(self) -> None:
+        self.acknowledged = [0, 0, 0, 0]  # records, indexed by acknowledgement type (0: gap)
+        self.lock_timeouts = 0
+        self.batch_records = Histogram(SHARE_BATCH_RECORD_BOUNDS)
 
 
 class CleanerStats:

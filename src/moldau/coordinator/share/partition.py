@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from moldau.protocol.errors import ErrorCode
+from moldau.stats.counters import ShareMeters
 
 
 class RecordState(IntEnum):
@@ -87,6 +88,7 @@ class SharePartition:
         self.next_offset = start_offset
         self.limits = limits
         self.runs: list[Run] = []  # contiguous, ascending, from start_offset to next_offset
+        self.meters = ShareMeters()  # read by the metrics endpoint
 
     @classmethod
     def restore(
@@ -129,6 +131,11 @@ class SharePartition:
     def in_flight(self) -> int:
         """Records between the SPSO and the SPEO (what max.record.locks bounds)."""
         return self.next_offset - self.start_offset
+
+    @property
+    def batch_count(self) -> int:
+        """Runs of records alike in the window (Kafka's InFlightBatchCount)."""
+        return len(self.runs)
 
     def count(self, state: RecordState) -> int:
         return sum(r.size for r in self.runs if r.state == state)
@@ -176,6 +183,7 @@ class SharePartition:
                 r.member_id = member_id
                 r.deadline_ms = deadline
                 taken.append(Acquired(r.first, r.last, r.delivery_count))
+                self.meters.batch_records.observe(r.size)
                 budget -= r.size
             i += 1
         room = self.limits.max_record_locks - self.in_flight
@@ -185,6 +193,7 @@ class SharePartition:
             self.runs.append(run)
             self.next_offset = end + 1
             taken.append(Acquired(run.first, run.last, 1))
+            self.meters.batch_records.observe(run.size)
         return taken
 
     # -- acknowledging -------------------------------------------------------------
@@ -203,6 +212,7 @@ class SharePartition:
         for a, b, t in spans:
             if t == AcknowledgeType.GAP and not self._held_by(member_id, a, b):
                 continue  # a gap outside the window or not ours: nothing to record
+            self.meters.acknowledged[t] += b - a + 1
             for r in self._cut(a, b):
                 if t == AcknowledgeType.RELEASE:
                     self._make_available(r)
@@ -218,7 +228,9 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> int:
         """Release the records whose acquisition lock ran out; how many records."""
-        return self._release(lambda r: r.deadline_ms <= now_ms)
+        expired = self._release(lambda r: r.deadline_ms <= now_ms)
+        self.meters.lock_timeouts += expired
+        return expired
 
     def reset(self, start_offset: int) -> None:
         """Start over at ``start_offset`` (AlterShareGroupOffsets, an offset out of range)."""

@@ -66,6 +66,23 @@ def group_error(
     return ErrorCode.NONE, None
 
 
+def count_requests(
+    services: Services, acknowledgement: bool, errors: Iterable[tuple[bytes, int]]
+) -> None:
+    """Kafka's BrokerTopicMetrics share request meters from a request's (topic id, error
+    code) per partition: each topic counts once, and as failed if a partition failed."""
+    names = services.image.topics_by_id
+    topics: set[str] = set()
+    failed: set[str] = set()
+    for topic_id, error in errors:
+        name = names.get(topic_id)
+        if name is not None:
+            topics.add(name)
+            if error:
+                failed.add(name)
+    services.replica_manager.topic_stats.share_requests(acknowledgement, topics, failed)
+
+
 def by_topic(results: Iterable[tuple[bytes, PartitionData]]) -> list[ShareAcknowledgeTopicResponse]:
     topics: dict[bytes, ShareAcknowledgeTopicResponse] = {}
     for topic_id, data in results:
@@ -107,6 +124,7 @@ async def handle(
         for t in request.topics or []
         for p in t.partitions or []
     ]
+    count_requests(services, True, ((topic_id, d.error_code) for topic_id, d in results))
     if epoch == CLOSE_EPOCH:
         services.shares.release_member(group_id, member_id)
     return ShareAcknowledgeResponse(responses=by_topic(results))

@@ -30,7 +30,7 @@ from moldau.records.batch import BATCH_HEADER_SIZE, read_batch_header
 from moldau.replication.replica_manager import FetchParams, FetchRequestPartition
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.server.handlers.fetch import records_payload
-from moldau.server.handlers.share_acknowledge import acknowledge, group_error
+from moldau.server.handlers.share_acknowledge import acknowledge, count_requests, group_error
 from moldau.server.share_session import CLOSE_EPOCH, OPEN_EPOCH
 from moldau.storage.txn_index import AbortedTxn
 
@@ -81,6 +81,9 @@ async def handle(
                 p.partition_index,
                 p.acknowledgement_batches,
             )
+    acknowledged = [(key, answer.data.acknowledge_error_code) for key, answer in answers.items()]
+    if acknowledged:
+        count_requests(services, True, ((topic_id, e) for (topic_id, _), e in acknowledged))
     shares = services.shares
     if epoch == CLOSE_EPOCH:
         shares.release_member(group_id, member_id)
@@ -88,6 +91,14 @@ async def handle(
         full = epoch == OPEN_EPOCH
         await _acquire(
             services, ctx, request, group_id, member_id, list(session.partitions), answers, full
+        )
+        count_requests(
+            services,
+            False,
+            (
+                (tp[0], answers[tp].data.error_code if tp in answers else 0)
+                for tp in session.partitions
+            ),
         )
     return ShareFetchResponse(
         acquisition_lock_timeout_ms=shares.limits(group_id).record_lock_duration_ms,

@@ -1,0 +1,102 @@
+"""A share group's records in flight, as Prometheus and `moldau groups describe` show them:
+a confluent-kafka ShareConsumer in explicit acknowledgement mode holds what it polled;
+the leader's KIP-1103 metrics and the IN-FLIGHT column count exactly those records, and
+drop to 0 once they are acknowledged. A leader whose metrics cannot be read shows "-"."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import AcknowledgeType, Message
+
+from moldau.testing import BrokerProcess
+from moldau.testing.process import TEST_DEFAULTS
+from tests.integration.helpers import confluent_producer, wait_until
+from tests.integration.test_cli import moldau
+from tests.integration.test_share_groups import poll, setup, share_consumer
+from tests.metrics.helpers import Samples, free_port, start_metered_broker
+
+RECORDS = 10
+ACQUIRED = "moldau_share_partition_acquired_records"
+IN_FLIGHT = "kafka_server_sharepartitionmetrics_inflightmessagecount"
+ACCEPTED = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
+
+
+@pytest.fixture(scope="module")
+def metered() -> Iterator[tuple[BrokerProcess, str]]:
+    broker, url = start_metered_broker(TEST_DEFAULTS)
+    try:
+        yield broker, url
+    finally:
+        broker.close()
+
+
+def describe(broker: BrokerProcess, group: str, *extra: str) -> dict:
+    result = moldau(broker, f"groups describe {group} --json {' '.join(extra)}")
+    return json.loads(result.stdout)
+
+
+def setup_one_batch(bootstrap: str, topic: str, group: str, n: int) -> None:
+    """A one-partition topic whose ``n`` records are one batch, so the first share fetch
+    hands a consumer all of them (nothing is left for it to prefetch), and a group
+    reading from the start."""
+    setup(bootstrap, topic, group, 0)
+    producer = confluent_producer(bootstrap, **{"linger.ms": 60_000})
+    for i in range(n):
+        producer.produce(topic, key=b"%d" % i, value=b"v%d" % i)
+    assert producer.flush(30) == 0
+
+
+def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProcess, str]):
+    broker, url = metered
+    topic, group = "held", "held-g"
+    setup_one_batch(broker.bootstrap, topic, group, RECORDS)
+    consumer = share_consumer(
+        broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
+    )
+    try:
+        held: list[Message] = []
+        wait_until(lambda: bool(held.extend(poll(consumer)) or held), "records to hold")
+        n = len(held)
+        assert sorted(m.offset() for m in held) == list(range(RECORDS))
+        labels = {"group": group, "topic": topic, "partition": "0"}
+        s = Samples.scrape(url)
+        assert s.value(ACQUIRED, **labels) == n
+        assert s.value(IN_FLIGHT, **labels) == n
+
+        # The leader's metrics address comes from its metrics.port config.
+        shown = describe(broker, group)
+        assert [(o["partition"], o["start_offset"], o["in_flight"]) for o in shown["offsets"]] == [
+            (0, 0, n)
+        ]
+        assert shown["in_flight"] == n
+        text = moldau(broker, f"groups describe {group}").stdout
+        assert "IN-FLIGHT" in text and f"In-flight: {n}" in text
+        # An endpoint that does not answer: "-", and the rest of the description stands.
+        unreachable = describe(broker, group, f"--metrics http://127.0.0.1:{free_port()}/metrics")
+        assert unreachable["in_flight"] is None
+        assert [o["in_flight"] for o in unreachable["offsets"]] == [None]
+        assert [o["start_offset"] for o in unreachable["offsets"]] == [0]
+        assert describe(broker, group, f"--metrics {url}")["in_flight"] == n
+
+        for m in held:
+            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        consumer.commit_sync()
+        s = Samples.scrape(url)
+        assert s.value(ACQUIRED, **labels) == 0
+        assert s.value(IN_FLIGHT, **labels) == 0
+        assert s.value(ACCEPTED, ackType="Accept") == n
+        meters = "kafka_server_brokertopicmetrics_"
+        assert s.value(meters + "totalsharefetchrequests_total", topic=topic) >= 1
+        assert s.value(meters + "totalshareacknowledgementrequests_total", topic=topic) >= 1
+        assert s.value(meters + "failedsharefetchrequests_total", topic=topic) == 0
+        assert s.value(meters + "failedshareacknowledgementrequests_total", topic=topic) == 0
+        after = describe(broker, group)
+        assert [(o["start_offset"], o["lag"], o["in_flight"]) for o in after["offsets"]] == [
+            (n, RECORDS - n, 0)
+        ]
+        assert after["in_flight"] == 0
+    finally:
+        consumer.close()
