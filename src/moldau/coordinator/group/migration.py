@@ -100,14 +100,17 @@ def to_consumer_group(classic: Group, topics: TopicsView) -> ConsumerGroup:
     return group
 
 
-def downgradable(group: ConsumerGroup, config: GroupConfig) -> bool:
-    """Kafka's validateOnlineDowngradeWithFencedMember, once the last consumer-protocol
-    member is gone: members remain, all classic, and the policy allows a downgrade."""
-    return (
-        config.consumer_migration_policy in ("downgrade", "bidirectional")
-        and bool(group.members)
-        and all(m.classic is not None for m in group.members.values())
-    )
+def downgrade_refusal(group: ConsumerGroup, config: GroupConfig) -> str | None:
+    """Why a consumer group whose members all speak the classic protocol cannot become a
+    classic group (Kafka's validateOnlineDowngrade*), or None."""
+    if config.consumer_migration_policy not in ("downgrade", "bidirectional"):
+        return "the online downgrade is disabled (group.consumer.migration.policy)"
+    if len(group.members) > config.group_max_size:
+        return (
+            f"its size ({len(group.members)}) is greater than the classic group maximum "
+            f"size (group.max.size={config.group_max_size})"
+        )
+    return None
 
 
 def to_classic_group(group: ConsumerGroup, now_ms: int) -> Group:
@@ -194,10 +197,12 @@ def join(
     protocols: Sequence[tuple[str, bytes]],
     session_timeout_ms: int,
     require_known_member_id: bool,
+    now_ms: int,
 ) -> JoinGroupResult:
     """A classic JoinGroup to a consumer group (Kafka's classicGroupJoinToConsumerGroup):
     answered at once, with the member epoch as the generation and no leader (the
-    coordinator assigns). ``joining`` carries the request's ids and timeouts."""
+    coordinator assigns). ``joining`` carries the request's ids and timeouts. The member
+    must then send SyncGroup within its rebalance timeout, or it is fenced."""
     if protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
         return JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, joining.member_id)
     try:
@@ -238,9 +243,14 @@ def join(
     )
     if result.error is not ErrorCode.NONE:
         return JoinGroupResult(result.error, member_id)
+    joined = result.member_id or member_id
+    manager.timers.cancel(("consumer-join", group.group_id, joined))
+    manager.timers.set(
+        ("consumer-sync", group.group_id, joined), now_ms + joining.rebalance_timeout_ms
+    )
     return JoinGroupResult(
         ErrorCode.NONE,
-        result.member_id or member_id,
+        joined,
         result.member_epoch,
         CONSUMER_PROTOCOL_TYPE,
         protocols[0][0],
@@ -271,6 +281,7 @@ def sync(
     generation_id: int,
     protocol_type: str | None,
     protocol_name: str | None,
+    now_ms: int,
 ) -> SyncGroupResult:
     """A classic SyncGroup to a consumer group: the member's assigned partitions, in the
     consumer protocol version it speaks."""
@@ -285,7 +296,9 @@ def sync(
     if group.group_epoch > member.member_epoch and (
         member.state is not MemberState.UNREVOKED_PARTITIONS
     ):
+        expect_join(manager, group, member, now_ms)
         return SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS)
+    manager.timers.cancel(("consumer-sync", group.group_id, member.member_id))
     manager.touch_session(group, member)
     names = {t.topic_id: t.name for t in group.subscription_metadata.values()}
     assigned = {names[t]: list(ps) for t, ps in member.assignment.assigned.items() if t in names}
@@ -302,6 +315,7 @@ def heartbeat(
     group: ConsumerGroup,
     member: ConsumerGroupMember,
     generation_id: int,
+    now_ms: int,
 ) -> ErrorCode:
     """A classic Heartbeat to a consumer group: REBALANCE_IN_PROGRESS when the member
     should rejoin: the group epoch moved on, it has partitions to give up, or partitions
@@ -309,15 +323,31 @@ def heartbeat(
     if generation_id != member.member_epoch:
         return ErrorCode.ILLEGAL_GENERATION
     manager.touch_session(group, member)
-    if member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS:
+    if _should_rejoin(group, member):
+        expect_join(manager, group, member, now_ms)
         return ErrorCode.REBALANCE_IN_PROGRESS
-    if member.state is MemberState.UNRELEASED_PARTITIONS:
-        target = group.target_assignment.get(member.member_id, {})
-        held = member.assignment.assigned
-        if any(
-            group.is_free(member.member_id, t, p)
-            for t, ps in target.items()
-            for p in ps - held.get(t, frozenset())
-        ):
-            return ErrorCode.REBALANCE_IN_PROGRESS
     return ErrorCode.NONE
+
+
+def _should_rejoin(group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
+    if member.member_epoch < group.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS:
+        return True
+    if member.state is not MemberState.UNRELEASED_PARTITIONS:
+        return False
+    target = group.target_assignment.get(member.member_id, {})
+    held = member.assignment.assigned
+    return any(
+        group.is_free(member.member_id, t, p)
+        for t, ps in target.items()
+        for p in ps - held.get(t, frozenset())
+    )
+
+
+def expect_join(
+    manager: ConsumerGroupManager, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int
+) -> None:
+    """A classic member told to rejoin must send JoinGroup within its rebalance timeout,
+    counted from the first time it was told, or it is fenced (Kafka's join timeout)."""
+    key = ("consumer-join", group.group_id, member.member_id)
+    if not manager.timers.armed(key):
+        manager.timers.set(key, now_ms + member.rebalance_timeout_ms)
