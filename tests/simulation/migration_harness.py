@@ -14,7 +14,10 @@ virtual clock and one seed.
 While the group is classic the elected leader assigns (round robin; a cooperative leader
 withholds partitions another member still owns). Whatever a member speaks, the
 coordinator decides: the first consumer-protocol member upgrades a classic group online,
-the last one leaving downgrades it (``group.consumer.migration.policy``). Everything
+the last one leaving, or replaced by a classic static member with its
+``group.instance.id``, downgrades it (``group.consumer.migration.policy``). In half the
+runs some members are static: a consumer-protocol one leaves with epoch -2, a classic one
+sends no LeaveGroup, and a restart (maybe as another kind) takes its old self's place. Everything
 random comes from the seed: which kind a member starts as (a restart may switch kinds:
 the upgrade and downgrade paths), joins, leaves, crashes (its session times out), stalls
 (maybe past its session), network delays, and coordinator failovers (a new shard loads
@@ -88,7 +91,12 @@ PROTOCOLS = {"eager": ("cooperative-sticky", "range"), "cooperative": ("cooperat
 is eager while any of its assignors is): every classic member prefers
 ``cooperative-sticky``, so they can share a classic group, also once it is reloaded (a
 member's record keeps only the chosen protocol, as in Kafka)."""
-_GONE = (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.GROUP_ID_NOT_FOUND)
+_GONE = (
+    ErrorCode.FENCED_MEMBER_EPOCH,
+    ErrorCode.UNKNOWN_MEMBER_ID,
+    ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.UNRELEASED_INSTANCE_ID,  # its previous self's session has not ended yet
+)
 
 
 class InvariantViolation(AssertionError):
@@ -106,6 +114,7 @@ def subscription(owned: frozenset[int]) -> bytes:
 @dataclass
 class Member:
     name: str
+    instance: str | None = None  # group.instance.id: a static member
     kind: str = "consumer"
     up: bool = False
     incarnation: int = 0
@@ -129,7 +138,11 @@ class MigrationSimulation:
         self.ids = SeededIds(self.rng.getrandbits(64))
         self.coordinator = GroupCoordinator(CONFIG, now_ms=self.now, ids=self.ids)
         self.log: list[tuple[bytes, bytes | None]] = []
-        self.members = {f"m{i}": Member(f"m{i}") for i in range(members)}
+        static = self.rng.random() < 0.5  # half the runs have static members
+        self.members = {
+            f"m{i}": Member(f"m{i}", f"i-{i}" if static and self.rng.random() < 0.6 else None)
+            for i in range(members)
+        }
         self._queue: list[tuple[int, int, Callable[[], None]]] = []
         self._seq = itertools.count()
         self._requests = itertools.count()
@@ -205,8 +218,9 @@ class MigrationSimulation:
         if not m.up:
             return
         if m.kind == "consumer":
-            self._consumer_heartbeat(ConsumerHeartbeat(GROUP, m.member_id, -1))
-        elif m.member_id:
+            epoch = -1 if m.instance is None else -2  # a static member leaves for a while
+            self._consumer_heartbeat(ConsumerHeartbeat(GROUP, m.member_id, epoch, m.instance))
+        elif m.member_id and m.instance is None:  # a static classic member just stops
             _, _, effects = self.coordinator.leave_group(
                 self.now, GROUP, [MemberIdentity(m.member_id, None)]
             )
@@ -252,6 +266,7 @@ class MigrationSimulation:
                 GROUP,
                 m.member_id,
                 m.epoch,
+                m.instance,
                 rebalance_timeout_ms=REBALANCE_TIMEOUT_MS if joining else -1,
                 subscribed_topic_names=[TOPIC] if joining else None,
                 owned={TOPIC_ID: m.owned},
@@ -292,14 +307,14 @@ class MigrationSimulation:
                     self.now,
                     group_id=GROUP,
                     member_id=m.member_id,
-                    group_instance_id=None,
+                    group_instance_id=m.instance,
                     client_id=m.name,
                     client_host="/127.0.0.1",
                     session_timeout_ms=SESSION_TIMEOUT_MS,
                     rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
                     protocol_type="consumer",
                     protocols=protocols,
-                    require_known_member_id=True,
+                    require_known_member_id=m.instance is None,
                     topics=self.topics(),
                 )
             )
@@ -322,6 +337,7 @@ class MigrationSimulation:
                     group_id=GROUP,
                     generation_id=generation,
                     member_id=member_id,
+                    group_instance_id=m.instance,
                     protocol_type="consumer",
                     protocol_name=protocol,
                     assignments=assignments,
@@ -370,7 +386,13 @@ class MigrationSimulation:
 
     def _rejoin_later(self, m: Member, error: ErrorCode) -> None:
         """After an error: UNKNOWN_MEMBER_ID starts over with a new id; it and
-        ILLEGAL_GENERATION mean the partitions are lost (onPartitionsLost)."""
+        ILLEGAL_GENERATION mean the partitions are lost (onPartitionsLost);
+        FENCED_INSTANCE_ID stops the consumer."""
+        if error is ErrorCode.FENCED_INSTANCE_ID:
+            # Fatal to the Java client. A static member's replacement during a rebalance
+            # is not written (Kafka's either): a failover brings the old member id back.
+            self.crash(m.name)
+            return
         if error in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             m.owned, m.epochs = frozenset(), []
             if error is ErrorCode.UNKNOWN_MEMBER_ID:
@@ -414,7 +436,11 @@ class MigrationSimulation:
             if m.state != "stable":
                 return
             error = self.coordinator.heartbeat(
-                self.now, group_id=GROUP, member_id=m.member_id, generation_id=m.epoch
+                self.now,
+                group_id=GROUP,
+                member_id=m.member_id,
+                generation_id=m.epoch,
+                group_instance_id=m.instance,
             )
             if error is not ErrorCode.NONE:
                 self._rejoin_later(m, error)
@@ -488,6 +514,7 @@ class MigrationSimulation:
                     cm.assignment.assigned,
                     cm.assignment.pending_revocation,
                     cm.subscribed_topic_names,
+                    cm.instance_id,
                     cm.classic,
                 )
                 for mid, cm in consumer.members.items()

@@ -409,3 +409,49 @@ def test_classic_member_that_joins_but_never_syncs_is_fenced() -> None:
     assert a in h.coordinator.consumer_groups["g"].members
     h.advance(1_000)
     assert a not in h.coordinator.consumer_groups["g"].members
+
+
+def static_classic_group(h: Harness) -> tuple[str, int]:
+    """A Stable classic group of one static member (i-a) owning foo-0..5."""
+    first = h.join(protocols=PROTOCOLS, instance="i-a")
+    h.advance(h.coordinator.config.group_initial_rebalance_delay_ms)
+    joined = h.completed[first]
+    member_id, generation = joined.member_id, joined.generation_id
+    assignment = {member_id: encode_assignment({"foo": list(range(6))})}
+    assert h.completed[h.sync(member_id, generation, assignment, instance="i-a")].error is (
+        ErrorCode.NONE
+    )
+    return member_id, generation
+
+
+def test_a_refused_upgrade_leaves_the_group_classic() -> None:
+    """The consumer member's static id is held by a live classic member: the heartbeat
+    fails, and (as Kafka reverts the failed operation) nothing was converted or written.
+    Found by the migration simulation: the group stayed a consumer group of classic
+    members only, which nothing would ever downgrade."""
+    h = Harness()
+    member_id, generation = static_classic_group(h)
+    h.records.clear()
+    refused = consumer_hb(h, "c", 0, instance_id="i-a")
+    assert refused.error is ErrorCode.UNRELEASED_INSTANCE_ID
+    assert "g" not in h.coordinator.consumer_groups and h.records == []
+    assert set(h.coordinator.groups["g"].members) == {member_id} and h.state() == "Stable"
+    assert h.heartbeat(member_id, generation, instance="i-a") is ErrorCode.NONE
+
+
+def test_restarted_classic_static_member_takes_over_a_revoking_predecessor() -> None:
+    """Its predecessor was giving partitions up when it restarted: the new member must
+    not stay at epoch 0 (its next JoinGroup was refused UNRELEASED_INSTANCE_ID)."""
+    h = Harness()
+    old_id, generation = static_classic_group(h)
+    consumer_hb(h, "c", 0)
+    rejoin(h, old_id)  # the target moved: it must give three partitions up
+    group = h.coordinator.consumer_groups["g"]
+    assert group.members[old_id].state.name == "UNREVOKED_PARTITIONS"
+    restarted = h.completed[h.join("", protocols=PROTOCOLS, instance="i-a", topics=TOPICS)]
+    assert restarted.error is ErrorCode.NONE and restarted.generation_id > generation
+    again = h.completed[
+        h.join(restarted.member_id, protocols=PROTOCOLS, instance="i-a", topics=TOPICS)
+    ]
+    assert again.error is ErrorCode.NONE
+    owners(h)

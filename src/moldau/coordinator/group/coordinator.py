@@ -121,11 +121,14 @@ class GroupCoordinator:
         allows; otherwise it is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka answers."""
         self._begin(now_ms)
         classic = self._groups.get(heartbeat.group_id)
+        before_upgrade: GroupsSnapshot | None = None
         if classic is not None and classic.members:
             invalid = self.consumer.check(heartbeat)
             if invalid is not None:
                 return invalid, self._end()
             # Only a joining member (epoch 0) may upgrade the group, as in Kafka.
+            if heartbeat.member_epoch == 0:
+                before_upgrade = self.snapshot([heartbeat.group_id])
             refusal = (
                 "only a joining member upgrades a group"
                 if heartbeat.member_epoch != 0
@@ -146,6 +149,12 @@ class GroupCoordinator:
         consumer = self._consumer_groups.get(heartbeat.group_id)
         leaving = consumer.members.get(heartbeat.member_id) if consumer is not None else None
         result = self.consumer.heartbeat(heartbeat, topics, overrides)
+        if before_upgrade is not None and result.error is not ErrorCode.NONE:
+            # The joining member was refused (its static instance id is still in use, the
+            # group is full): as Kafka reverts the failed operation, the group stays classic.
+            self.restore(before_upgrade)
+            self._begin(now_ms)
+            return result, self._end()
         self._maybe_downgrade(heartbeat.group_id, leaving)
         return result, self._end()
 

@@ -234,7 +234,9 @@ def join(
             subscription.rack_id,
             joining.rebalance_timeout_ms,
             tuple(subscription.topics),
-            owned=None if member is None else to_ids(owned, topics),
+            # Always reported (a restarted static member owns nothing): its predecessor
+            # may have been revoking, and its place moves on only once nothing is owned.
+            owned=to_ids(owned, topics),
             client_id=joining.client_id,
             client_host=joining.client_host,
             classic=ClassicMemberMetadata(session_timeout_ms, tuple(protocols)),
