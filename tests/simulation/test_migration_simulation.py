@@ -53,6 +53,7 @@ def run(
                 sim.stall(m.name, rng.choice([500, 3_000, SESSION_TIMEOUT_MS + 2_000]))
             elif action < 0.5:
                 sim.failover()
+            sim.check()
         if not any(m.up for m in sim.members.values()):
             sim.start(names[0], rng.choice(KINDS))
         sim.run_until(sim.now + QUIESCE_MS)

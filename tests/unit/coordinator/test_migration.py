@@ -13,7 +13,7 @@ from moldau.coordinator.group.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from moldau.coordinator.group.offsets_records import encode_group_key
+from moldau.coordinator.group.offsets_records import decode_group_value, encode_group_key
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
@@ -214,7 +214,10 @@ def test_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalan
     group = h.coordinator.groups["g"]
     assert group.generation_id == epoch and group.offsets[("foo", 0)].offset == 42
     assert (encode_group_key("g"), None) not in [(r.key, r.value) for r in h.records]
-    assert h.records[-1].key == encode_group_key("g") and h.records[-1].value is not None
+    # Written at the next generation: reloaded, its members must rejoin, so nobody's
+    # partitions (the leaving member's) are left unassigned in a Stable group.
+    written = [r for r in h.records if r.key == encode_group_key("g")]
+    assert len(written) == 1 and decode_group_value(written[0].value).generation == epoch + 1
     assert h.heartbeat(a, epoch) is ErrorCode.REBALANCE_IN_PROGRESS
     joins = [h.join(m, protocols=PROTOCOLS) for m in (a, b)]
     results = [h.completed[j] for j in joins]
@@ -225,6 +228,7 @@ def test_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalan
         ErrorCode.NONE
     )
     assert h.state() == "Stable"
+    assert h.records[-1].key == encode_group_key("g") and h.records[-1].value is not None
 
 
 def test_downgrade_keeps_the_consumer_group_when_the_policy_only_upgrades() -> None:

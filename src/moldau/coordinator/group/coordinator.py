@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from moldau.ids import SYSTEM_IDS, IdSource
@@ -199,11 +199,18 @@ class GroupCoordinator:
         if holder is not None:
             classic.offsets, classic.pending_txn = holder.offsets, holder.pending_txn
         self._groups[group_id] = classic
-        self._store_group(classic)
         for member in classic.members.values():
             self._schedule_heartbeat(classic, member)
         if rebalance:
+            # Written at the generation the rebalance will make (unlike Kafka): a failover
+            # meanwhile loads it Stable with partitions nobody is assigned (the leaving
+            # member's); at that generation the members' heartbeats are answered
+            # ILLEGAL_GENERATION, they rejoin, and the leader's rejoin rebalances.
+            value = replace(classic.metadata_value(), generation=classic.generation_id + 1)
+            self._ops.append(encode_group_key(group_id), encode_group_value(value))
             self._prepare_rebalance(classic)
+        else:
+            self._store_group(classic)
 
     def _upgrade(self, classic: Group, topics: TopicsView) -> str | None:
         """Convert a classic group with members to a consumer group (Kafka 4.0's online
