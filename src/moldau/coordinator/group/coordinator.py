@@ -321,8 +321,7 @@ class GroupCoordinator:
                 now_ms,
             )
             self._complete(request_id, result)
-            if result.error is ErrorCode.NONE:
-                # A classic static member may have replaced the last consumer-protocol one.
+            if result.error is ErrorCode.NONE:  # it may have replaced the last consumer one
                 self._downgrade_if_classic(consumer, rebalance=False)
         elif group is None and member_id:
             self._fail_join(request_id, joining, ErrorCode.UNKNOWN_MEMBER_ID)
