@@ -331,3 +331,51 @@ def test_classic_group_upgrades_online_and_downgrades_back(
         a.consumer.close()
         if b2 is not None:
             b2.consumer.close()
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades(
+    cbroker: BrokerProcess, topic: str
+) -> None:
+    """A classic member and a static consumer-protocol member share a topic; the static
+    one restarts with group.protocol=classic and the same group.instance.id. As in Kafka
+    the group becomes classic at once (the restarted member takes its predecessor's
+    place), and every record is consumed exactly once throughout."""
+    bootstrap, group = cbroker.bootstrap, f"group-{topic}"
+    create_topic(bootstrap, topic, partitions=4)
+    expected = produce(bootstrap, topic, 40, 4, seed=1)
+    classic: dict[str, Any] = {"group.protocol": "classic", "session.timeout.ms": 10_000}
+    classic["heartbeat.interval.ms"] = 500
+    a = consumer_member(bootstrap, group, [topic], "a", **classic)
+    b = consumer_member(bootstrap, group, [topic], "b", **{"group.instance.id": "i-b"})
+    b2: Member | None = None
+    try:
+        poll_all(
+            [a, b],
+            lambda: set(values([a, b])) == expected and len(a.owned()) == len(b.owned()) == 2,
+            "the classic and the consumer member's records",
+        )
+        client = admin(bootstrap)  # must outlive its futures
+        listed = client.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
+        assert group in {g.group_id for g in listed.valid}
+        b.consumer.close()  # commits in on_revoke, leaves with epoch -2 (static)
+        b2 = consumer_member(
+            bootstrap, group, [topic], "b2", **classic, **{"group.instance.id": "i-b"}
+        )
+        members = [a, b2]
+        expected |= produce(bootstrap, topic, 40, 4, seed=2)
+        poll_all(
+            members,
+            lambda: set(values([a, b, b2])) == expected and len(b2.owned()) == 2,  # type: ignore[union-attr]
+            "every record, the restarted member holding its predecessor's partitions",
+        )
+        counts = values([a, b, b2])
+        assert max(counts.values()) == 1, [v for v, n in counts.items() if n > 1][:5]
+        assert not a.owned() & b2.owned()
+        listed = client.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result(30)
+        assert group in {g.group_id for g in listed.valid}
+        for m in members:
+            assert not [e for e in m.errors if e.fatal()]
+    finally:
+        a.consumer.close()
+        if b2 is not None:
+            b2.consumer.close()

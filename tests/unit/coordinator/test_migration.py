@@ -13,8 +13,12 @@ from moldau.coordinator.group.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from moldau.coordinator.group.offsets_records import encode_group_key
+from moldau.coordinator.group.offsets_records import decode_group_value, encode_group_key
 from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages.consumer_protocol_subscription import (
+    ConsumerProtocolSubscription,
+    TopicPartition,
+)
 
 from .conftest import Harness, subscription
 
@@ -210,7 +214,10 @@ def test_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalan
     group = h.coordinator.groups["g"]
     assert group.generation_id == epoch and group.offsets[("foo", 0)].offset == 42
     assert (encode_group_key("g"), None) not in [(r.key, r.value) for r in h.records]
-    assert h.records[-1].key == encode_group_key("g") and h.records[-1].value is not None
+    # Written at the next generation: reloaded, its members must rejoin, so nobody's
+    # partitions (the leaving member's) are left unassigned in a Stable group.
+    written = [r for r in h.records if r.key == encode_group_key("g")]
+    assert len(written) == 1 and decode_group_value(written[0].value).generation == epoch + 1
     assert h.heartbeat(a, epoch) is ErrorCode.REBALANCE_IN_PROGRESS
     joins = [h.join(m, protocols=PROTOCOLS) for m in (a, b)]
     results = [h.completed[j] for j in joins]
@@ -221,6 +228,7 @@ def test_last_consumer_member_leaving_downgrades_to_a_classic_group_that_rebalan
         ErrorCode.NONE
     )
     assert h.state() == "Stable"
+    assert h.records[-1].key == encode_group_key("g") and h.records[-1].value is not None
 
 
 def test_downgrade_keeps_the_consumer_group_when_the_policy_only_upgrades() -> None:
@@ -264,4 +272,190 @@ def test_restarted_classic_static_member_replaces_its_old_self() -> None:
     assert len(assignment_partitions(synced.assignment)["foo"]) == 3  # its target share
     c = consumer_hb(h, "c", group.members["c"].member_epoch)
     assert c.assignment is not None and len(c.assignment[FOO]) == 3
+    owners(h)
+
+
+def owned_subscription(*partitions: int) -> bytes:
+    """A ConsumerProtocolSubscription v1 of foo reporting owned partitions (cooperative)."""
+    sub = ConsumerProtocolSubscription(
+        topics=["foo"], owned_partitions=[TopicPartition("foo", list(partitions))]
+    )
+    return b"\x00\x01" + b"".join(bytes(part) for part in sub.encode(1))
+
+
+def classic_partitions(h: Harness, member_id: str) -> list[int]:
+    return sorted(
+        assignment_partitions(h.coordinator.groups["g"].members[member_id].assignment)["foo"]
+    )
+
+
+def test_upgrade_holds_a_partition_the_cooperative_assignor_withheld() -> None:
+    """a owned foo-0..2 and reported them; the cooperative leader gave it only foo-0..1
+    (foo-2 moves once a gives it up). Found by the migration simulation: the upgrade
+    took foo-2 for free and handed it to the consumer member while a still had it."""
+    h = Harness()
+    a, b, _ = classic_group(h)
+    leader = h.coordinator.groups["g"].leader_id
+    other = b if leader == a else a
+    owned = {a: (0, 1, 2), b: (3, 4, 5)}
+    h.join(leader, protocols=(("range", owned_subscription(*owned[leader])),))
+    h.join(other, protocols=(("range", owned_subscription(*owned[other])),))
+    generation = h.completed[max(h.completed)].generation_id
+    sync = {a: encode_assignment({"foo": [0, 1]}), b: encode_assignment({"foo": [3, 4, 5]})}
+    h.sync(leader, generation, sync)
+    h.sync(other, generation)
+    c = consumer_hb(h, "c", 0)
+    assert owners(h)[2] == a and 2 not in (c.assignment or {}).get(FOO, ())
+    group = h.coordinator.consumer_groups["g"]
+    assert group.members[a].state.name == "UNREVOKED_PARTITIONS"
+    assert h.heartbeat(a, generation) is ErrorCode.REBALANCE_IN_PROGRESS
+    rejoin(h, a)  # a rejoins owning what SyncGroup gave it: foo-2 is released
+    c = consumer_hb(h, "c", group.members["c"].member_epoch)
+    assert 2 not in owners(h) or owners(h)[2] != a
+
+
+def test_downgrade_gives_members_what_they_hold_not_their_target() -> None:
+    """c joins (the target moves a partition from a and one from b to c) and leaves
+    before a and b gave them up: the classic group's assignments are what a and b still
+    hold, so a quick upgrade back cannot hand those partitions out twice."""
+    h = Harness()
+    a, b, _ = classic_group(h)
+    consumer_hb(h, "c", 0)
+    group = h.coordinator.consumer_groups["g"]
+    assert len(group.target_assignment[a][FOO]) == 2  # c's share comes from a and b
+    consumer_hb(h, "c", -1)
+    assert classic_partitions(h, a) == [0, 1, 2] and classic_partitions(h, b) == [3, 4, 5]
+    assert h.state() == "PreparingRebalance"
+
+
+def test_classic_joiner_must_share_a_protocol_with_the_classic_members() -> None:
+    """Kafka's supportsClassicProtocols: else the downgrade could not choose a protocol."""
+    h = Harness()
+    classic_group(h)
+    consumer_hb(h, "c", 0)
+    alone = h.completed[h.join(protocols=(("roundrobin", SUB),), topics=TOPICS)]
+    assert alone.error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    both = h.completed[h.join(protocols=(("roundrobin", SUB), ("range", SUB)), topics=TOPICS)]
+    assert both.error is ErrorCode.MEMBER_ID_REQUIRED
+
+
+def static_consumer_upgrade(h: Harness) -> tuple[str, str, int]:
+    """classic_group upgraded by static consumer member c (i-c), all reconciled."""
+    a, b, generation = classic_group(h)
+    consumer_hb(h, "c", 0, instance_id="i-c")
+    for member in (a, b):
+        rejoin(h, member)
+        rejoin(h, member)
+    consumer_hb(h, "c", generation + 1, instance_id="i-c")
+    assert sorted(owners(h)) == list(range(6))
+    return a, b, generation + 1
+
+
+def test_classic_static_member_replacing_the_last_consumer_member_downgrades() -> None:
+    """The static consumer member restarts with group.protocol=classic (same instance
+    id): the group becomes classic at once, Stable (no rebalance), as in Kafka."""
+    h = Harness()
+    a, b, epoch = static_consumer_upgrade(h)
+    held = owners(h)
+    c_parts = sorted(p for p, m in held.items() if m == "c")
+    joined = h.completed[h.join("", protocols=PROTOCOLS, instance="i-c", topics=TOPICS)]
+    assert joined.error is ErrorCode.NONE and joined.generation_id == epoch
+    assert "g" not in h.coordinator.consumer_groups
+    group = h.coordinator.groups["g"]
+    assert h.state() == "Stable" and group.generation_id == epoch
+    assert set(group.members) == {a, b, joined.member_id}
+    assert group.static_members["i-c"] == joined.member_id
+    synced = h.completed[h.sync(joined.member_id, epoch, instance="i-c")]
+    assert synced.error is ErrorCode.NONE
+    assert sorted(assignment_partitions(synced.assignment)["foo"]) == c_parts
+    assert h.heartbeat(a, epoch) is ErrorCode.NONE and h.heartbeat(b, epoch) is ErrorCode.NONE
+    assert h.records[-1].key == encode_group_key("g") and h.records[-1].value is not None
+    assert h.coordinator.offsets.fetch_offsets("g", [("foo", 0)])[0].offset == 42
+
+
+def test_no_downgrade_beyond_the_classic_group_max_size() -> None:
+    h = Harness(group_max_size=2)
+    a, b, epoch = static_consumer_upgrade(h)
+    joined = h.completed[h.join("", protocols=PROTOCOLS, instance="i-c", topics=TOPICS)]
+    assert joined.error is ErrorCode.NONE  # it joins the consumer group as a classic member
+    group = h.coordinator.consumer_groups["g"]
+    assert set(group.members) == {a, b, joined.member_id}
+    assert not h.coordinator.groups["g"].members  # (it holds the offsets)
+    h2 = Harness(group_max_size=1)
+    a, b, _ = upgraded_and_settled(h2)
+    consumer_hb(h2, "c", -1)  # leaves two classic members: more than group.max.size
+    assert set(h2.coordinator.consumer_groups["g"].members) == {a, b}
+
+
+def test_classic_member_told_to_rejoin_is_fenced_after_its_rebalance_timeout() -> None:
+    """Kafka's join timeout: heartbeating is not enough, the member must rejoin."""
+    h = Harness()
+    a, _, generation = classic_group(h)
+    consumer_hb(h, "c", 0)
+    for _ in range(6):  # a heartbeats every 5 s but never rejoins; 30 s rebalance timeout
+        assert h.heartbeat(a, generation) is ErrorCode.REBALANCE_IN_PROGRESS
+        h.advance(4_900)
+    assert a in h.coordinator.consumer_groups["g"].members
+    h.advance(1_000)
+    assert h.heartbeat(a, generation) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert a not in h.coordinator.consumer_groups["g"].members
+
+
+def test_classic_member_that_joins_but_never_syncs_is_fenced() -> None:
+    h = Harness()
+    a, _, _ = classic_group(h)
+    consumer_hb(h, "c", 0)
+    joined = h.completed[h.join(a, protocols=PROTOCOLS, topics=TOPICS)]
+    assert joined.error is ErrorCode.NONE
+    for _ in range(6):  # heartbeats keep its session, but SyncGroup is owed within 30 s
+        h.heartbeat(a, joined.generation_id)
+        h.advance(4_900)
+    assert a in h.coordinator.consumer_groups["g"].members
+    h.advance(1_000)
+    assert a not in h.coordinator.consumer_groups["g"].members
+
+
+def static_classic_group(h: Harness) -> tuple[str, int]:
+    """A Stable classic group of one static member (i-a) owning foo-0..5."""
+    first = h.join(protocols=PROTOCOLS, instance="i-a")
+    h.advance(h.coordinator.config.group_initial_rebalance_delay_ms)
+    joined = h.completed[first]
+    member_id, generation = joined.member_id, joined.generation_id
+    assignment = {member_id: encode_assignment({"foo": list(range(6))})}
+    assert h.completed[h.sync(member_id, generation, assignment, instance="i-a")].error is (
+        ErrorCode.NONE
+    )
+    return member_id, generation
+
+
+def test_a_refused_upgrade_leaves_the_group_classic() -> None:
+    """The consumer member's static id is held by a live classic member: the heartbeat
+    fails, and (as Kafka reverts the failed operation) nothing was converted or written.
+    Found by the migration simulation: the group stayed a consumer group of classic
+    members only, which nothing would ever downgrade."""
+    h = Harness()
+    member_id, generation = static_classic_group(h)
+    h.records.clear()
+    refused = consumer_hb(h, "c", 0, instance_id="i-a")
+    assert refused.error is ErrorCode.UNRELEASED_INSTANCE_ID
+    assert "g" not in h.coordinator.consumer_groups and h.records == []
+    assert set(h.coordinator.groups["g"].members) == {member_id} and h.state() == "Stable"
+    assert h.heartbeat(member_id, generation, instance="i-a") is ErrorCode.NONE
+
+
+def test_restarted_classic_static_member_takes_over_a_revoking_predecessor() -> None:
+    """Its predecessor was giving partitions up when it restarted: the new member must
+    not stay at epoch 0 (its next JoinGroup was refused UNRELEASED_INSTANCE_ID)."""
+    h = Harness()
+    old_id, generation = static_classic_group(h)
+    consumer_hb(h, "c", 0)
+    rejoin(h, old_id)  # the target moved: it must give three partitions up
+    group = h.coordinator.consumer_groups["g"]
+    assert group.members[old_id].state.name == "UNREVOKED_PARTITIONS"
+    restarted = h.completed[h.join("", protocols=PROTOCOLS, instance="i-a", topics=TOPICS)]
+    assert restarted.error is ErrorCode.NONE and restarted.generation_id > generation
+    again = h.completed[
+        h.join(restarted.member_id, protocols=PROTOCOLS, instance="i-a", topics=TOPICS)
+    ]
+    assert again.error is ErrorCode.NONE
     owners(h)

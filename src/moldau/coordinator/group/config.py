@@ -16,6 +16,8 @@ class GroupConfig:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 2_147_483_647
+    """group.max.size: a consumer group becomes classic only within it (Kafka's downgrade)."""
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096
@@ -38,6 +40,7 @@ class GroupConfig:
             group_min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
             group_max_session_timeout_ms=config.int("group.max.session.timeout.ms"),
             group_initial_rebalance_delay_ms=config.int("group.initial.rebalance.delay.ms"),
+            group_max_size=config.int("group.max.size"),
             offsets_retention_minutes=config.int("offsets.retention.minutes"),
             offsets_retention_check_interval_ms=config.int("offsets.retention.check.interval.ms"),
             offset_metadata_max_bytes=config.int("offset.metadata.max.bytes"),

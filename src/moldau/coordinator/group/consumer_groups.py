@@ -40,6 +40,9 @@ view object when topics change (regex matches are cached per view)."""
 GroupOverrides = Mapping[str, str]
 """A group's own configs (Kafka's GroupConfig), by name."""
 NO_OVERRIDES: GroupOverrides = MappingProxyType({})
+MEMBER_TIMERS = ("consumer-session", "consumer-rebalance", "consumer-join", "consumer-sync")
+"""A member's timeouts: its session, revoking (rebalance timeout), and for a classic
+member the JoinGroup and SyncGroup it owes (Kafka's consumer group join/sync timeouts)."""
 SESSION_TIMEOUT = "consumer.session.timeout.ms"
 HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
@@ -439,8 +442,8 @@ class ConsumerGroupManager:
         group.remove_member(member_id)
         for record in records.tombstones(group.group_id, member_id):
             self._ops.append(*record)
-        self.timers.cancel(("consumer-session", group.group_id, member_id))
-        self.timers.cancel(("consumer-rebalance", group.group_id, member_id))
+        for kind in MEMBER_TIMERS:
+            self.timers.cancel((kind, group.group_id, member_id))
 
     def _schedule_session(
         self, group: ConsumerGroup, member: ConsumerGroupMember, timeout_ms: int

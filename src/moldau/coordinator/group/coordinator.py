@@ -11,8 +11,9 @@ so Kafka's transient Dead-group races cannot occur and removed groups are simply
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from moldau.ids import SYSTEM_IDS, IdSource
@@ -23,6 +24,7 @@ from . import consumer_group_records, migration
 from .config import GroupConfig
 from .consumer_group import ConsumerGroup, ConsumerGroupMember
 from .consumer_groups import (
+    MEMBER_TIMERS,
     NO_OVERRIDES,
     ConsumerGroupManager,
     ConsumerHeartbeat,
@@ -48,6 +50,8 @@ from .results import (
 )
 from .timers import Timers
 from .txn_offsets import PendingTxnOffsets
+
+log = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 """Kafka's bound on a new member's parked JoinGroup (it cannot heartbeat yet)."""
@@ -117,11 +121,14 @@ class GroupCoordinator:
         allows; otherwise it is not a consumer group: GROUP_ID_NOT_FOUND, as Kafka answers."""
         self._begin(now_ms)
         classic = self._groups.get(heartbeat.group_id)
+        before_upgrade: GroupsSnapshot | None = None
         if classic is not None and classic.members:
             invalid = self.consumer.check(heartbeat)
             if invalid is not None:
                 return invalid, self._end()
             # Only a joining member (epoch 0) may upgrade the group, as in Kafka.
+            if heartbeat.member_epoch == 0:
+                before_upgrade = self.snapshot([heartbeat.group_id])
             refusal = (
                 "only a joining member upgrades a group"
                 if heartbeat.member_epoch != 0
@@ -142,22 +149,47 @@ class GroupCoordinator:
         consumer = self._consumer_groups.get(heartbeat.group_id)
         leaving = consumer.members.get(heartbeat.member_id) if consumer is not None else None
         result = self.consumer.heartbeat(heartbeat, topics, overrides)
+        if before_upgrade is not None and result.error is not ErrorCode.NONE:
+            # The joining member was refused (its static instance id is still in use, the
+            # group is full): as Kafka reverts the failed operation, the group stays classic.
+            self.restore(before_upgrade)
+            self._begin(now_ms)
+            return result, self._end()
         self._maybe_downgrade(heartbeat.group_id, leaving)
         return result, self._end()
 
     def _maybe_downgrade(self, group_id: str, gone: ConsumerGroupMember | None) -> None:
         """Once ``gone``, the last member speaking the consumer protocol, has left or was
         fenced, the group becomes a classic group again and rebalances (Kafka 4.0's online
-        downgrade), if group.consumer.migration.policy allows. Its offsets stay."""
+        downgrade)."""
         group = self._consumer_groups.get(group_id)
         if gone is None or gone.classic is not None or group is None:
             return
-        if gone.member_id in group.members or not migration.downgradable(group, self.config):
+        if gone.member_id not in group.members:
+            self._downgrade_if_classic(group, rebalance=True)
+
+    def _downgrade_if_classic(self, group: ConsumerGroup, rebalance: bool) -> None:
+        """A consumer group whose members all speak the classic protocol becomes a classic
+        group, if group.consumer.migration.policy and group.max.size allow. Its offsets
+        stay. Without ``rebalance`` (a classic static member took the place of the last
+        consumer-protocol one, as in Kafka) the group stays Stable, unless a member had
+        not reached its target yet."""
+        if not group.members or any(m.classic is None for m in group.members.values()):
             return
+        refusal = migration.downgrade_refusal(group, self.config)
+        if refusal is not None:
+            log.info(
+                "Cannot downgrade consumer group %s to a classic group: %s.",
+                group.group_id,
+                refusal,
+            )
+            return
+        group_id = group.group_id
+        rebalance = rebalance or not migration.reconciled(group)
         classic = migration.to_classic_group(group, self._now)
         for member_id in group.members:
-            self._timers.cancel(("consumer-session", group_id, member_id))
-            self._timers.cancel(("consumer-rebalance", group_id, member_id))
+            for kind in MEMBER_TIMERS:
+                self._timers.cancel((kind, group_id, member_id))
             for record in consumer_group_records.tombstones(group_id, member_id):
                 self._ops.append(*record)
         for record in consumer_group_records.group_tombstones(group_id):
@@ -167,10 +199,18 @@ class GroupCoordinator:
         if holder is not None:
             classic.offsets, classic.pending_txn = holder.offsets, holder.pending_txn
         self._groups[group_id] = classic
-        self._store_group(classic)
         for member in classic.members.values():
             self._schedule_heartbeat(classic, member)
-        self._prepare_rebalance(classic)
+        if rebalance:
+            # Written at the generation the rebalance will make (unlike Kafka): a failover
+            # meanwhile loads it Stable with partitions nobody is assigned (the leaving
+            # member's); at that generation the members' heartbeats are answered
+            # ILLEGAL_GENERATION, they rejoin, and the leader's rejoin rebalances.
+            value = replace(classic.metadata_value(), generation=classic.generation_id + 1)
+            self._ops.append(encode_group_key(group_id), encode_group_value(value))
+            self._prepare_rebalance(classic)
+        else:
+            self._store_group(classic)
 
     def _upgrade(self, classic: Group, topics: TopicsView) -> str | None:
         """Convert a classic group with members to a consumer group (Kafka 4.0's online
@@ -278,8 +318,11 @@ class GroupCoordinator:
                 protocols,
                 session_timeout_ms,
                 require_known_member_id,
+                now_ms,
             )
             self._complete(request_id, result)
+            if result.error is ErrorCode.NONE:  # it may have replaced the last consumer one
+                self._downgrade_if_classic(consumer, rebalance=False)
         elif group is None and member_id:
             self._fail_join(request_id, joining, ErrorCode.UNKNOWN_MEMBER_ID)
         else:
@@ -316,7 +359,13 @@ class GroupCoordinator:
                 SyncGroupResult(cerror)
                 if cmember is None
                 else migration.sync(
-                    self.consumer, consumer, cmember, generation_id, protocol_type, protocol_name
+                    self.consumer,
+                    consumer,
+                    cmember,
+                    generation_id,
+                    protocol_type,
+                    protocol_name,
+                    now_ms,
                 )
             )
             self._complete(request_id, result)
@@ -365,7 +414,7 @@ class GroupCoordinator:
             cerror, cmember = migration.classic_member(consumer, member_id, group_instance_id)
             if cmember is None:
                 return cerror
-            return migration.heartbeat(self.consumer, consumer, cmember, generation_id)
+            return migration.heartbeat(self.consumer, consumer, cmember, generation_id, now_ms)
         error = self._validate_generation(group_id, member_id, generation_id, group_instance_id)
         if error is not None:
             return error

@@ -32,6 +32,9 @@ class Timers(Generic[K]):
         self._deadlines[key] = deadline_ms
         heapq.heappush(self._heap, (deadline_ms, next(self._seq), key))
 
+    def armed(self, key: K) -> bool:
+        return key in self._deadlines
+
     def cancel(self, key: K) -> None:
         self._deadlines.pop(key, None)
 
