@@ -208,7 +208,18 @@ class RemoteLogManager:
         high_watermark: Callable[[], int],
     ) -> None:
         """This broker leads ``tp`` (a tiered partition) from now on: copies start at the
-        next pass, from where the remote tier's lineage ends."""
+        next pass, from where the remote tier's lineage ends. Told again in the same
+        epoch (any change of the partition, e.g. its ISR), it keeps its copy state: a
+        fresh one would start the copies in flight over."""
+        current = self._replicas.get((tp.topic, tp.partition))
+        if (
+            current is not None
+            and current.tp == tp
+            and current.log is replica_log
+            and current.leader_epoch == leader_epoch
+        ):
+            current.high_watermark = high_watermark
+            return
         self._replicas[(tp.topic, tp.partition)] = _Replica(
             tp, replica_log, leader_epoch, high_watermark
         )
