@@ -43,6 +43,7 @@ from moldau.replication.replica_manager import (
     ReplicaManager,
     TopicPartition,
 )
+from moldau.replication.tier_state_machine import RemoteTierBehindError
 from moldau.security.client import ClientSecurity
 from moldau.storage.remote.storage_manager import RemoteStorageError
 
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # last fetched epoch and the diverging epoch (KIP-320)
 LIST_OFFSETS_VERSION = 8  # earliest-local offsets (KIP-405)
+# A rebuild waiting for this broker's view of the remote tier looks again this soon: it
+# costs a ListOffsets and a look at local metadata, no remote read.
+REMOTE_VIEW_RETRY_S = 0.1
 RETRIABLE = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.FENCED_LEADER_EPOCH,
@@ -248,6 +252,9 @@ class Fetcher:
             if partition is not None and replica_log is not None:
                 partition.truncated(replica_log.log_start_offset, replica_log.log_end_offset)
             log.info("%s-%d: rebuilt from the remote tier, fetching from %d", *tp, next_offset)
+        except RemoteTierBehindError as e:
+            log.debug("%s-%d: waiting for the remote log metadata: %s", *tp, e)
+            delay = REMOTE_VIEW_RETRY_S
         except (RemoteStorageError, KafkaError, OSError) as e:
             log.info("%s-%d: cannot rebuild from the remote tier yet: %s", *tp, e)
             delay = self.manager.config.backoff_ms / 1000
