@@ -218,7 +218,6 @@ class RemoteLogManager:
             and current.log is replica_log
             and current.leader_epoch == leader_epoch
         ):
-            current.high_watermark = high_watermark
             return
         self._replicas[(tp.topic, tp.partition)] = _Replica(
             tp, replica_log, leader_epoch, high_watermark
