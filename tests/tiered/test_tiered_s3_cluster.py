@@ -1,8 +1,8 @@
 """Three nodes, RF 3, tiering to a real S3 server (SeaweedFS): the leader is killed (-9)
 while it copies and while a consumer reads the remote tier; the consumer goes on, a new
-leader continues the copies, and once the segments have left the in-sync replicas' disks
-each acknowledged record is read back from offset 0. A topic deleted while its only
-replica is down (no broker writes its DELETE_PARTITION_MARKED) still leaves the bucket
+leader continues the copies; the old leader, restarted, rejoins the ISR with the leader's
+log, and once the segments have left every disk each acknowledged record is read back from
+offset 0. A topic deleted while its only replica is down (no broker writes its DELETE_PARTITION_MARKED) still leaves the bucket
 empty."""
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC
 from moldau.testing.cluster import ClusterProcess
 from moldau.testing.seaweedfs import SeaweedFS
 from tests.tiered.test_tiered_broker import TIERED, read_confluent, wait_for
-from tests.tiered.test_tiered_follower import moldau
+from tests.tiered.test_tiered_rejoin import (
+    REJOIN_TIMEOUT_S,
+    assert_same_local_log,
+    metadata_on_every_node,
+)
 from tests.tiered.test_tiered_s3 import produce_batches
 
 pytestmark = pytest.mark.slow
@@ -38,17 +41,7 @@ def cluster(seaweedfs: SeaweedFS) -> Iterator[ClusterProcess]:
         "remote.log.metadata.topic.num.partitions": "3",
     }
     with ClusterProcess(3, configs=configs) as c:
-        # The first broker up creates __remote_log_metadata with as many replicas as brokers
-        # are alive then (at most 3): give every partition all three, as an operator would,
-        # so that a kill leaves each one a leader.
-        c.wait_until(lambda: REMOTE_LOG_METADATA_TOPIC in c.describe()["topics"], timeout=60)
-        for p in range(3):
-            if len(c.partition(REMOTE_LOG_METADATA_TOPIC, p)["replicas"]) < 3:
-                moldau(
-                    c,
-                    f"reassign --topic {REMOTE_LOG_METADATA_TOPIC} --partition {p} "
-                    f"--replicas {','.join(map(str, c.nodes))} --wait --timeout 90",
-                )
+        metadata_on_every_node(c)
         yield c
 
 
@@ -123,11 +116,14 @@ def test_leader_killed_mid_copy_and_mid_read_loses_nothing(
         timeout=90,
     )
     c.start_node(old)
-    # the first segments leave the disks of the in-sync replicas
+    # the restarted old leader rejoins the ISR with the leader's log, and the first
+    # segments leave every disk, its own too
+    wait_for(lambda: old in c.partition(topic)["isr"], "the old leader to rejoin", REJOIN_TIMEOUT_S)
+    assert_same_local_log(c, topic, old)
     try:
         wait_for(
-            lambda: all(local_start(c, n, topic) > 40 for n in c.partition(topic)["isr"]),
-            "segments to leave the in-sync replicas' disks",
+            lambda: all(local_start(c, n, topic) > 40 for n in c.nodes),
+            "segments to leave every disk",
             timeout=90,
         )
     except AssertionError:

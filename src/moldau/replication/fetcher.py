@@ -9,8 +9,9 @@ leader's high watermark. Replicas throttled by the follower replication quota (K
 :mod:`moldau.replication.quota`) are left out of requests while it is exceeded and they
 have not caught up. A follower whose log diverged (it led an older epoch) gets the
 diverging epoch in the response (KIP-320) and truncates exactly there; one that fell
-below the leader's log start restarts its log at it. A partition whose leader is gone or
-fenced waits for the next metadata update (``replica.fetch.backoff.ms``).
+below the leader's log start restarts its log at it; one whose next offset the leader
+holds only in the remote tier rebuilds its log from there (:mod:`tier_state_machine`,
+KIP-405). A partition whose leader is gone or fenced waits for the next metadata update (``replica.fetch.backoff.ms``).
 """
 
 from __future__ import annotations
@@ -30,15 +31,29 @@ from moldau.protocol.client import Address, ConnectionSecurity, NetworkClient
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.protocol.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from moldau.protocol.messages.fetch_response import PartitionData
+from moldau.protocol.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
 from moldau.replication.quota import FOLLOWER, ReplicationQuota
 from moldau.replication.remote_log_manager import RemoteLogManager
-from moldau.replication.replica_manager import ReplicaManager, TopicPartition
+from moldau.replication.replica_manager import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    ReplicaManager,
+    TopicPartition,
+)
+from moldau.replication.tier_state_machine import RemoteTierBehindError
 from moldau.security.client import ClientSecurity
 from moldau.storage.remote.storage_manager import RemoteStorageError
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # last fetched epoch and the diverging epoch (KIP-320)
+LIST_OFFSETS_VERSION = 8  # earliest-local offsets (KIP-405)
+# A rebuild waiting for this broker's view of the remote tier looks again this soon: it
+# costs a ListOffsets and a look at local metadata, no remote read.
+REMOTE_VIEW_RETRY_S = 0.1
 RETRIABLE = {
     ErrorCode.NOT_LEADER_OR_FOLLOWER,
     ErrorCode.FENCED_LEADER_EPOCH,
@@ -221,17 +236,25 @@ class Fetcher:
         self._delayed[tp] = math.inf
         task = asyncio.get_running_loop().create_task(self._rebuild(tp, rlm))
         self._rebuilding[tp] = task
-        task.add_done_callback(lambda _: self._rebuilding.pop(tp, None))
+
+        def done(finished: asyncio.Task[None]) -> None:
+            if self._rebuilding.get(tp) is finished:  # not a later rebuild of the partition
+                del self._rebuilding[tp]
+
+        task.add_done_callback(done)
 
     async def _rebuild(self, tp: TopicPartition, rlm: RemoteLogManager) -> None:
         rm = self.manager.replica_manager
         delay = 0.0
         try:
-            next_offset = await rlm.rebuild_follower(tp)
+            next_offset = await rlm.rebuild_follower(tp, await self._leader_local_start(tp))
             partition, replica_log = rm.partition(tp), rm.local_log(tp)
             if partition is not None and replica_log is not None:
                 partition.truncated(replica_log.log_start_offset, replica_log.log_end_offset)
             log.info("%s-%d: rebuilt from the remote tier, fetching from %d", *tp, next_offset)
+        except RemoteTierBehindError as e:
+            log.debug("%s-%d: waiting for the remote log metadata: %s", *tp, e)
+            delay = REMOTE_VIEW_RETRY_S
         except (RemoteStorageError, KafkaError, OSError) as e:
             log.info("%s-%d: cannot rebuild from the remote tier yet: %s", *tp, e)
             delay = self.manager.config.backoff_ms / 1000
@@ -241,6 +264,29 @@ class Fetcher:
         if tp in self.partitions:
             self._delayed[tp] = asyncio.get_running_loop().time() + delay
             self._wakeup.set()
+
+    async def _leader_local_start(self, tp: TopicPartition) -> int:
+        """Where the leader's local log starts (ListOffsets earliest-local, as Kafka's
+        TierStateMachine asks it). Raises KafkaError or OSError (retriable)."""
+        position = self.manager.replica_manager.follower_position(tp)
+        address = self.manager.address_of(self.leader)
+        if position is None or address is None:
+            raise KafkaError(f"{tp[0]}-{tp[1]}: no leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        request = ListOffsetsRequest(
+            replica_id=self.manager.node_id,
+            topics=[
+                ListOffsetsTopic(
+                    tp[0],
+                    [ListOffsetsPartition(tp[1], position.leader_epoch, EARLIEST_LOCAL_TIMESTAMP)],
+                )
+            ],
+        )
+        response = await self._client.send(address, request, LIST_OFFSETS_VERSION)
+        answer = response.topics[0].partitions[0]
+        if answer.error_code != ErrorCode.NONE:
+            raise KafkaError("earliest-local offset", ErrorCode(answer.error_code))
+        offset: int = answer.offset
+        return offset
 
     def _truncate(self, tp: TopicPartition, epoch: int, leader_end: int) -> None:
         """Cut the diverged tail: at the leader's end of ``epoch``, or earlier where this

@@ -7,7 +7,8 @@ back (wake waiters, send an AlterPartition). As in Kafka's ``Partition``:
 - the high watermark is the smallest log end offset over the *maximal* ISR (the committed
   ISR plus replicas an in-flight AlterPartition is adding, so an expansion can never let
   the HW pass a replica that may already count as in sync) and over caught-up replicas
-  that are about to join; it never moves backwards;
+  that are about to join (ISR-eligible ones: not fenced, not shutting down); it never
+  moves backwards;
 - ISR changes are proposed, not applied: the controller commits them (partition epoch
   checked) and the metadata update makes them real. One proposal is in flight at a time.
 """
@@ -74,6 +75,7 @@ class Partition:
         "_leader_epoch_start_offset",
         "_pending",
         "_remote",
+        "_ineligible",
     )
 
     def __init__(
@@ -99,6 +101,7 @@ class Partition:
         self._leader_epoch_start_offset = UNKNOWN_OFFSET
         self._pending: IsrProposal | None = None
         self._remote: dict[int, ReplicaState] = {}
+        self._ineligible: frozenset[int] = frozenset()  # fenced or shutting down
 
     @property
     def topic(self) -> str:
@@ -216,6 +219,15 @@ class Partition:
             self._pending = None  # the controller decided; any proposal was answered
         self._partition_epoch = reg.partition_epoch
 
+    def set_ineligible(self, brokers: frozenset[int], leader_leo: int, now_ms: int) -> bool:
+        """The brokers that may not join an ISR now (fenced or in controlled shutdown, as
+        the metadata says; Kafka's isReplicaIsrEligible). A caught-up follower among them
+        does not hold back the HW: a broker shutting down may fetch at the leader's end
+        once more after the controller took it out of the ISR, and never again. Returns
+        True if the HW moved."""
+        self._ineligible = brokers
+        return self.maybe_increment_high_watermark(leader_leo, now_ms)
+
     @property
     def is_leader(self) -> bool:
         return self._role is Role.LEADER
@@ -238,7 +250,9 @@ class Partition:
         for replica in self._remote.values():
             if replica.log_end_offset >= new_hw:
                 continue
-            joining = replica.is_caught_up(leader_leo, now_ms, self._replica_lag_time_max_ms)
+            joining = replica.broker_id not in self._ineligible and replica.is_caught_up(
+                leader_leo, now_ms, self._replica_lag_time_max_ms
+            )
             if replica.broker_id in in_sync or joining:
                 new_hw = replica.log_end_offset
         if new_hw > self._high_watermark:
@@ -277,13 +291,15 @@ class Partition:
         return replica_id in self._remote
 
     def isr_expansion(self, replica_id: int) -> IsrProposal | None:
-        """A follower that reached the HW (and this epoch's start) joins the ISR."""
+        """A follower that reached the HW (and this epoch's start) joins the ISR, if it
+        is eligible (the controller would refuse it)."""
         replica = self._remote.get(replica_id)
         if (
             self._role is not Role.LEADER
             or self._pending is not None
             or replica is None
             or replica_id in self._isr
+            or replica_id in self._ineligible
             or replica.log_end_offset < self._high_watermark
             or replica.log_end_offset < self._leader_epoch_start_offset
         ):

@@ -208,7 +208,17 @@ class RemoteLogManager:
         high_watermark: Callable[[], int],
     ) -> None:
         """This broker leads ``tp`` (a tiered partition) from now on: copies start at the
-        next pass, from where the remote tier's lineage ends."""
+        next pass, from where the remote tier's lineage ends. Told again in the same
+        epoch (any change of the partition, e.g. its ISR), it keeps its copy state: a
+        fresh one would start the copies in flight over."""
+        current = self._replicas.get((tp.topic, tp.partition))
+        if (
+            current is not None
+            and current.tp == tp
+            and current.log is replica_log
+            and current.leader_epoch == leader_epoch
+        ):
+            return
         self._replicas[(tp.topic, tp.partition)] = _Replica(
             tp, replica_log, leader_epoch, high_watermark
         )
@@ -220,11 +230,12 @@ class RemoteLogManager:
         self._replicas[(tp.topic, tp.partition)] = _Replica(tp, replica_log, -1, lambda: -1)
         self.metadata.on_partition_assigned(tp)
 
-    async def rebuild_follower(self, tp: TopicPartition) -> int:
+    async def rebuild_follower(self, tp: TopicPartition, leader_local_start: int) -> int:
         """KIP-405's follower path: restart this follower's log right after the remote
-        tier, with the epochs and producer state read from there (tier_state_machine); the
-        offset to fetch from next. RemoteStorageError (the store, or the metadata still
-        loading) or KafkaError (not a tiered follower here): retry later."""
+        tier, with the epochs and producer state read from there (tier_state_machine), if
+        the remote tier known here reaches ``leader_local_start``; the offset to fetch
+        from next. RemoteStorageError (the store, or the metadata still loading or behind
+        the leader's) or KafkaError (not a tiered follower here): retry later."""
         replica = self._replicas.get(tp)
         if replica is None or replica.leader_epoch >= 0:
             raise KafkaError(
@@ -234,6 +245,7 @@ class RemoteLogManager:
         return await build_remote_log_aux_state(
             replica.log,
             self.metadata.segments(replica.tp),
+            leader_local_start,
             self.rsm,
             lambda fn, *args: loop.run_in_executor(self._readers, fn, *args),
         )

@@ -225,6 +225,7 @@ class ReplicaManager:
         self.topic_stats = TopicStats()
         self.isr_stats = IsrStats()
         self._racks: dict[int, str] = {}  # live brokers' broker.rack, for KIP-392
+        self._ineligible: frozenset[int] = frozenset()  # brokers fenced or shutting down
         # Tiered storage (None: remote.log.storage.system.enable is off); the latest
         # image gives the topic ids of the remote tier's TopicIdPartitions.
         self.remote_log_manager: RemoteLogManager | None = None
@@ -242,6 +243,11 @@ class ReplicaManager:
         coordinators load from them."""
         self._racks = {b.broker_id: b.rack for b in new.brokers.values() if b.rack and b.alive}
         self._image = new
+        ineligible = frozenset(b.broker_id for b in new.brokers.values() if not b.alive)
+        if ineligible != self._ineligible:
+            self._ineligible = ineligible
+            for tp in self._partitions:
+                self._set_ineligible(tp)
         if old.offset < 0 <= new.offset:
             # The first image of the log is a caught-up one (the loader waits for the
             # quorum's high watermark); the broker opened its logs with it just before.
@@ -309,6 +315,7 @@ class ReplicaManager:
         if hosted is None:
             return
         partition, replica_log = hosted
+        self._set_ineligible(tp)
         if leads:
             self.isr_stats.leader_update(partition, part)
             partition.make_leader(part, replica_log.log_end_offset, self.clock.now_ms())
@@ -316,6 +323,12 @@ class ReplicaManager:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
         self._tier(tp, partition, replica_log, leads)
+
+    def _set_ineligible(self, tp: TopicPartition) -> None:
+        partition, replica_log = self._partitions[tp], self.log_manager.get_log(*tp)
+        leo = replica_log.log_end_offset if replica_log is not None else 0
+        if partition.set_ineligible(self._ineligible, leo, self.clock.now_ms()):
+            self._high_watermark_changed(tp)
 
     def _tier(
         self, tp: TopicPartition, partition: Partition, replica_log: UnifiedLog, leads: bool

@@ -1,15 +1,21 @@
 """The follower's side of KIP-405 (Kafka's ReplicaFetcherTierStateMachine): a new or
 far-behind follower of a tiered partition does not fetch the history the remote tier
-holds. When the leader answers OFFSET_MOVED_TO_TIERED_STORAGE, the follower restarts its
-log empty right after the last segment in the remote tier, with the leader-epoch entries
-and producer state of that point, both read from the remote tier (the segment's
-leader-epoch checkpoint and producer snapshot), and fetches from there.
+holds. When the leader answers OFFSET_MOVED_TO_TIERED_STORAGE, the follower asks the
+leader where its local log starts (ListOffsets, earliest-local), then restarts its log
+empty right after the last segment of the remote tier, with the leader-epoch entries and
+producer state of that point, both read from the remote tier (the segment's leader-epoch
+checkpoint and producer snapshot), and fetches from there.
 
 Kafka restarts at the leader's local log start; restarting after the highest remote
 offset is as valid (the leader keeps every segment not yet copied, so that offset is in
-its local log) and fetches less: only what the remote tier does not have. If this
-follower's view of the remote tier is behind the leader's local retention, the leader
-answers OFFSET_MOVED_TO_TIERED_STORAGE again and the next try uses the newer view.
+its local log) and fetches less: only what the remote tier does not have. It needs this
+follower's view of the remote tier (its copy of ``__remote_log_metadata``) to reach the
+leader's local log start: a restarted broker's view trails the leader's until its
+metadata replica has caught up, and a restart from a trailing view lands below the
+leader's local log again (another OFFSET_MOVED_TO_TIERED_STORAGE, another truncation and
+remote read, for as long as the leader keeps copying). So a view that ends before the
+leader's local log start is not used: the log is left as it is and the rebuild is retried
+once the view has caught up (:class:`RemoteTierBehindError`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ from moldau.storage.unified_log import UnifiedLog
 
 T = TypeVar("T")
 ToThread = Callable[..., Awaitable[Any]]
+
+
+class RemoteTierBehindError(RemoteStorageError):
+    """This follower's view of the remote tier does not reach the leader's local log
+    start yet (retriable: its remote log metadata is still catching up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +109,37 @@ def restore(replica_log: UnifiedLog, state: RemoteAuxState) -> None:
         replica_log.producer_state.load_snapshot(path)
 
 
+def restart_segment(
+    remote_segments: list[RemoteLogSegmentMetadata], leader_local_start: int
+) -> RemoteLogSegmentMetadata:
+    """The remote segment the follower restarts after: the last one it knows, provided
+    the leader holds the next offset locally (``leader_local_start``, the leader's local
+    log start, at or before it). Raises RemoteStorageError (retriable) otherwise."""
+    if not remote_segments:
+        raise RemoteStorageError("the remote tier holds no segment of this partition yet")
+    last = max(remote_segments, key=lambda md: md.end_offset)
+    if last.end_offset + 1 < leader_local_start:
+        raise RemoteTierBehindError(
+            f"the remote tier known here ends at {last.end_offset}, before the leader's "
+            f"local log start {leader_local_start}"
+        )
+    return last
+
+
 async def build_remote_log_aux_state(
     replica_log: UnifiedLog,
     remote_segments: list[RemoteLogSegmentMetadata],
+    leader_local_start: int,
     rsm: RemoteStorageManager,
     to_thread: ToThread,
 ) -> int:
     """Rebuild ``replica_log`` from the remote tier (``remote_segments``: the partition's
-    copied segments, from its remote log metadata); the offset to fetch from next.
-    Raises RemoteStorageError (retriable) when the remote tier has nothing yet or does
-    not answer. The remote reads run through ``to_thread`` (the reader pool)."""
-    if not remote_segments:
-        raise RemoteStorageError("the remote tier holds no segment of this partition yet")
-    last = max(remote_segments, key=lambda md: md.end_offset)
+    copied segments, from its remote log metadata; ``leader_local_start``: where the
+    leader's local log starts); the offset to fetch from next. Raises RemoteStorageError
+    (retriable, the log untouched) when the remote tier known here does not reach the
+    leader's local log or the store does not answer. The remote reads run through
+    ``to_thread`` (the reader pool)."""
+    last = restart_segment(remote_segments, leader_local_start)
     start = min(md.start_offset for md in remote_segments)
     state: RemoteAuxState = await to_thread(fetch_remote_aux_state, rsm, last, start)
     restore(replica_log, state)

@@ -619,12 +619,15 @@ class UnifiedLog:
     # -- replication ---------------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Remove everything from the batch holding ``offset`` on (follower truncation,
-        recovery); the epoch cache and producer state follow. Below the log start offset
-        the log is emptied and restarts at ``offset``."""
+        recovery); the epoch cache and producer state follow. Below the local log start
+        the log is emptied and restarts at ``offset``; a tiered log keeps its log start
+        offset there (the remote tier still holds the records before it)."""
         if offset >= self.log_end_offset:
             return
         if offset < self._local_log_start_offset:
-            self.truncate_fully_and_start_at(offset)
+            self.truncate_fully_and_start_at(
+                offset, log_start_offset=self._log_start_offset if self.remote_log_enabled else None
+            )
             return
         with self.local_log.lock:
             self.local_log.truncate_to(offset, self._now())

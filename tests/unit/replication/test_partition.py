@@ -197,3 +197,33 @@ def test_fields_are_read_only_from_outside():
     p = leader()
     with pytest.raises(AttributeError):
         p.high_watermark = 10  # type: ignore[misc]
+
+
+def test_a_follower_shutting_down_does_not_hold_back_the_hw_nor_rejoin():
+    """A broker in controlled shutdown leaves every ISR, and may fetch at the leader's end
+    once more after that: caught up, it must not count as "about to join" for
+    replica.lag.time.max.ms (acks=all would wait that long), nor be proposed back."""
+    p = leader(now=T0)
+    for r in (2, 3):
+        p.update_follower_fetch(r, 10, 0, 10, T0 + 1)
+    p.make_leader(reg(isr=(1, 2), partition_epoch=1), 10, T0 + 2)  # 3 is shutting down
+    p.update_follower_fetch(3, 10, 0, 10, T0 + 3)  # its last fetch
+    assert p.set_ineligible(frozenset({3}), 20, T0 + 4) is False
+    p.update_follower_fetch(2, 20, 0, 20, T0 + 5)
+    assert p.high_watermark == 20  # 3 is not waited for
+    assert p.isr_expansion(3) is None
+    # Unfenced again and caught up: it rejoins (and is waited for meanwhile).
+    p.set_ineligible(frozenset(), 20, T0 + 6)
+    p.update_follower_fetch(3, 20, 0, 20, T0 + 7)
+    proposal = p.isr_expansion(3)
+    assert proposal is not None and proposal.new_isr == (1, 2, 3)
+
+
+def test_a_follower_found_ineligible_releases_the_hw_at_once():
+    p = leader(isr=(1, 2), now=T0)
+    p.update_follower_fetch(2, 10, 0, 10, T0 + 1)
+    p.update_follower_fetch(3, 10, 0, 10, T0 + 1)  # caught up, about to join
+    p.update_follower_fetch(2, 20, 0, 20, T0 + 2)
+    assert p.high_watermark == 10
+    assert p.set_ineligible(frozenset({3}), 20, T0 + 3) is True
+    assert p.high_watermark == 20

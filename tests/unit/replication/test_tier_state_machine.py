@@ -14,8 +14,10 @@ from moldau.config.topic import LogConfig
 from moldau.records.batch import scan_batches
 from moldau.records.record import build_batch
 from moldau.replication.tier_state_machine import (
+    RemoteTierBehindError,
     build_remote_log_aux_state,
     parse_epoch_checkpoint,
+    restart_segment,
 )
 from moldau.storage.producer_state import SNAPSHOT_SUFFIX
 from moldau.storage.remote.file_storage import FileRemoteStorageManager
@@ -86,7 +88,9 @@ def test_a_follower_restarts_after_the_remote_tier_with_its_epochs_and_producers
 
     follower = UnifiedLog.open(tmp_path / "follower" / "orders-0", CONFIG)
     produce(follower, 0, epoch=0)  # stale data of its own, to be replaced
-    next_offset = asyncio.run(build_remote_log_aux_state(follower, copied, rsm, asyncio.to_thread))
+    next_offset = asyncio.run(
+        build_remote_log_aux_state(follower, copied, 20, rsm, asyncio.to_thread)
+    )
     assert next_offset == 20
     assert follower.local_log_start_offset == follower.log_end_offset == 20
     assert follower.log_start_offset == 0  # over both tiers
@@ -116,9 +120,44 @@ def test_nothing_in_the_remote_tier_or_a_bad_checkpoint_is_retriable(tmp_path: P
     rsm = FileRemoteStorageManager()
     rsm.configure({"dir": str(tmp_path / "remote")})
     with pytest.raises(RemoteStorageError, match="no segment"):
-        asyncio.run(build_remote_log_aux_state(follower, [], rsm, asyncio.to_thread))
+        asyncio.run(build_remote_log_aux_state(follower, [], 0, rsm, asyncio.to_thread))
     for bad in (b"", b"1\n0\n", b"0\n2\n0 0\n", b"0\n1\nx y\n"):
         with pytest.raises(RemoteStorageError, match="malformed"):
             parse_epoch_checkpoint(bad)
     assert parse_epoch_checkpoint(b"0\n2\n0 0\n4 100\n") == [(0, 0), (4, 100)]
     follower.close()
+
+
+def test_a_view_of_the_remote_tier_behind_the_leaders_local_log_is_not_used(tmp_path: Path):
+    """A restarted follower whose remote log metadata trails the leader's: restarting
+    after its last known segment would land below the leader's local log again. Its log
+    is left as it is until the view reaches the leader's local log start."""
+    leader = UnifiedLog.open(tmp_path / "leader" / "orders-0", CONFIG)
+    rsm = FileRemoteStorageManager()
+    rsm.configure({"dir": str(tmp_path / "remote")})
+    for sequence in range(0, 20, 5):
+        produce(leader, sequence, epoch=1)
+        leader.roll()
+    produce(leader, 20, epoch=2)
+    copied = [copy(leader, rsm, i) for i in range(4)]  # 0-4, 5-9, 10-14, 15-19
+    follower = UnifiedLog.open(tmp_path / "follower" / "orders-0", CONFIG)
+    produce(follower, 0, epoch=1)
+
+    # The leader dropped 0-14 from its disk; the follower knows the copies up to 9 only.
+    with pytest.raises(RemoteTierBehindError, match="ends at 9, before the leader's local"):
+        asyncio.run(build_remote_log_aux_state(follower, copied[:2], 15, rsm, asyncio.to_thread))
+    assert (follower.log_start_offset, follower.log_end_offset) == (0, 5)  # untouched
+    assert follower.epoch_cache.entries == [(1, 0)]
+
+    # Up to the leader's local log start, or past it: after the last known segment.
+    assert restart_segment(copied[:3], 15) is copied[2]
+    assert restart_segment(copied, 15) is copied[3]
+    assert restart_segment(list(reversed(copied)), 20) is copied[3]
+    next_offset = asyncio.run(
+        build_remote_log_aux_state(follower, copied, 15, rsm, asyncio.to_thread)
+    )
+    assert next_offset == 20
+    assert (follower.log_start_offset, follower.local_log_start_offset) == (0, 20)
+    assert follower.epoch_cache.entries == [(1, 0)]
+    follower.close()
+    leader.close()

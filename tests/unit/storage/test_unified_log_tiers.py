@@ -95,3 +95,17 @@ def test_an_untiered_log_is_unchanged(tmp_path: Path) -> None:
         append(log, batch(1, value_size=40, tag=i))
     assert log.enforce_retention(log.log_end_offset) == 4
     assert log.log_start_offset == log.local_log_start_offset == 8
+
+
+def test_a_truncation_below_the_local_log_keeps_the_remote_log_start(tmp_path: Path) -> None:
+    """A follower whose diverged tail starts below its local log (it deleted copied
+    segments as a leader) restarts empty there, and the remote tier still holds what
+    precedes: the log start offset stays where the remote tier starts."""
+    log = filled(tmp_path / "t-0", TIERED, FakeClock())
+    log.update_highest_offset_in_remote_storage(5)
+    log.enforce_retention(log.log_end_offset)
+    assert (log.log_start_offset, log.local_log_start_offset) == (0, 6)
+    log.truncate_to(4)
+    assert (log.log_start_offset, log.local_log_start_offset, log.log_end_offset) == (0, 4, 4)
+    with pytest.raises(OffsetMovedToTieredStorageError):
+        log.read(2, 1000)

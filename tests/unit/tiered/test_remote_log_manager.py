@@ -399,3 +399,42 @@ def test_copier_pool_size_falls_back_to_the_thread_pool_size() -> None:
     assert copiers(**{"remote.log.manager.copier.thread.pool.size": "3"}) == 3
     with pytest.raises(ConfigError, match="copier.thread.pool.size must be -1 or at least 1"):
         copiers(**{"remote.log.manager.copier.thread.pool.size": "0"})
+
+
+def test_an_isr_change_while_copies_run_copies_nothing_twice(tmp_path: Path) -> None:
+    """The broker tells the manager it leads the partition again on every change of the
+    partition (an ISR shrink when a follower dies, say): the copies in flight go on, none
+    is started again by a fresh copy state."""
+    clock = ManualClock(10_000)
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+
+    async def main() -> None:
+        produce(log, 60)
+        rsm = UnevenUploads(fail_at=-1)  # slow uploads: the change comes while they run
+        rsm.configure({"dir": str(tmp_path / "remote")})
+        config = RemoteLogManagerConfig(
+            thread_pool_size=1, reader_threads=1, copier_thread_pool_size=4
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        rlm.run_once()
+        await asyncio.sleep(0.05)
+        rlm.on_leader(TP, log, 0, lambda: hw)  # same epoch: an ISR change
+        for _ in range(5):
+            rlm.run_once()
+            await drain(rlm)
+            clock.advance(1_000)
+        started = [
+            e.start_offset
+            for values in metadata.partitions.values()
+            for e in map(deserialize, values)
+            if isinstance(e, RemoteLogSegmentMetadata)
+        ]
+        assert started == [s.base_offset for s in log.segments[:-1]]  # each once, in order
+        assert rlm.stats.failed_copy_requests == 0
+        await rlm.close()
+
+    asyncio.run(main())
