@@ -1,12 +1,13 @@
 """A task of a direct read: one remote segment's records straight from the object store.
 
 The segment's `.log` object is read in chunks through the same remote storage manager the
-brokers use, its whole batches are decoded into Arrow by `columnar` and filtered to the
-task's offsets, control batches dropped. Under `read_committed` the task stops reading the
-store at the segment's first transactional batch and reads the rest of its range through a
-broker, which drops aborted records as for any consumer: whether a transaction aborted is
-only known from its marker and the transaction index of the segment holding that marker,
-which may be a later segment or still on the broker's disk.
+brokers use, from the batch its offset index gives for the task's first offset (as a
+broker's remote read starts); its whole batches are decoded into Arrow by `columnar` and
+filtered to the task's offsets, control batches dropped. Under `read_committed` the task
+stops reading the store at the segment's first transactional batch and reads the rest of
+its range through a broker, which drops aborted records as for any consumer: whether a
+transaction aborted is only known from its marker and the transaction index of the
+segment holding that marker, which may be a later segment or still on the broker's disk.
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from moldau.records.batch import scan_log_prefix
 from moldau.spark.fetcher import decode_log
 from moldau.spark.offsets import OffsetRange
 from moldau.spark.remote_options import RemoteOptions
-from moldau.storage.remote.segment import RemoteLogSegmentMetadata
-from moldau.storage.remote.storage_manager import (
-    load_remote_storage_manager,
-)
+from moldau.storage.remote.remote_log_reader import index_position
+from moldau.storage.remote.segment import IndexType, RemoteLogSegmentMetadata
+from moldau.storage.remote.storage_manager import RemoteStorageManager, load_remote_storage_manager
 
 CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -42,8 +42,9 @@ def read_segment(
 ) -> Batches:
     """The records of `r` (within `segment`); `broker_read` reads a range through a broker."""
     manager = load_remote_storage_manager(options.class_name, options.configs)
-    position, rest = 0, b""
+    rest = b""
     try:
+        position = start_position(manager, segment, r.start)
         while True:
             data = manager.fetch_log_segment(segment, position, position + CHUNK_BYTES - 1)
             position += len(data)
@@ -63,3 +64,13 @@ def read_segment(
         manager.close()
     if rest and not (batches and batches[-1].next_offset >= r.end):
         raise RuntimeError(f"remote segment {segment.segment_id} ends inside a record batch")
+
+
+def start_position(
+    manager: RemoteStorageManager, segment: RemoteLogSegmentMetadata, offset: int
+) -> int:
+    """Where in the segment's `.log` the batch holding `offset` starts, or one before it."""
+    if offset <= segment.start_offset:
+        return 0
+    index = manager.fetch_index(segment, IndexType.OFFSET)
+    return index_position(index, segment.start_offset, offset)
