@@ -6,7 +6,8 @@ tiers a `--partitions`-partition topic of `--mib` MiB (`--size`-byte values,
 `--segment-mib` MiB segments, `local.retention.bytes=1`); once every partition keeps at
 most its active segment on the disk, a local Spark (`--master`, `local[2]`) counts the
 topic's rows through the brokers and with the direct read, one warm-up each and then
-`--rounds` rounds taking turns. Reported per read: rows/s, MiB/s and the broker's CPU
+`--rounds` rounds taking turns (the direct read's planning on the driver is also timed
+alone, with its task count). Reported per read: rows/s, MiB/s and the broker's CPU
 seconds (user + system, from /proc), with the load average before it; the `uptime` line
 before and after each store. The store runs on the same machine, so the direct read's
 figures bound Spark's decoding and the local store, not a network. Nothing is asserted.
@@ -32,6 +33,8 @@ from pyspark.sql import SparkSession
 from benchmarks.harness import write_result
 from benchmarks.spark_bench import produce
 from benchmarks.tiered_broker import wait
+from moldau.spark.options import parse_read_options
+from moldau.spark.reader import MoldauBatchReader, RemoteSegmentPartition
 from moldau.spark.remote_plan import local_log_starts
 from moldau.spark.session import local_session
 from moldau.testing import broker
@@ -122,6 +125,10 @@ def measure_store(spark: SparkSession, kind: str, args: argparse.Namespace) -> d
                     "load_avg_1m": round(before_load, 2),
                 }
 
+            started = time.perf_counter()
+            plan = MoldauBatchReader(parse_read_options(ways["direct"], streaming=False))
+            tasks = plan.partitions()
+            plan_s = time.perf_counter() - started
             uptime_before = uptime()
             for way in ways:  # warm-up: Spark's Python workers, the brokers' caches
                 read(way)
@@ -135,6 +142,10 @@ def measure_store(spark: SparkSession, kind: str, args: argparse.Namespace) -> d
                 "produce_rows_per_s": round(produce_rate),
                 "seconds_until_tiered": round(tiered_s, 1),
                 "remote_fraction": round(local_start / records, 3),
+                # the direct read's driver: metadata replay and ListOffsets, then its tasks
+                "direct_plan_seconds": round(plan_s, 2),
+                "direct_remote_tasks": sum(isinstance(t, RemoteSegmentPartition) for t in tasks),
+                "direct_tasks": len(tasks),
                 "uptime_before": uptime_before,
                 "uptime_after": uptime(),
                 **{

@@ -12,6 +12,7 @@ segment holding that marker, which may be a later segment or still on the broker
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -27,6 +28,9 @@ from moldau.storage.remote.storage_manager import RemoteStorageManager, load_rem
 
 CHUNK_BYTES = 8 * 1024 * 1024
 
+_managers: dict[tuple[str, tuple[tuple[str, str], ...]], RemoteStorageManager] = {}
+_managers_lock = threading.Lock()
+
 
 Batches = Iterator[pa.RecordBatch]
 
@@ -41,29 +45,39 @@ def read_segment(
     broker_read: Callable[[OffsetRange], Batches],
 ) -> Batches:
     """The records of `r` (within `segment`); `broker_read` reads a range through a broker."""
-    manager = load_remote_storage_manager(options.class_name, options.configs)
+    manager = manager_for(options)
     rest = b""
-    try:
-        position = start_position(manager, segment, r.start)
-        while True:
-            data = manager.fetch_log_segment(segment, position, position + CHUNK_BYTES - 1)
-            position += len(data)
-            buf = memoryview(rest + data)
-            batches, used = scan_log_prefix(buf, verify_crc=False)
-            if read_committed:
-                txn = next((b for b in batches if b.is_transactional and not b.is_control), None)
-                if txn is not None and txn.base_offset < r.end:
-                    yield from decode_log(buf, batches[: batches.index(txn)], r, schema)
-                    yield from broker_read(replace(r, start=max(r.start, txn.base_offset)))
-                    return
-            yield from decode_log(buf, batches, r, schema)
-            rest = bytes(buf[used:])
-            if (batches and batches[-1].next_offset >= r.end) or len(data) < CHUNK_BYTES:
-                break
-    finally:
-        manager.close()
+    position = start_position(manager, segment, r.start)
+    while True:
+        data = manager.fetch_log_segment(segment, position, position + CHUNK_BYTES - 1)
+        position += len(data)
+        buf = memoryview(rest + data)
+        batches, used = scan_log_prefix(buf, verify_crc=False)
+        if read_committed:
+            txn = next((b for b in batches if b.is_transactional and not b.is_control), None)
+            if txn is not None and txn.base_offset < r.end:
+                yield from decode_log(buf, batches[: batches.index(txn)], r, schema)
+                yield from broker_read(replace(r, start=max(r.start, txn.base_offset)))
+                return
+        yield from decode_log(buf, batches, r, schema)
+        rest = bytes(buf[used:])
+        if (batches and batches[-1].next_offset >= r.end) or len(data) < CHUNK_BYTES:
+            break
     if rest and not (batches and batches[-1].next_offset >= r.end):
         raise RuntimeError(f"remote segment {segment.segment_id} ends inside a record batch")
+
+
+def manager_for(options: RemoteOptions) -> RemoteStorageManager:
+    """One configured manager per store in this Python worker, shared by the tasks it runs
+    (Spark reuses its workers) and kept for the worker's life: making one (a boto3 client
+    for `s3`) costs more CPU than reading a segment. Managers are thread-safe."""
+    key = (options.class_name, tuple(sorted(options.configs.items())))
+    with _managers_lock:
+        manager = _managers.get(key)
+        if manager is None:
+            manager = load_remote_storage_manager(options.class_name, options.configs)
+            _managers[key] = manager
+    return manager
 
 
 def start_position(
