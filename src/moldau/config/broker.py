@@ -307,6 +307,15 @@ class BrokerConfig:
     def bool(self, key: str) -> bool:
         return bool(self._typed(key))
 
+    def internal_topic_replication(self, factor: builtins.int) -> builtins.int:
+        """Replication of an internal topic configured with ``factor``: Kafka's factor in a
+        cluster, where Kafka caps nothing (creation waits for enough brokers); 1 on a node
+        that is its own quorum (no ``controller.quorum.voters``), which no other broker can
+        ever join, so a node started without a config file works out of the box."""
+        if self.get("controller.quorum.voters"):
+            return factor
+        return min(factor, 1)
+
     def remote_storage_manager_configs(self) -> dict[str, str]:
         """The keys under remote.log.storage.manager.impl.prefix, without it."""
         return _strip_prefix(self.props, self.get("remote.log.storage.manager.impl.prefix"))

@@ -442,12 +442,7 @@ class Broker:
         )
 
     def _internal_topic_replication(self, key: str) -> int:
-        """Kafka's factor (3 by default) in a cluster, where Kafka caps nothing; 1 on a node
-        that is its own quorum (no ``controller.quorum.voters``), which no other broker
-        can ever join, so a node started without a config file has working groups."""
-        if self.config.get("controller.quorum.voters"):
-            return self.config.int(key)
-        return min(self.config.int(key), 1)
+        return self.config.internal_topic_replication(self.config.int(key))
 
     async def _ensure_offsets_topic(self) -> None:
         if OFFSETS_TOPIC in self.publisher.image.topics:

@@ -7,8 +7,9 @@ consumer on it, but with the broker's own parts:
 - the topic is created like the broker's other internal topics, through the controller:
   ``remote.log.metadata.topic.num.partitions`` (50), ``retention.ms``
   ``remote.log.metadata.topic.retention.ms`` (-1: kept forever), replication
-  ``remote.log.metadata.topic.replication.factor`` (3) capped by the live brokers, so a
-  one-broker development setup works (a topic created with fewer replicas keeps them);
+  ``remote.log.metadata.topic.replication.factor`` (3; 1 on a node that is its own quorum,
+  as for ``__consumer_offsets``). As Kafka's manager, creation is retried until enough
+  brokers are registered: a cluster started node by node gets all its replicas;
 - an event goes to its metadata partition with acks=all: appended through the replica
   manager when this broker leads that partition, else produced to its leader;
 - the RemoteLogManager assigns the manager the tiered partitions this broker leads or
@@ -91,24 +92,25 @@ class RemoteLogMetadataTopic:
         self._starting = asyncio.get_running_loop().create_task(self._ensure_topic_eventually())
 
     async def _ensure_topic_eventually(self) -> None:
+        logged = ""
         while True:
             try:
                 await self.ensure_topic()
                 return
             except (KafkaError, ConnectionError, TimeoutError) as e:
-                log.info("cannot create %s yet: %s", REMOTE_LOG_METADATA_TOPIC, e)
+                if str(e) != logged:  # once per reason, not every retry
+                    log.info("cannot create %s yet: %s", REMOTE_LOG_METADATA_TOPIC, e)
+                    logged = str(e)
                 await asyncio.sleep(RETRY_BACKOFF_MS / 1000)
 
     # -- the topic -----------------------------------------------------------------
     async def ensure_topic(self) -> None:
-        image = self.image()
-        if REMOTE_LOG_METADATA_TOPIC in image.topics:
+        if REMOTE_LOG_METADATA_TOPIC in self.image().topics:
             return
-        live = sum(1 for b in image.brokers.values() if b.alive)
         await self.create_topic(
             REMOTE_LOG_METADATA_TOPIC,
             self.num_partitions,
-            max(1, min(self.replication_factor, live)),
+            self.replication_factor,
             # As Kafka's: never compacted, never tiered itself.
             {
                 "retention.ms": str(self.retention_ms),

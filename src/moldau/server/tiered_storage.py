@@ -69,8 +69,8 @@ class TieredStorage:
             num_partitions=config.remote_log_metadata_int(
                 "remote.log.metadata.topic.num.partitions"
             ),
-            replication_factor=config.remote_log_metadata_int(
-                "remote.log.metadata.topic.replication.factor"
+            replication_factor=config.internal_topic_replication(
+                config.remote_log_metadata_int("remote.log.metadata.topic.replication.factor")
             ),
             retention_ms=config.remote_log_metadata_int("remote.log.metadata.topic.retention.ms"),
         )

@@ -107,8 +107,10 @@ def segment_for(
     return found
 
 
-def _index_position(index: bytes, base_offset: int, offset: int) -> int:
-    """Start position of the last indexed batch whose last offset is <= ``offset``."""
+def index_position(index: bytes, base_offset: int, offset: int) -> int:
+    """Start position of the last indexed batch whose last offset is <= ``offset``, in a
+    segment starting at ``base_offset`` with offset index ``index``: where a read from
+    ``offset`` starts (brokers' remote reads and Spark's direct read of the store)."""
     count = len(index) // _OFFSET_ENTRY.size
     lo, hi = 0, count
     while lo < hi:
@@ -165,7 +167,7 @@ def read_remote(
     """Whole batches of ``md`` from the one holding ``offset``, below ``max_offset``, up to
     ``max_bytes`` (at least one batch when ``min_one_batch``)."""
     index = cache.get(md, IndexType.OFFSET)
-    reader = _SegmentBytes(rsm, md, _index_position(index, md.start_offset, offset))
+    reader = _SegmentBytes(rsm, md, index_position(index, md.start_offset, offset))
     first_pos = end_pos = -1
     first_offset = next_offset = offset
     for info in reader.batches(max_bytes):
@@ -231,7 +233,7 @@ def remote_offset_for_timestamp(
                 break
             from_offset = md.start_offset + rel
         offsets = cache.get(md, IndexType.OFFSET)
-        reader = _SegmentBytes(rsm, md, _index_position(offsets, md.start_offset, from_offset))
+        reader = _SegmentBytes(rsm, md, index_position(offsets, md.start_offset, from_offset))
         for info in reader.batches(MIN_FETCH_BYTES):
             if info.max_timestamp < timestamp or info.last_offset < log_start_offset:
                 continue
