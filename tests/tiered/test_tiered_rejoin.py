@@ -17,7 +17,6 @@ from moldau.records.batch import scan_log_prefix
 from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC
 from moldau.testing.cluster import ClusterProcess
 from tests.tiered.test_tiered_broker import TIERED, read_confluent, wait_for
-from tests.tiered.test_tiered_follower import moldau
 from tests.tiered.test_tiered_s3 import produce_batches
 
 pytestmark = pytest.mark.slow
@@ -42,17 +41,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess
 
 
 def metadata_on_every_node(c: ClusterProcess) -> None:
-    """The first broker up creates __remote_log_metadata with as many replicas as brokers
-    are alive then (at most 3): give every partition all of them, as an operator would,
-    so that a kill leaves each one a leader."""
+    """__remote_log_metadata waits for its 3 replicas (remote.log.metadata.topic.replication.factor)
+    so that a kill leaves each of its partitions a leader."""
     c.wait_until(lambda: REMOTE_LOG_METADATA_TOPIC in c.describe()["topics"], timeout=60)
     for p in range(len(c.describe()["topics"][REMOTE_LOG_METADATA_TOPIC])):
-        if len(c.partition(REMOTE_LOG_METADATA_TOPIC, p)["replicas"]) < len(c.nodes):
-            moldau(
-                c,
-                f"reassign --topic {REMOTE_LOG_METADATA_TOPIC} --partition {p} "
-                f"--replicas {','.join(map(str, c.nodes))} --wait --timeout 90",
-            )
+        assert sorted(c.partition(REMOTE_LOG_METADATA_TOPIC, p)["replicas"]) == sorted(c.nodes)
 
 
 def local_batches(c: ClusterProcess, node: int, topic: str) -> dict[int, bytes]:

@@ -20,6 +20,7 @@ from tests.tiered.test_tiered_broker import TIERED, read_confluent, wait_for
 from tests.tiered.test_tiered_rejoin import (
     REJOIN_TIMEOUT_S,
     assert_same_local_log,
+    local_start,
     metadata_on_every_node,
 )
 from tests.tiered.test_tiered_s3 import produce_batches
@@ -43,13 +44,6 @@ def cluster(seaweedfs: SeaweedFS) -> Iterator[ClusterProcess]:
     with ClusterProcess(3, configs=configs) as c:
         metadata_on_every_node(c)
         yield c
-
-
-def local_start(c: ClusterProcess, node: int, topic: str) -> int:
-    """The base offset of the first segment of ``topic-0`` on ``node``'s disk (-1: none)."""
-    found = list(c.node(node).data_dir.rglob(f"{topic}-0"))
-    bases = sorted(int(p.name.split(".")[0]) for d in found for p in d.glob("*.log"))
-    return bases[0] if bases else -1
 
 
 def remote_logs(seaweedfs: SeaweedFS, topic: str) -> int:
