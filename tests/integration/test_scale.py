@@ -140,3 +140,46 @@ def test_many_partitions_under_a_low_descriptor_limit(broker: BrokerProcess) -> 
         assert [o for o, _ in everything[tp]] == list(range(len(expected)))
     assert len(everything) == len(second)
     assert descriptors(broker) < NOFILE
+
+
+def watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
+    consumer = confluent_consumer(bootstrap)
+    try:
+        return {
+            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=DEADLINE_S)
+            for t in topics
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def test_restarts_open_logs_at_their_first_use(tmp_path: Path) -> None:
+    """300 partitions: a clean restart registers the logs without opening them and answers
+    their offsets from the checkpoints; produce and consume open them; a kill -9 after
+    that recovers every acknowledged record."""
+    topics = [f"lazy-{i:02d}" for i in range(30)]
+    broker = BrokerProcess(tmp_path / "data", {"num.partitions": "1"})
+    broker.start()
+    try:
+        assert set(create_topics(broker.bootstrap, topics, PARTITIONS).values()) == {None}
+        first = produce_one_each(broker.bootstrap, topics, "first")
+        broker.stop()
+        broker.start()
+        assert any(
+            "(clean shutdown; 300 open at their first use)" in line for line in broker.output
+        )
+        assert set(watermarks(broker.bootstrap, topics).values()) == {(0, 1)}
+        second = produce_one_each(broker.bootstrap, topics, "second")
+        broker.kill()
+        broker.start()
+        assert any(
+            "(unclean shutdown; 300 open at their first use)" in line for line in broker.output
+        )
+        got = consume_all(broker.bootstrap, topics, 2 * len(first))
+        assert {tp: [(o, v) for o, v in records] for tp, records in got.items()} == {
+            tp: [(0, first[tp]), (1, second[tp])] for tp in first
+        }
+        assert set(watermarks(broker.bootstrap, topics).values()) == {(0, 2)}
+    finally:
+        broker.close()

@@ -5,9 +5,11 @@ Synchronous and pure of timers: the broker calls ``run_retention``, ``run_cleane
 run in worker threads while the event loop appends and reads (each takes its own lock,
 and a log only locks to swap segments). Per log dir it keeps Kafka's recovery-point,
 log-start-offset, cleaner-offset and replication-offset (high watermark) checkpoints and
-a clean-shutdown marker, so a clean restart reads only each log's active segment tail,
-a crash recovers only what was not flushed (``num.recovery.threads.per.data.dir``
-threads per dir) and compaction does not redo work.
+a clean-shutdown marker. Loading registers each local log and opens it at its first use
+(``UnifiedLog.lazy``: tens of thousands of partitions start in seconds); after a clean
+shutdown that open reads only the active segment's tail, after a crash it recovers only
+what was not flushed, and compaction does not redo work. Tiered logs open at load
+(``num.recovery.threads.per.data.dir`` threads per dir).
 
 JBOD: a new partition goes to the online dir holding the fewest partitions (or the one
 an AlterReplicaLogDirs asked for); a replica moves between dirs through a *future* log
@@ -273,8 +275,16 @@ class LogManager:
                 continue
             found[tp] = path
 
+        configs: dict[str, LogConfig] = {}  # per topic: its partitions share one
+
+        def config_of(topic: str) -> LogConfig:
+            config = configs.get(topic)
+            if config is None:
+                config = configs[topic] = self.config_for(topic_configs(topic))
+            return config
+
         def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
-            config = self.config_for(topic_configs(tp[0]))
+            config = config_of(tp[0])
             return UnifiedLog.open(
                 path,
                 config,
@@ -286,9 +296,32 @@ class LogManager:
                 remote_log_enabled=self.remote_log_enabled(config),
             )
 
+        # Local logs are only registered: each opens (and recovers, after a crash) at its
+        # first use. Tiered ones open now: their log start comes from the remote tier.
+        lazy = {
+            tp: UnifiedLog.lazy(
+                path,
+                config_of(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp),
+                clean_shutdown=clean and tp in recovery_points,
+                clock=self.clock,
+                caches=self.caches,
+            )
+            for tp, path in found.items()
+            if not self.remote_log_enabled(config_of(tp[0]))
+        }
+        for tp, log in lazy.items():
+            self._add(tp, log, log_dir)
+            if tp in cleaner_offsets:
+                self._cleaner_offsets[tp] = cleaner_offsets[tp]
         started = time.monotonic()
         with ThreadPoolExecutor(self.recovery_threads, "log-recovery") as pool:
-            futures = [(tp, pool.submit(open_log, tp, path)) for tp, path in found.items()]
+            futures = [
+                (tp, pool.submit(open_log, tp, path))
+                for tp, path in found.items()
+                if tp not in lazy
+            ]
             for tp, future in futures:
                 try:
                     self._add(tp, future.result(), log_dir)
@@ -300,11 +333,12 @@ class LogManager:
                 if tp in cleaner_offsets:
                     self._cleaner_offsets[tp] = cleaner_offsets[tp]
         logger.info(
-            "loaded %d logs from %s in %.2f s (%s shutdown)",
+            "loaded %d logs from %s in %.2f s (%s shutdown; %d open at their first use)",
             len(found),
             log_dir,
             time.monotonic() - started,
             "clean" if clean else "unclean",
+            len(lazy),
         )
         # From now on a crash must trigger recovery.
         marker.unlink(missing_ok=True)
@@ -721,7 +755,8 @@ class LogManager:
     def expire_producers(self, now_ms: int, expiration_ms: int) -> None:
         """Forget idempotent producers idle for ``producer.id.expiration.ms`` (Kafka's rule)."""
         for log in list(self._logs.values()):
-            log.producer_state.remove_expired(now_ms, expiration_ms)
+            if log.loaded:  # one not open yet has no producers in memory
+                log.producer_state.remove_expired(now_ms, expiration_ms)
 
     def run_cleaner(
         self, high_watermarks: Mapping[TopicPartition, int], now_ms: int | None = None
@@ -740,6 +775,7 @@ class LogManager:
                     break
                 if (
                     hw is None
+                    or not log.loaded  # unchanged since the restart: cleaned once used
                     or not log.config.compact_enabled
                     or tp in self._uncleanable
                     or tp in self._future  # as Kafka: no cleaning while a replica moves
@@ -783,8 +819,9 @@ class LogManager:
         """Write each log dir's recovery-point and log-start-offset checkpoints."""
         logs = list(self._logs.items())
         self._write_per_dir(RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs})
+        starts = ((tp, log.log_start_checkpoint) for tp, log in logs)
         self._write_per_dir(
-            LOG_START_OFFSET_CHECKPOINT, {tp: log.log_start_offset for tp, log in logs}
+            LOG_START_OFFSET_CHECKPOINT, {tp: start for tp, start in starts if start is not None}
         )
 
     def read_replication_checkpoint(self) -> dict[TopicPartition, int]:
