@@ -32,6 +32,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -61,7 +62,12 @@ from moldau.storage.cleaner import clean_log
 from moldau.storage.files import StorageCaches
 from moldau.storage.local_log import CleaningAbortedError
 from moldau.storage.log_dir_failure import LogDirFailureChannel, is_dir_failure
-from moldau.storage.partition_metadata import read_topic_id, topic_id_str, write_topic_id
+from moldau.storage.partition_metadata import (
+    read_topic_id,
+    sync_topic_id,
+    topic_id_str,
+    write_topic_id,
+)
 from moldau.storage.resources import (
     DESCRIPTOR_RESERVE,
     MAP_RESERVE,
@@ -161,6 +167,9 @@ class LogManager:
         self.failures = LogDirFailureChannel()
         self._offline_dirs: dict[Path, str] = {}  # failed log dirs: why
         self._pending_deletes: list[tuple[int, UnifiedLog]] = []
+        # Log dirs whose partition.metadata awaits its fsync (the event loop appends, a
+        # worker thread pops: a deque is safe for that).
+        self._unsynced_topic_ids: deque[Path] = deque()
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
         self._cleaner_lock = threading.Lock()
@@ -371,7 +380,8 @@ class LogManager:
         if topic_id is not None:
             held = read_topic_id(log.dir)
             if held is None:
-                write_topic_id(log.dir, topic_id)
+                write_topic_id(log.dir, topic_id, sync=False)
+                self._unsynced_topic_ids.append(log.dir)
             elif held != topic_id:
                 raise KafkaError(
                     f"{topic}-{partition}: the log belongs to topic id {topic_id_str(held)},"
@@ -814,6 +824,24 @@ class LogManager:
                 if self._stopping.is_set():
                     return
                 log.maybe_flush(now)
+
+    def sync_topic_ids(self) -> None:
+        """fsync the ``partition.metadata`` files new logs wrote since the last call (as
+        Kafka's flush-metadata-file task: creating thousands of partitions, their first
+        produce waits for no fsync). Until then a machine crash may lose the file; the log
+        then adopts its topic id again at the next start, as a log made before topic ids
+        does. Safe in a worker thread."""
+        while self._unsynced_topic_ids:
+            log_dir = self._unsynced_topic_ids.popleft()
+            try:
+                sync_topic_id(log_dir)
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+            except OSError as e:
+                if is_dir_failure(e):
+                    self.failures.report(log_dir.parent, f"cannot sync {log_dir}: {e.strerror}")
+                else:
+                    logger.warning("%s: cannot sync partition.metadata: %s", log_dir, e)
 
     def checkpoint(self) -> None:
         """Write each log dir's recovery-point and log-start-offset checkpoints."""
