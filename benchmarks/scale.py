@@ -226,14 +226,38 @@ def cpu_seconds(broker: BrokerProcess) -> float:
 
 
 def restart_time(broker: BrokerProcess, *, kill: bool) -> dict[str, float]:
+    """Seconds to stop, to listen, to serve (the broker is unfenced: its logs are loaded
+    and its metadata is current) and until every replica is open (the slices after a
+    large change), and the broker's CPU seconds when it serves."""
     stop_s = timed(broker.kill) if kill else timed(lambda: broker.stop(timeout=600))
-    start_s = timed(broker.start)
+    seen = broker.lines_seen
+    start = time.monotonic()
+    broker.start()
+    start_s = time.monotonic() - start
+    serving_s = _until_logged(broker, seen, "is serving", start)
+    serving_cpu_s = cpu_seconds(broker)
     return {
         "stop_s": round(stop_s, 2),
         "start_s": round(start_s, 2),
-        "start_cpu_s": round(cpu_seconds(broker), 2),
+        "serving_s": round(serving_s, 2),
+        "serving_cpu_s": round(serving_cpu_s, 2),
+        "replicas_open_s": round(
+            _until_logged(broker, seen, "the new replicas are open", start), 2
+        ),
         "load_1m": round(os.getloadavg()[0], 1),
     }
+
+
+def _until_logged(broker: BrokerProcess, seen: int, text: str, start: float) -> float:
+    """Seconds from ``start`` until the broker logged ``text`` (after its first ``seen``
+    lines of output)."""
+    while True:
+        new = list(broker.output)[-(broker.lines_seen - seen) :] if broker.lines_seen > seen else []
+        if any(text in line for line in new):
+            return time.monotonic() - start
+        if time.monotonic() - start > 1800:
+            return -1.0
+        time.sleep(0.05)
 
 
 def measure_size(partitions: int, overrides: dict[str, str], rnd: random.Random) -> dict:
