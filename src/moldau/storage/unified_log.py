@@ -13,6 +13,7 @@ argument.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +45,7 @@ from moldau.storage.local_log import LocalLog, LogReadResult, now_ms
 from moldau.storage.log_loader import LogLoader, aborted_txn, rebuild_producer_state
 from moldau.storage.producer_state import ProducerStateManager, list_snapshots
 from moldau.storage.resources import storage_error
-from moldau.storage.segment import Segment
+from moldau.storage.segment import LOG_SUFFIX, Segment
 from moldau.storage.txn_index import AbortedTxn
 
 SNAPSHOTS_TO_KEEP = 2
@@ -84,6 +85,7 @@ class UnifiedLog:
     _loader: LogLoader | None = None  # set while a lazy log is not open yet
     _known_end = -1  # a lazy log's end offset known without opening it (-1: unknown)
     _known_start: int  # and its log start offset, when the end is known
+    _disk_usage: tuple[int, int] | None = None  # a lazy log's bytes and segments, once listed
     _load_lock: threading.Lock
 
     def __init__(
@@ -321,7 +323,27 @@ class UnifiedLog:
 
     @property
     def size_bytes(self) -> int:
-        return self.local_log.size_bytes
+        loader = self._loader
+        return self.local_log.size_bytes if loader is None else self._on_disk()[0]
+
+    @property
+    def segment_count(self) -> int:
+        loader = self._loader
+        return len(self.local_log.segments) if loader is None else self._on_disk()[1]
+
+    def _on_disk(self) -> tuple[int, int]:
+        """Bytes and segments of a lazy log not open yet, from one listing of its
+        directory, kept (nothing changes before it opens): metrics and DescribeLogDirs
+        must not open every log."""
+        if self._disk_usage is None:
+            size = segments = 0
+            with os.scandir(self.dir) as entries:
+                for entry in entries:
+                    if entry.name.endswith(LOG_SUFFIX):
+                        size += entry.stat().st_size
+                        segments += 1
+            self._disk_usage = (size, segments)
+        return self._disk_usage
 
     def new_cleaned_segment(self, base_offset: int) -> Segment:
         return self.local_log.new_cleaned_segment(base_offset)

@@ -173,6 +173,10 @@ def test_periodic_passes_leave_unused_logs_unopened(tmp_path: Path) -> None:
     manager.checkpoint()
     manager.expire_producers(10**13, 1)
     manager.run_cleaner({tp: log.log_end_offset for tp, log in manager.logs.items()})
+    sizes = {tp: (log.size_bytes, log.segment_count) for tp, log in manager.logs.items()}
     assert not any(log.loaded for log in manager.logs.values())
+    for tp, log in manager.logs.items():  # listed, not opened: the same as once open
+        log.load()
+        assert sizes[tp] == (log.size_bytes, len(log.segments)), tp
     assert read_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT)[("many", 0)] == 61
     manager.shutdown()
