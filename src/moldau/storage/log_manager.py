@@ -26,6 +26,7 @@ create a topic's logs before committing its metadata and the two always agree.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -243,18 +244,11 @@ class LogManager:
             logger.error("%s: cannot open the future log, dropping it: %s", path, e)
             shutil.rmtree(path, ignore_errors=True)
 
-    def _load_dir(
-        self,
-        log_dir: Path,
-        topic_configs: Callable[[str], Mapping[str, str]],
-        keep: Callable[[TopicPartition], bool] | None,
-    ) -> list[tuple[TopicPartition, Path, Path]]:
-        """Open the dir's logs; returns its future logs (opened once every current log is)."""
-        marker = log_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        recovery_points = _read_checkpoint_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
+    def _list_dir(
+        self, log_dir: Path, keep: Callable[[TopicPartition], bool] | None
+    ) -> tuple[dict[TopicPartition, Path], list[tuple[TopicPartition, Path, Path]]]:
+        """The dir's partition logs and future logs; removes leftovers of deletions and
+        strays (``keep`` false)."""
         found: dict[TopicPartition, Path] = {}
         future_logs: list[tuple[TopicPartition, Path, Path]] = []
         # scandir's entries know their type from the listing: no stat per partition dir
@@ -283,14 +277,25 @@ class LogManager:
                 _remove_dir(path)
                 continue
             found[tp] = path
+        return found, future_logs
 
-        configs: dict[str, LogConfig] = {}  # per topic: its partitions share one
-
-        def config_of(topic: str) -> LogConfig:
-            config = configs.get(topic)
-            if config is None:
-                config = configs[topic] = self.config_for(topic_configs(topic))
-            return config
+    def _load_dir(
+        self,
+        log_dir: Path,
+        topic_configs: Callable[[str], Mapping[str, str]],
+        keep: Callable[[TopicPartition], bool] | None,
+    ) -> list[tuple[TopicPartition, Path, Path]]:
+        """Open the dir's logs; returns its future logs (opened once every current log is)."""
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = _read_checkpoint_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
+        found, future_logs = self._list_dir(log_dir, keep)
+        # per topic: its partitions share one
+        config_of: Callable[[str], LogConfig] = functools.cache(
+            lambda topic: self.config_for(topic_configs(topic))
+        )
 
         def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
             config = config_of(tp[0])
@@ -322,8 +327,6 @@ class LogManager:
         }
         for tp, log in lazy.items():
             self._add(tp, log, log_dir)
-            if tp in cleaner_offsets:
-                self._cleaner_offsets[tp] = cleaner_offsets[tp]
         started = time.monotonic()
         with ThreadPoolExecutor(self.recovery_threads, "log-recovery") as pool:
             futures = [
@@ -338,9 +341,11 @@ class LogManager:
                     reason = str(e) if isinstance(e, KafkaError) else e.strerror or str(e)
                     logger.error("%s-%d cannot be opened and stays offline: %s", *tp, reason)
                     self._offline[tp] = reason
-                    continue
-                if tp in cleaner_offsets:
-                    self._cleaner_offsets[tp] = cleaner_offsets[tp]
+        self._cleaner_offsets.update(
+            (tp, offset)
+            for tp, offset in cleaner_offsets.items()
+            if tp in found and tp in self._logs
+        )
         logger.info(
             "loaded %d logs from %s in %.2f s (%s shutdown; %d open at their first use)",
             len(found),
