@@ -7,7 +7,10 @@ one record each) a fresh broker is started and measured:
 - the broker's open descriptors, memory maps and RSS after creation, after producing and
   after each restart,
 - produce throughput with one record for every partition: confluent-kafka, and raw
-  ProduceRequests of 1,000 partitions each (the broker alone, no client or metadata),
+  ProduceRequests of 1,000 partitions each (the broker alone, no client or metadata);
+  then the same number of records to one partition with the same client settings (the
+  issue's ratio: spread over every partition against one), and raw produce again
+  (the logs exist now: what the broker pays per partition and request),
 - Metadata (all topics) response time and size, on a raw connection,
 - clean restart (SIGTERM, then start until listening) and restart after kill -9,
 - a spot check after kill -9 that sampled partitions still hold the record the broker
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import socket
@@ -101,9 +105,12 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
             future.result(timeout=600)
 
 
-def produce_one_each(bootstrap: str, names: list[str]) -> tuple[float, int]:
-    """One record to every partition; returns records/s (until all are acknowledged or
-    failed) and how many failed (e.g. timed out waiting for metadata)."""
+def produce_one_each(
+    bootstrap: str, names: list[str], *, one_partition: bool = False
+) -> tuple[float, int]:
+    """One record to every partition (``one_partition``: as many records, all to partition
+    0 of the first topic); returns records/s (until all are acknowledged or failed) and
+    how many failed (e.g. timed out waiting for metadata)."""
     failed = 0
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -123,7 +130,11 @@ def produce_one_each(bootstrap: str, names: list[str]) -> tuple[float, int]:
     start = time.monotonic()
     for name in names:
         for p in range(PARTITIONS_PER_TOPIC):
-            producer.produce(name, b"%s:%d" % (name.encode(), p), partition=p)
+            value = b"%s:%d" % (name.encode(), p)
+            if one_partition:
+                producer.produce(names[0], value, partition=0)
+            else:
+                producer.produce(name, value, partition=p)
         producer.poll(0)
     remaining = producer.flush(900)
     elapsed = time.monotonic() - start
@@ -206,10 +217,47 @@ def started(data_dir: Path, overrides: dict[str, str]) -> Iterator[BrokerProcess
         broker.stop(timeout=600)
 
 
+def cpu_seconds(broker: BrokerProcess) -> float:
+    """User + system CPU the broker process has used (the machine is shared: wall times
+    alone mislead)."""
+    assert broker.proc is not None
+    fields = Path(f"/proc/{broker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def restart_time(broker: BrokerProcess, *, kill: bool) -> dict[str, float]:
+    """Seconds to stop, to listen, to serve (the broker is unfenced: its logs are loaded
+    and its metadata is current) and until every replica is open (the slices after a
+    large change), and the broker's CPU seconds when it serves."""
     stop_s = timed(broker.kill) if kill else timed(lambda: broker.stop(timeout=600))
-    start_s = timed(broker.start)
-    return {"stop_s": round(stop_s, 2), "start_s": round(start_s, 2)}
+    seen = broker.lines_seen
+    start = time.monotonic()
+    broker.start()
+    start_s = time.monotonic() - start
+    serving_s = _until_logged(broker, seen, "is serving", start)
+    serving_cpu_s = cpu_seconds(broker)
+    return {
+        "stop_s": round(stop_s, 2),
+        "start_s": round(start_s, 2),
+        "serving_s": round(serving_s, 2),
+        "serving_cpu_s": round(serving_cpu_s, 2),
+        "replicas_open_s": round(
+            _until_logged(broker, seen, "the new replicas are open", start), 2
+        ),
+        "load_1m": round(os.getloadavg()[0], 1),
+    }
+
+
+def _until_logged(broker: BrokerProcess, seen: int, text: str, start: float) -> float:
+    """Seconds from ``start`` until the broker logged ``text`` (after its first ``seen``
+    lines of output)."""
+    while True:
+        new = list(broker.output)[-(broker.lines_seen - seen) :] if broker.lines_seen > seen else []
+        if any(text in line for line in new):
+            return time.monotonic() - start
+        if time.monotonic() - start > 1800:
+            return -1.0
+        time.sleep(0.05)
 
 
 def measure_size(partitions: int, overrides: dict[str, str], rnd: random.Random) -> dict:
@@ -228,6 +276,11 @@ def measure_size(partitions: int, overrides: dict[str, str], rnd: random.Random)
         out["produce_records_per_s"], out["produce_failed"] = round(rate), failed
         out["produced"] = broker_stats(broker)
         out["raw_produce_records_per_s"] = round(raw_produce(broker.bootstrap, names))
+        out["load_1m_after_produce"] = round(os.getloadavg()[0], 1)
+        rate, _ = produce_one_each(broker.bootstrap, names, one_partition=True)
+        out["produce_one_partition_records_per_s"] = round(rate)
+        out["spread_to_one_partition"] = round(out["produce_records_per_s"] / rate, 3)
+        out["raw_produce_again_records_per_s"] = round(raw_produce(broker.bootstrap, names))
         seconds, size = metadata_time(broker.bootstrap)
         out["metadata_ms"], out["metadata_bytes"] = round(1000 * seconds, 1), size
         out["clean_restart"] = restart_time(broker, kill=False)

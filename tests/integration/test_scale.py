@@ -10,6 +10,7 @@ Kafka error while it keeps serving, and comes back complete after kill -9.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -140,3 +141,57 @@ def test_many_partitions_under_a_low_descriptor_limit(broker: BrokerProcess) -> 
         assert [o for o, _ in everything[tp]] == list(range(len(expected)))
     assert len(everything) == len(second)
     assert descriptors(broker) < NOFILE
+
+
+def watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
+    consumer = confluent_consumer(bootstrap)
+    try:
+        return {
+            (t, p): consumer.get_watermark_offsets(TopicPartition(t, p), timeout=DEADLINE_S)
+            for t in topics
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+
+
+def test_restarts_open_logs_at_their_first_use(tmp_path: Path) -> None:
+    """200 partitions: a clean restart registers the logs without opening them and answers
+    their offsets from the checkpoints; produce and consume open them; a kill -9 after
+    that recovers every acknowledged record."""
+    topics = [f"lazy-{i:02d}" for i in range(20)]
+    broker = BrokerProcess(tmp_path / "data", {"num.partitions": "1"})
+    broker.start()
+
+    def loaded(how: str) -> None:
+        """Wait for the load (after a crash the broker listens before it replays its
+        metadata, and loads the logs then): every log, the 200 and __consumer_offsets'
+        once a consumer asked for its coordinator, registered to open at its first use."""
+        pattern = re.compile(rf"loaded (\d+) logs .* \({how} shutdown; (\d+) open at their")
+        wait_until(
+            lambda: any(
+                (m := pattern.search(line)) and int(m[1]) == int(m[2]) >= 200
+                for line in broker.output
+            ),
+            f"the {how} load",
+        )
+
+    try:
+        assert set(create_topics(broker.bootstrap, topics, PARTITIONS).values()) == {None}
+        first = produce_one_each(broker.bootstrap, topics, "first")
+        broker.stop()
+        broker.start()
+        loaded("clean")
+        assert set(watermarks(broker.bootstrap, topics).values()) == {(0, 1)}
+        second = produce_one_each(broker.bootstrap, topics, "second")
+        broker.kill()
+        broker.output.clear()
+        broker.start()
+        loaded("unclean")
+        got = consume_all(broker.bootstrap, topics, 2 * len(first))
+        assert {tp: [(o, v) for o, v in records] for tp, records in got.items()} == {
+            tp: [(0, first[tp]), (1, second[tp])] for tp in first
+        }
+        assert set(watermarks(broker.bootstrap, topics).values()) == {(0, 2)}
+    finally:
+        broker.close()

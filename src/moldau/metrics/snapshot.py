@@ -217,7 +217,7 @@ class SnapshotTaker:
                     topic,
                     index,
                     log.size_bytes,
-                    len(log.segments),
+                    log.segment_count,
                     log.log_start_offset,
                     log.log_end_offset,
                     partition is not None,

@@ -1099,11 +1099,12 @@ class ReplicaManager:
         return {tp: p.high_watermark for tp, p in self._partitions.items()}
 
     def last_stable_offsets(self) -> dict[TopicPartition, int]:
-        """Every hosted partition's LSO (what the cleaner may compact up to)."""
+        """Every hosted partition's LSO (what the cleaner may compact up to); logs not
+        opened since the restart have none (the cleaner skips them)."""
         out = {}
         for tp, p in self._partitions.items():
             replica_log = self.log_manager.get_log(*tp)
-            if replica_log is not None:
+            if replica_log is not None and replica_log.loaded:
                 out[tp] = replica_log.last_stable_offset(p.high_watermark)
         return out
 

@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
+TOPIC_ID_SYNC_MS = 100  # how soon a new log's partition.metadata is fsynced
 FETCH_SESSION_SLOTS = "max.incremental.fetch.session.cache.slots"
 
 
@@ -214,6 +215,7 @@ class Broker:
         c, every = self.config, self.scheduler.every
         every(c.int("log.retention.check.interval.ms"), self._retention)
         every(c.int("log.flush.scheduler.interval.ms"), self._flush, in_thread=True)
+        every(TOPIC_ID_SYNC_MS, self.log_manager.sync_topic_ids, in_thread=True)
         every(
             c.int("log.flush.offset.checkpoint.interval.ms"),
             self.log_manager.checkpoint,

@@ -2,8 +2,9 @@
 
 Each segment has ``<base>.index`` (relative offset int32, position int32) and
 ``<base>.timeindex`` (timestamp int64, relative offset int32) entries, big-endian. The
-active segment's files are preallocated to ``segment.index.bytes`` and trimmed to their
-entries when it rolls or closes, so a trimmed file's size says how many entries it has.
+active segment's files are preallocated to ``segment.index.bytes`` at their first write
+and trimmed to their entries when it rolls or closes, so a trimmed file's size says how
+many entries it has.
 
 Entries live in memory, not in an mmap: an mmap costs a descriptor (CPython duplicates
 it) and a map region per file, which is what limited the partitions per broker. A
@@ -53,12 +54,12 @@ class _Index:
     def create(
         cls, path: Path, base_offset: int, max_bytes: int, cache: IndexCache | None = None
     ) -> Self:
-        """A new, empty, writable index with its file preallocated (sparse)."""
+        """A new, empty, writable index. Its file is made (preallocated, sparse) on the
+        first write (flush, seal or close), not now: creating a partition's log is three
+        files fewer of kernel work, which creating thousands of partitions is made of."""
         index = cls(path, base_offset, max_bytes, cache)
         index._data = bytearray()
         index._writable = True
-        index._resize_file(index._capacity_bytes())
-        index._preallocated = True
         return index
 
     def exists(self) -> bool:
@@ -174,15 +175,6 @@ class _Index:
         self._untrimmed = self._writable = False
         if self._cache is not None:
             self._cache.touch(self, len(data))
-
-    def _resize_file(self, size: int) -> None:
-        with self._file_lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                os.ftruncate(fd, size)
-            finally:
-                os.close(fd)
-            self._synced = False
 
     def _sync_file(
         self,

@@ -5,9 +5,11 @@ Synchronous and pure of timers: the broker calls ``run_retention``, ``run_cleane
 run in worker threads while the event loop appends and reads (each takes its own lock,
 and a log only locks to swap segments). Per log dir it keeps Kafka's recovery-point,
 log-start-offset, cleaner-offset and replication-offset (high watermark) checkpoints and
-a clean-shutdown marker, so a clean restart reads only each log's active segment tail,
-a crash recovers only what was not flushed (``num.recovery.threads.per.data.dir``
-threads per dir) and compaction does not redo work.
+a clean-shutdown marker. Loading registers each local log and opens it at its first use
+(``UnifiedLog.lazy``: tens of thousands of partitions start in seconds); after a clean
+shutdown that open reads only the active segment's tail, after a crash it recovers only
+what was not flushed, and compaction does not redo work. Tiered logs open at load
+(``num.recovery.threads.per.data.dir`` threads per dir).
 
 JBOD: a new partition goes to the online dir holding the fewest partitions (or the one
 an AlterReplicaLogDirs asked for); a replica moves between dirs through a *future* log
@@ -24,12 +26,14 @@ create a topic's logs before committing its metadata and the two always agree.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -59,7 +63,12 @@ from moldau.storage.cleaner import clean_log
 from moldau.storage.files import StorageCaches
 from moldau.storage.local_log import CleaningAbortedError
 from moldau.storage.log_dir_failure import LogDirFailureChannel, is_dir_failure
-from moldau.storage.partition_metadata import read_topic_id, topic_id_str, write_topic_id
+from moldau.storage.partition_metadata import (
+    read_topic_id,
+    sync_topic_id,
+    topic_id_str,
+    write_topic_id,
+)
 from moldau.storage.resources import (
     DESCRIPTOR_RESERVE,
     MAP_RESERVE,
@@ -159,6 +168,9 @@ class LogManager:
         self.failures = LogDirFailureChannel()
         self._offline_dirs: dict[Path, str] = {}  # failed log dirs: why
         self._pending_deletes: list[tuple[int, UnifiedLog]] = []
+        # Log dirs whose partition.metadata awaits its fsync (the event loop appends, a
+        # worker thread pops: a deque is safe for that).
+        self._unsynced_topic_ids: deque[Path] = deque()
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
         self._cleaner_lock = threading.Lock()
@@ -232,18 +244,11 @@ class LogManager:
             logger.error("%s: cannot open the future log, dropping it: %s", path, e)
             shutil.rmtree(path, ignore_errors=True)
 
-    def _load_dir(
-        self,
-        log_dir: Path,
-        topic_configs: Callable[[str], Mapping[str, str]],
-        keep: Callable[[TopicPartition], bool] | None,
-    ) -> list[tuple[TopicPartition, Path, Path]]:
-        """Open the dir's logs; returns its future logs (opened once every current log is)."""
-        marker = log_dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        recovery_points = _read_checkpoint_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
-        cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
+    def _list_dir(
+        self, log_dir: Path, keep: Callable[[TopicPartition], bool] | None
+    ) -> tuple[dict[TopicPartition, Path], list[tuple[TopicPartition, Path, Path]]]:
+        """The dir's partition logs and future logs; removes leftovers of deletions and
+        strays (``keep`` false)."""
         found: dict[TopicPartition, Path] = {}
         future_logs: list[tuple[TopicPartition, Path, Path]] = []
         # scandir's entries know their type from the listing: no stat per partition dir
@@ -272,9 +277,28 @@ class LogManager:
                 _remove_dir(path)
                 continue
             found[tp] = path
+        return found, future_logs
+
+    def _load_dir(
+        self,
+        log_dir: Path,
+        topic_configs: Callable[[str], Mapping[str, str]],
+        keep: Callable[[TopicPartition], bool] | None,
+    ) -> list[tuple[TopicPartition, Path, Path]]:
+        """Open the dir's logs; returns its future logs (opened once every current log is)."""
+        marker = log_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = _read_checkpoint_or_empty(log_dir / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
+        found, future_logs = self._list_dir(log_dir, keep)
+        # per topic: its partitions share one
+        config_of: Callable[[str], LogConfig] = functools.cache(
+            lambda topic: self.config_for(topic_configs(topic))
+        )
 
         def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
-            config = self.config_for(topic_configs(tp[0]))
+            config = config_of(tp[0])
             return UnifiedLog.open(
                 path,
                 config,
@@ -286,9 +310,30 @@ class LogManager:
                 remote_log_enabled=self.remote_log_enabled(config),
             )
 
+        # Local logs are only registered: each opens (and recovers, after a crash) at its
+        # first use. Tiered ones open now: their log start comes from the remote tier.
+        lazy = {
+            tp: UnifiedLog.lazy(
+                path,
+                config_of(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=start_offsets.get(tp),
+                clean_shutdown=clean and tp in recovery_points,
+                clock=self.clock,
+                caches=self.caches,
+            )
+            for tp, path in found.items()
+            if not self.remote_log_enabled(config_of(tp[0]))
+        }
+        for tp, log in lazy.items():
+            self._add(tp, log, log_dir)
         started = time.monotonic()
         with ThreadPoolExecutor(self.recovery_threads, "log-recovery") as pool:
-            futures = [(tp, pool.submit(open_log, tp, path)) for tp, path in found.items()]
+            futures = [
+                (tp, pool.submit(open_log, tp, path))
+                for tp, path in found.items()
+                if tp not in lazy
+            ]
             for tp, future in futures:
                 try:
                     self._add(tp, future.result(), log_dir)
@@ -296,15 +341,18 @@ class LogManager:
                     reason = str(e) if isinstance(e, KafkaError) else e.strerror or str(e)
                     logger.error("%s-%d cannot be opened and stays offline: %s", *tp, reason)
                     self._offline[tp] = reason
-                    continue
-                if tp in cleaner_offsets:
-                    self._cleaner_offsets[tp] = cleaner_offsets[tp]
+        self._cleaner_offsets.update(
+            (tp, offset)
+            for tp, offset in cleaner_offsets.items()
+            if tp in found and tp in self._logs
+        )
         logger.info(
-            "loaded %d logs from %s in %.2f s (%s shutdown)",
+            "loaded %d logs from %s in %.2f s (%s shutdown; %d open at their first use)",
             len(found),
             log_dir,
             time.monotonic() - started,
             "clean" if clean else "unclean",
+            len(lazy),
         )
         # From now on a crash must trigger recovery.
         marker.unlink(missing_ok=True)
@@ -337,7 +385,8 @@ class LogManager:
         if topic_id is not None:
             held = read_topic_id(log.dir)
             if held is None:
-                write_topic_id(log.dir, topic_id)
+                write_topic_id(log.dir, topic_id, sync=False)
+                self._unsynced_topic_ids.append(log.dir)
             elif held != topic_id:
                 raise KafkaError(
                     f"{topic}-{partition}: the log belongs to topic id {topic_id_str(held)},"
@@ -721,7 +770,8 @@ class LogManager:
     def expire_producers(self, now_ms: int, expiration_ms: int) -> None:
         """Forget idempotent producers idle for ``producer.id.expiration.ms`` (Kafka's rule)."""
         for log in list(self._logs.values()):
-            log.producer_state.remove_expired(now_ms, expiration_ms)
+            if log.loaded:  # one not open yet has no producers in memory
+                log.producer_state.remove_expired(now_ms, expiration_ms)
 
     def run_cleaner(
         self, high_watermarks: Mapping[TopicPartition, int], now_ms: int | None = None
@@ -740,6 +790,7 @@ class LogManager:
                     break
                 if (
                     hw is None
+                    or not log.loaded  # unchanged since the restart: cleaned once used
                     or not log.config.compact_enabled
                     or tp in self._uncleanable
                     or tp in self._future  # as Kafka: no cleaning while a replica moves
@@ -779,12 +830,31 @@ class LogManager:
                     return
                 log.maybe_flush(now)
 
+    def sync_topic_ids(self) -> None:
+        """fsync the ``partition.metadata`` files new logs wrote since the last call (as
+        Kafka's flush-metadata-file task: creating thousands of partitions, their first
+        produce waits for no fsync). Until then a machine crash may lose the file; the log
+        then adopts its topic id again at the next start, as a log made before topic ids
+        does. Safe in a worker thread."""
+        while self._unsynced_topic_ids:
+            log_dir = self._unsynced_topic_ids.popleft()
+            try:
+                sync_topic_id(log_dir)
+            except FileNotFoundError:
+                continue  # deleted meanwhile
+            except OSError as e:
+                if is_dir_failure(e):
+                    self.failures.report(log_dir.parent, f"cannot sync {log_dir}: {e.strerror}")
+                else:
+                    logger.warning("%s: cannot sync partition.metadata: %s", log_dir, e)
+
     def checkpoint(self) -> None:
         """Write each log dir's recovery-point and log-start-offset checkpoints."""
         logs = list(self._logs.items())
         self._write_per_dir(RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs})
+        starts = ((tp, log.log_start_checkpoint) for tp, log in logs)
         self._write_per_dir(
-            LOG_START_OFFSET_CHECKPOINT, {tp: log.log_start_offset for tp, log in logs}
+            LOG_START_OFFSET_CHECKPOINT, {tp: start for tp, start in starts if start is not None}
         )
 
     def read_replication_checkpoint(self) -> dict[TopicPartition, int]:

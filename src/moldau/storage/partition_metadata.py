@@ -4,15 +4,18 @@ As Kafka's PartitionMetadataFile (``version: 0`` and ``topic_id: <uuid>``): a to
 deleted and created again under the same name gets the same directory name, so only the
 topic id tells the new topic's log from the old one's. A node replaying its metadata log
 acts on the old topic's deletion after the new topic's log exists on disk; the log
-manager deletes a log only for the topic whose id it holds.
+manager deletes a log only for the topic whose id it holds. As Kafka, a new log's file
+is written at once and fsynced later, off the request path (``LogManager.sync_topic_ids``).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import os
 from pathlib import Path
 
-from moldau.storage.checkpoint import atomic_write
+from moldau.storage.checkpoint import atomic_write, fsync_dir
 
 PARTITION_METADATA = "partition.metadata"
 
@@ -30,10 +33,25 @@ def read_topic_id(log_dir: Path) -> bytes | None:
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     value = fields.get("topic_id", "").strip()
-    if not value:
+    try:
+        topic_id = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (binascii.Error, ValueError):
         return None
-    return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    # empty or cut short (a machine crash before ``sync_topic_id``): none, adopted again
+    return topic_id if len(topic_id) == 16 else None
 
 
-def write_topic_id(log_dir: Path, topic_id: bytes) -> None:
-    atomic_write(log_dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id_str(topic_id)}\n")
+def write_topic_id(log_dir: Path, topic_id: bytes, *, sync: bool = True) -> None:
+    """``sync=False``: the caller makes it durable later (``sync_topic_id``)."""
+    text = f"version: 0\ntopic_id: {topic_id_str(topic_id)}\n"
+    atomic_write(log_dir / PARTITION_METADATA, text, sync=sync)
+
+
+def sync_topic_id(log_dir: Path) -> None:
+    """fsync a ``partition.metadata`` written with ``sync=False``, then its directory."""
+    fd = os.open(log_dir / PARTITION_METADATA, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(log_dir)

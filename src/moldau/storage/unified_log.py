@@ -13,10 +13,13 @@ argument.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from moldau.config.topic import LogConfig
 from moldau.protocol.errors import (
@@ -41,7 +44,8 @@ from moldau.storage.files import StorageCaches, default_caches
 from moldau.storage.local_log import LocalLog, LogReadResult, now_ms
 from moldau.storage.log_loader import LogLoader, aborted_txn, rebuild_producer_state
 from moldau.storage.producer_state import ProducerStateManager, list_snapshots
-from moldau.storage.segment import Segment
+from moldau.storage.resources import storage_error
+from moldau.storage.segment import LOG_SUFFIX, Segment
 from moldau.storage.txn_index import AbortedTxn
 
 SNAPSHOTS_TO_KEEP = 2
@@ -49,6 +53,17 @@ SNAPSHOTS_TO_KEEP = 2
 # files dominates closing many small logs): the next open reads that segment's tail
 # anyway and rebuilds it from its batch headers for less.
 SMALL_LOG_BYTES = 1 << 20
+# What opening a lazily registered log sets (``UnifiedLog.__getattr__`` opens it on use).
+_LOADED_STATE = frozenset(
+    {
+        "local_log",
+        "epoch_cache",
+        "producer_state",
+        "_log_start_offset",
+        "_local_log_start_offset",
+        "_snapshot_offset",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +76,17 @@ class AppendResult:
 
 
 class UnifiedLog:
-    """One topic-partition's log. One writer thread; readers never block."""
+    """One topic-partition's log. One writer thread; readers never block.
+
+    A log made with :meth:`lazy` is only registered: its directory is opened at its
+    first use (see there).
+    """
+
+    _loader: LogLoader | None = None  # set while a lazy log is not open yet
+    _known_end = -1  # a lazy log's end offset known without opening it (-1: unknown)
+    _known_start: int  # and its log start offset, when the end is known
+    _disk_usage: tuple[int, int] | None = None  # a lazy log's bytes and segments, once listed
+    _load_lock: threading.Lock
 
     def __init__(
         self,
@@ -126,27 +151,110 @@ class UnifiedLog:
             remote_log_enabled=remote_log_enabled,
         )
 
+    @classmethod
+    def lazy(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int,
+        log_start_offset: int | None,
+        clean_shutdown: bool,
+        clock: Callable[[], float] = time.time,
+        caches: StorageCaches | None = None,
+    ) -> UnifiedLog:
+        """A local (not tiered) log registered now and opened by ``LogLoader``, with the
+        same arguments and so the same recovery, at its first use: a broker starts with
+        tens of thousands of logs without opening a file of theirs (Kafka skips recovery
+        after a clean shutdown and maps indexes lazily; here the whole open waits).
+
+        After a clean shutdown the checkpoints are exact: the log end offset is the
+        recovery point (the shutdown flushed everything) and the log start offset the
+        checkpointed one, so a replica becomes leader or follower and the checkpoints are
+        rewritten without opening the log. After a crash the end is known only once
+        recovery ran, so asking for it opens the log."""
+        log = cls.__new__(cls)
+        log._loader = LogLoader(
+            directory,
+            config,
+            clock,
+            caches or default_caches(),
+            recovery_point,
+            log_start_offset,
+            clean_shutdown,
+        )
+        log._load_lock = threading.Lock()
+        if clean_shutdown and log_start_offset is not None:
+            log._known_end = recovery_point
+            log._known_start = min(log_start_offset, recovery_point)
+        log.remote_log_enabled = False
+        log._highest_offset_in_remote_storage = -1
+        return log
+
+    def __getattr__(self, name: str) -> Any:
+        """Called only for attributes not set: the state of a lazy log not open yet."""
+        if name not in _LOADED_STATE:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.load()
+        return object.__getattribute__(self, name)
+
+    def load(self) -> None:
+        """Open a lazily registered log now (nothing if it is open); any thread may call
+        it, the first one opens. An error (KAFKA_STORAGE_ERROR for the request that used
+        it) leaves it unopened: the next use tries again."""
+        if self._loader is None:
+            return
+        with self._load_lock:
+            loader = self._loader
+            if loader is None:
+                return
+            try:
+                loaded = loader.load()
+            except OSError as e:
+                raise storage_error(e, f"cannot open the log in {loader.directory}") from e
+            self.epoch_cache = loaded.epoch_cache
+            self.producer_state = loaded.producer_state
+            self._log_start_offset = self._local_log_start_offset = loaded.log_start_offset
+            self._snapshot_offset = loaded.snapshot_offset
+            self.local_log = loaded.local_log  # last: its presence means all of it is set
+            self._loader = None
+
+    @property
+    def loaded(self) -> bool:
+        """False for a lazy log not opened yet: nothing of it changed since it was
+        registered (periodic passes skip it)."""
+        return self._loader is None
+
     # -- state ---------------------------------------------------------------------
     @property
     def dir(self) -> Path:
-        return self.local_log.dir
+        loader = self._loader
+        return self.local_log.dir if loader is None else loader.directory
 
     @dir.setter
     def dir(self, directory: Path) -> None:
         """The directory was renamed (topic deletion renames it before removing it)."""
+        if self._loader is not None:
+            with self._load_lock:
+                if self._loader is not None:
+                    self._loader.directory = directory
+                    return
         self.local_log.dir = directory
 
     @property
     def config(self) -> LogConfig:
-        return self.local_log.config
+        loader = self._loader
+        return self.local_log.config if loader is None else loader.config
 
     @property
     def clock(self) -> Callable[[], float]:
-        return self.local_log.clock
+        loader = self._loader
+        return self.local_log.clock if loader is None else loader.clock
 
     @property
     def caches(self) -> StorageCaches:
-        return self.local_log.caches
+        loader = self._loader
+        return self.local_log.caches if loader is None else loader.caches
 
     @property
     def segments(self) -> tuple[Segment, ...]:
@@ -158,16 +266,27 @@ class UnifiedLog:
 
     @property
     def closed(self) -> bool:
-        return self.local_log.closed
+        return self._loader is None and self.local_log.closed
 
     @property
     def log_start_offset(self) -> int:
+        if self._loader is not None and self._known_end >= 0:
+            return self._known_start
         return self._log_start_offset
 
     @property
     def local_log_start_offset(self) -> int:
         """The first offset on this disk (the log start offset unless tiered)."""
+        if self._loader is not None and self._known_end >= 0:
+            return self._known_start
         return self._local_log_start_offset
+
+    @property
+    def log_start_checkpoint(self) -> int | None:
+        """The log start offset for the log dir's checkpoint, without opening a lazy log
+        (one not opened keeps what it was registered with; None: nothing to write)."""
+        loader = self._loader
+        return self.log_start_offset if loader is None else loader.log_start_offset
 
     @property
     def highest_offset_in_remote_storage(self) -> int:
@@ -188,11 +307,14 @@ class UnifiedLog:
 
     @property
     def log_end_offset(self) -> int:
+        if self._loader is not None and self._known_end >= 0:
+            return self._known_end
         return self.local_log.log_end_offset
 
     @property
     def recovery_point(self) -> int:
-        return self.local_log.recovery_point
+        loader = self._loader
+        return self.local_log.recovery_point if loader is None else loader.recovery_point
 
     @property
     def truncations(self) -> int:
@@ -201,12 +323,37 @@ class UnifiedLog:
 
     @property
     def size_bytes(self) -> int:
-        return self.local_log.size_bytes
+        loader = self._loader
+        return self.local_log.size_bytes if loader is None else self._on_disk()[0]
+
+    @property
+    def segment_count(self) -> int:
+        loader = self._loader
+        return len(self.local_log.segments) if loader is None else self._on_disk()[1]
+
+    def _on_disk(self) -> tuple[int, int]:
+        """Bytes and segments of a lazy log not open yet, from one listing of its
+        directory, kept (nothing changes before it opens): metrics and DescribeLogDirs
+        must not open every log."""
+        if self._disk_usage is None:
+            size = segments = 0
+            with os.scandir(self.dir) as entries:
+                for entry in entries:
+                    if entry.name.endswith(LOG_SUFFIX):
+                        size += entry.stat().st_size
+                        segments += 1
+            self._disk_usage = (size, segments)
+        return self._disk_usage
 
     def new_cleaned_segment(self, base_offset: int) -> Segment:
         return self.local_log.new_cleaned_segment(base_offset)
 
     def update_config(self, config: LogConfig) -> None:
+        if self._loader is not None:
+            with self._load_lock:
+                if self._loader is not None:
+                    self._loader.config = config
+                    return
         self.local_log.update_config(config)
 
     # -- append --------------------------------------------------------------------
@@ -560,7 +707,8 @@ class UnifiedLog:
 
     def purge_deleted(self, now_ms: int | None = None) -> None:
         """Remove ``.deleted`` segment files whose delay has passed."""
-        self.local_log.purge_deleted(now_ms)
+        if self._loader is None:
+            self.local_log.purge_deleted(now_ms)
 
     # -- compaction ----------------------------------------------------------------
     def replace_segments(
@@ -581,7 +729,10 @@ class UnifiedLog:
 
     def maybe_flush(self, now_ms: int | None = None) -> None:
         """Timer hook: flush.ms elapsed, or segments rolled since the last flush (Kafka
-        flushes a rolled segment in the background)."""
+        flushes a rolled segment in the background). A lazy log not opened yet wrote
+        nothing."""
+        if self._loader is not None:
+            return
         local = self.local_log
         now = self._now() if now_ms is None else now_ms
         if local.roll_flush_to > local.recovery_point:
@@ -595,7 +746,12 @@ class UnifiedLog:
     def close(self, *, sync: bool = True) -> None:
         """Flush, trim indexes, write the epoch checkpoint and a producer snapshot: the
         next open needs no recovery. With ``sync=False`` nothing is fsynced; the caller
-        makes everything durable at once (``sync_filesystems``) before it says so."""
+        makes everything durable at once (``sync_filesystems``) before it says so. A
+        lazy log not opened since a clean shutdown is as that shutdown left it; one
+        registered after a crash is opened (recovered) first, so that this close is a
+        clean one."""
+        if self._loader is not None and self._known_end >= 0:
+            return
         local = self.local_log
         with local.lock:
             if local.closed:

@@ -64,6 +64,12 @@ def test_every_offset_is_found_through_the_index(log: UnifiedLog) -> None:
 
 def test_segment_files_use_kafka_names(log: UnifiedLog) -> None:
     fill(log, 100)
+    active = f"{log.active.base_offset:020d}"
+    names = {p.name for p in log.dir.iterdir()}
+    assert f"{active}.log" in names
+    # the active segment's indexes are made at their first write (flush, seal or close)
+    assert not {f"{active}.index", f"{active}.timeindex"} & names
+    log.flush()
     names = {p.name for p in log.dir.iterdir()}
     for segment in log.segments:
         stem = f"{segment.base_offset:020d}"

@@ -10,6 +10,7 @@ from storage_helpers import FakeClock, append, batch
 
 from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.storage import log_manager as log_manager_module
 from moldau.storage.checkpoint import read_checkpoint
 from moldau.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
@@ -173,3 +174,23 @@ def test_a_log_without_a_topic_id_adopts_the_first_one(tmp_path: Path) -> None:
     assert manager.get_or_create_log("t", 0, manager.config_for({}), b"\x03" * 16) is log
     assert read_topic_id(log.dir) == b"\x03" * 16
     manager.shutdown()
+
+
+def test_topic_ids_are_fsynced_off_the_request_path(tmp_path: Path, monkeypatch) -> None:
+    manager = LogManager([tmp_path], PROPS)
+    synced: list[Path] = []
+    monkeypatch.setattr(log_manager_module, "sync_topic_id", synced.append)
+    log = manager.get_or_create_log("t", 0, manager.config_for({}), b"\x01" * 16)
+    assert read_topic_id(log.dir) == b"\x01" * 16 and synced == []
+    manager.sync_topic_ids()  # what the broker runs in a worker thread
+    assert synced == [log.dir]
+    manager.sync_topic_ids()
+    assert synced == [log.dir]  # once
+    manager.shutdown()
+
+
+@pytest.mark.parametrize("text", ["", "version: 0\ntopic_id: AQEBAQEBAQ", "topic_id: %%%"])
+def test_a_partition_metadata_cut_short_holds_no_topic_id(tmp_path: Path, text: str) -> None:
+    """What a machine crash before the fsync may leave: the log adopts the id again."""
+    (tmp_path / PARTITION_METADATA).write_text(text)
+    assert read_topic_id(tmp_path) is None

@@ -17,6 +17,7 @@ from moldau.config.topic import LogConfig
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage import log_manager as log_manager_module
 from moldau.storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT
+from moldau.storage.log_loader import LoadedLog, LogLoader
 from moldau.storage.log_manager import LogManager
 from moldau.storage.resources import DescriptorBudget, DiskSpace
 from moldau.storage.unified_log import UnifiedLog
@@ -115,27 +116,33 @@ def test_a_failed_creation_leaves_no_half_made_partition(
     assert len(m.logs) == 7
 
 
-def test_strays_are_deleted_and_unopenable_logs_stay_offline(tmp_path: Path, monkeypatch) -> None:
+def test_strays_are_deleted_and_unopenable_logs_fail_at_first_use(
+    tmp_path: Path, monkeypatch
+) -> None:
     m = manager(tmp_path)
     for tp in [("known", 0), ("known", 1), ("stray", 0), ("broken", 0)]:
         append(m.get_or_create_log(*tp, CONFIG), batch(3))
     m.shutdown()
-    real_open = UnifiedLog.open
+    real_load = LogLoader.load
 
-    def failing(directory: Path, *args, **kwargs) -> UnifiedLog:
-        if directory.name == "broken-0":
+    def failing(self: LogLoader) -> LoadedLog:
+        if self.directory.name == "broken-0":
             raise OSError(errno.EIO, "Input/output error")
-        return real_open(directory, *args, **kwargs)
+        return real_load(self)
 
-    monkeypatch.setattr(log_manager_module.UnifiedLog, "open", failing)
+    monkeypatch.setattr(LogLoader, "load", failing)
     reloaded = manager(tmp_path)
     reloaded.load_logs(keep=lambda tp: tp[0] != "stray")
-    assert set(reloaded.logs) == {("known", 0), ("known", 1)}
-    assert reloaded.offline == {("broken", 0): "Input/output error"}
+    assert set(reloaded.logs) == {("known", 0), ("known", 1), ("broken", 0)}
     assert "stray-0" not in partition_dirs(tmp_path)
-    with pytest.raises(KafkaError, match="offline"):
-        reloaded.get_or_create_log("broken", 0, CONFIG)
-    assert reloaded.get_log("known", 1).log_end_offset == 3
+    broken = reloaded.get_log("broken", 0)
+    for _ in range(2):  # each use tries again
+        with pytest.raises(KafkaError, match="broken-0: I/O error") as raised:
+            broken.read(0, 1000)
+        assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert reloaded.get_log("known", 1).read(0, 1000).next_offset == 3
+    monkeypatch.undo()
+    assert broken.read(0, 1000).next_offset == 3  # the disk is back
 
 
 def test_replication_checkpoint_round_trip_per_log_dir(tmp_path: Path) -> None:
@@ -151,7 +158,7 @@ def test_replication_checkpoint_round_trip_per_log_dir(tmp_path: Path) -> None:
     assert len(m.read_replication_checkpoint()) == 2  # unreadable: ignored, not fatal
 
 
-def test_clean_restart_of_many_partitions_opens_one_file_each(tmp_path: Path) -> None:
+def test_clean_restart_of_many_partitions_opens_files_only_when_used(tmp_path: Path) -> None:
     m = manager(tmp_path)
     for p in range(50):
         log = m.get_or_create_log("t", p, CONFIG)
@@ -161,11 +168,14 @@ def test_clean_restart_of_many_partitions_opens_one_file_each(tmp_path: Path) ->
     m.shutdown()
     reloaded = LogManager([tmp_path], {}, budget=DescriptorBudget(1024, 8, 100), recovery_threads=3)
     reloaded.load_logs()
+    logs = reloaded.logs.values()
+    # the checkpoints answer for a clean shutdown: no file opened
+    assert all(log.log_end_offset == 40 and log.log_start_offset == 0 for log in logs)
+    assert reloaded.caches.files.opened == 0 and not any(log.loaded for log in logs)
+    assert all(len(log.segments) > 2 for log in logs)  # first use opens
     assert reloaded.caches.files.opened == 50  # each active segment's tail, nothing else
-    assert all(
-        not s.offset_index.loaded for log in reloaded.logs.values() for s in log.segments[:-1]
-    )
-    assert all(log.log_end_offset == 40 for log in reloaded.logs.values())
+    assert all(not s.offset_index.loaded for log in logs for s in log.segments[:-1])
+    assert all(log.log_end_offset == 40 for log in logs)
 
 
 def test_raising_the_open_files_limit(tmp_path: Path) -> None:

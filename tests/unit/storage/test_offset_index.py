@@ -33,6 +33,8 @@ def test_offset_index_lookup_every_key(tmp_path: Path) -> None:
 def test_offset_index_file_format_and_trim(tmp_path: Path) -> None:
     path = tmp_path / "a.index"
     index = make_offset_index(path, 3)
+    assert not path.exists()  # made at its first write
+    index.flush()
     assert path.stat().st_size == 8 * 1024  # preallocated
     index.close()
     assert path.read_bytes() == b"".join(
