@@ -34,6 +34,7 @@ class ShareGroupState(Enum):
 
 
 Assignment = dict[str, tuple[int, ...]]  # topic name -> partitions
+TopicPartitions = dict[bytes, tuple[str, frozenset[int]]]  # topic id -> name, partitions
 
 
 @dataclass(slots=True)
@@ -46,6 +47,7 @@ class ShareMember:
     subscribed: tuple[str, ...]
     deadline_ms: int
     assignment: Assignment = field(default_factory=dict)
+    previous_member_epoch: int = LEAVE_EPOCH
 
 
 @dataclass(slots=True)
@@ -56,6 +58,12 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     topics: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # id, partitions
     target: dict[str, Assignment] = field(default_factory=dict)
+    # The share-partitions whose durable state exists (initialized), is being created
+    # (initializing) or is being deleted (deleting: topic id -> name), as Kafka's
+    # ShareGroupStatePartitionMetadata record says.
+    initialized: TopicPartitions = field(default_factory=dict)
+    initializing: TopicPartitions = field(default_factory=dict)
+    deleting: dict[bytes, str] = field(default_factory=dict)
 
     @property
     def state(self) -> ShareGroupState:
@@ -124,7 +132,7 @@ class ShareGroupCoordinator:
                     member_id, 0, hb.client_id, hb.client_host, hb.rack_id, (), now_ms
                 )
                 group.members[member_id] = member
-            member.member_epoch = 0  # a rejoin gets the whole assignment again
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, JOIN_EPOCH
         elif group is None or member is None:
             return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
         elif hb.member_epoch != member.member_epoch:
@@ -148,6 +156,7 @@ class ShareGroupCoordinator:
             group.assignment_epoch = group.group_epoch
         if member.member_epoch == group.assignment_epoch:
             return HeartbeatResult(ErrorCode.NONE, member.member_id, member.member_epoch)
+        member.previous_member_epoch = member.member_epoch
         member.member_epoch = group.assignment_epoch
         member.assignment = group.target.get(member.member_id, {})
         return HeartbeatResult(
