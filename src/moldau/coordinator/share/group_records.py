@@ -168,16 +168,16 @@ def changes(
     if before is None or before.topics != after.topics:
         records.append(_partition_metadata_record(group_id, after))
     if before is None or before.epoch != after.epoch:
-        value = ShareGroupMetadataValue(epoch=after.epoch)
-        records.append(_record(GROUP_METADATA, ShareGroupMetadataKey(group_id), value))
+        group_epoch = ShareGroupMetadataValue(epoch=after.epoch)
+        records.append(_record(GROUP_METADATA, ShareGroupMetadataKey(group_id), group_epoch))
     for member_id, m in new_members.items():
         old = old_members.get(member_id)
         if m.target is not None and (old is None or old.target != m.target):
-            value = tam.ShareGroupTargetAssignmentMemberValue(
+            target = tam.ShareGroupTargetAssignmentMemberValue(
                 [tam.TopicPartition(t, list(ps)) for t, ps in m.target]
             )
             records.append(
-                _record(TARGET_ASSIGNMENT_MEMBER, _target_key(group_id, member_id), value)
+                _record(TARGET_ASSIGNMENT_MEMBER, _target_key(group_id, member_id), target)
             )
     if before is None or before.assignment_epoch != after.assignment_epoch:
         target_epoch = ShareGroupTargetAssignmentMetadataValue(after.assignment_epoch)
@@ -264,7 +264,8 @@ def restore(
     loading: dict[str, _Loading] = {}
     for key, value in records:
         record = serde.deserialize(GROUP_RECORD_TYPES, key, value)
-        k, v, kind = record.key, record.value, record.record_type
+        k, kind = record.key, record.record_type
+        v: Any = record.value
         if kind == GROUP_METADATA and v is None:
             loading.pop(k.group_id, None)
             continue
