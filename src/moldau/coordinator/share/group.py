@@ -72,6 +72,38 @@ class ShareGroup:
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed}
 
+    def uninitialized(self) -> TopicPartitions:
+        """The subscribed topics' partitions whose share state is neither initialized nor
+        being initialized; a topic whose state is being deleted waits for that to end."""
+        missing: TopicPartitions = {}
+        for name, (topic_id, count) in self.topics.items():
+            if topic_id in self.deleting:
+                continue
+            have = _partitions(self.initialized, topic_id) | _partitions(
+                self.initializing, topic_id
+            )
+            if parts := frozenset(range(count)) - have:
+                missing[topic_id] = (name, parts)
+        return missing
+
+
+def _partitions(tps: TopicPartitions, topic_id: bytes) -> frozenset[int]:
+    entry = tps.get(topic_id)
+    return entry[1] if entry is not None else frozenset()
+
+
+def add_partitions(tps: TopicPartitions, more: TopicPartitions) -> None:
+    for topic_id, (name, parts) in more.items():
+        tps[topic_id] = (name, _partitions(tps, topic_id) | parts)
+
+
+def remove_partitions(tps: TopicPartitions, gone: TopicPartitions) -> None:
+    for topic_id, (name, parts) in gone.items():
+        if left := _partitions(tps, topic_id) - parts:
+            tps[topic_id] = (name, left)
+        else:
+            tps.pop(topic_id, None)
+
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
