@@ -5,6 +5,7 @@ group's membership survives too (``__consumer_offsets``)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -126,22 +127,102 @@ def test_a_share_group_survives_kill_9_of_its_coordinator(
     beat("m3", 0, [topic])
     beat("m3", -1)  # left: not restored
     epoch = beat("m1", 1)  # catches up with the group epoch
+    before = _describe(broker, group)
     broker.kill()
     broker.start()
-    # m1 goes on with the epoch it had: the coordinator knows it (no UNKNOWN_MEMBER_ID)
-    # and hands it the assignment of a new epoch.
+    # m1 goes on with the epoch it had: the coordinator knows it (no UNKNOWN_MEMBER_ID),
+    # does not fence it and has nothing new to hand it (its assignment was kept).
     after = _heartbeat(broker, ShareGroupHeartbeatRequest(group, "m1", epoch))
-    assert after.error_code == ErrorCode.NONE, after
-    assert after.member_epoch > epoch
-    assert after.assignment is not None and after.assignment.topic_partitions
-    with RawClient(broker.bootstrap) as raw:
-        [described] = raw.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
-    assert described.error_code == 0
-    assert described.group_epoch == after.member_epoch
+    assert (after.error_code, after.member_epoch, after.assignment) == (ErrorCode.NONE, epoch, None)
+    described = _describe(broker, group)
+    assert described.group_epoch == before.group_epoch == epoch
+    assert _members(described) == _members(before)
     assert {m.member_id: m.subscribed_topic_names for m in described.members} == {
         "m1": [topic],
         "m2": [topic],
     }
+    # m2 missed m3's join and leave: it gets the current target, as before the restart.
+    m2 = _heartbeat(broker, ShareGroupHeartbeatRequest(group, "m2", 2))
+    assert (m2.error_code, m2.member_epoch) == (ErrorCode.NONE, epoch)
+    assert m2.assignment is not None
+
+
+def _describe(broker: BrokerProcess, group: str) -> Any:
+    with RawClient(broker.bootstrap) as raw:
+        [described] = raw.request(ShareGroupDescribeRequest(group_ids=[group]), 1).groups
+    assert described.error_code == 0, described
+    return described
+
+
+def _members(described: Any) -> dict[str, tuple[int, list[tuple[bytes, list[int]]]]]:
+    """Each member's epoch and assigned partitions, as ShareGroupDescribe shows them."""
+    return {
+        m.member_id: (
+            m.member_epoch,
+            sorted((t.topic_id, sorted(t.partitions)) for t in m.assignment.topic_partitions),
+        )
+        for m in described.members
+    }
+
+
+def test_share_consumers_go_on_through_a_kill_9_without_a_new_epoch(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """Two ShareConsumers connected while their broker is killed -9 and restarted: they
+    keep their member epochs (the group epoch does not move), every record is delivered,
+    and none is delivered again once its acknowledgement was committed."""
+    n, group = 60, f"{topic}-g"
+    setup(broker.bootstrap_servers, topic, group, n)
+    config = {**EXPLICIT, "max.poll.records": 5}
+    consumers = [share_consumer(broker.bootstrap_servers, group, topic, **config) for _ in "ab"]
+    delivered: Counter[int] = Counter()
+    acked: set[int] = set()
+    quiet = [0]
+
+    def step() -> None:
+        got = 0
+        for c in consumers:
+            batch = poll(c)
+            for m in batch:
+                assert m.offset() not in acked, f"{m.offset()} delivered after its commit"
+                delivered[m.offset()] += 1
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            if batch and all(e is None for e in c.commit_sync().values()):
+                acked.update(m.offset() for m in batch)
+            got += len(batch)
+        quiet[0] = 0 if got else quiet[0] + 1
+
+    try:
+        wait_until(lambda: step() or len(acked) >= n // 3, "a third of the records")
+        settled: list[Any] = []
+
+        def both_members_settled() -> bool:
+            settled[:] = [_describe(broker, group)]
+            epochs = {m.member_epoch for m in settled[0].members}
+            return len(settled[0].members) == 2 and epochs == {settled[0].group_epoch}
+
+        wait_until(both_members_settled, "both members at the group epoch", timeout=60)
+        [before] = settled
+        assert not any(c > 1 for c in delivered.values())
+        broker.kill()
+        broker.start()
+        wait_until(
+            lambda: step() or (len(delivered) == n and quiet[0] >= 3),
+            "every record after the restart",
+            timeout=90,
+        )
+        described = _describe(broker, group)
+        assert described.group_epoch == before.group_epoch
+        assert _members(described) == _members(before)
+    finally:
+        for c in consumers:
+            c.close()
+    assert sorted(delivered) == list(range(n))
+    late = share_consumer(broker.bootstrap_servers, group, topic)
+    try:
+        assert [m.offset() for _ in range(4) for m in poll(late)] == []
+    finally:
+        late.close()
 
 
 def test_the_share_state_apis_answer_as_kafkas_share_coordinator(

@@ -158,6 +158,8 @@ class Message:
         tagged = Versions.parse(f.get("taggedVersions"), NONE)
         versions = Versions.parse(f.get("versions"), tagged)  # as Kafka: tagged-only fields
         default = f.get("default")
+        if "default" in f and default is None:  # JSON null: Kafka's "null" default
+            default = "null"
         return Field(
             name=f["name"],
             attr=snake(f["name"]),
@@ -479,6 +481,8 @@ class Emitter:
                     default = py_default(f)
                     if default == "field(default_factory=list)":
                         cond = f"o.{f.attr}"
+                    elif default == "None":
+                        cond = f"o.{f.attr} is not None"
                     elif default.startswith("field("):
                         cond = f"o.{f.attr} is not None and o.{f.attr} != {f.struct}()"
                     else:

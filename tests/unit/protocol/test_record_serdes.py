@@ -16,6 +16,10 @@ from hypothesis import strategies as st
 
 from moldau.protocol import coordinator_record_serde as coord
 from moldau.protocol.coordinator_records import GROUP_RECORD_TYPES, TRANSACTION_RECORD_TYPES
+from moldau.protocol.coordinator_records.consumer_group_member_metadata_value import (
+    ClassicMemberMetadata,
+    ConsumerGroupMemberMetadataValue,
+)
 from moldau.protocol.coordinator_records.group_metadata_key import GroupMetadataKey
 from moldau.protocol.coordinator_records.group_metadata_value import (
     GroupMetadataValue,
@@ -321,3 +325,21 @@ def test_tombstones_unknown_types_and_future_versions():
         coord.deserialize_value(GROUP_RECORD_TYPES, 1, i16(-1) + i64(0))
     with pytest.raises(ProtocolDecodeError, match="version"):
         coord.deserialize_key(GROUP_RECORD_TYPES, b"\x00")
+
+
+def test_absent_nullable_tagged_struct_reads_as_null():
+    """ClassicMemberMetadata is a nullable tagged struct whose default is JSON null: a
+    consumer-protocol member's record omits the tag and reads back None, while a present
+    one, even with no protocol, keeps its value."""
+    member_metadata = 5  # ConsumerGroupMemberMetadata's record type
+
+    def round_trip(value: ConsumerGroupMemberMetadataValue) -> ConsumerGroupMemberMetadataValue:
+        data = coord.serialize_value(value, 0)
+        return coord.deserialize_value(GROUP_RECORD_TYPES, member_metadata, data)[1]
+
+    plain = ConsumerGroupMemberMetadataValue(client_id="c", client_host="/h")
+    assert plain.classic_member_metadata is None
+    assert coord.serialize_value(plain, 0).endswith(b"\x00")  # no tagged field written
+    assert round_trip(plain).classic_member_metadata is None
+    empty = ConsumerGroupMemberMetadataValue(classic_member_metadata=ClassicMemberMetadata())
+    assert round_trip(empty).classic_member_metadata == ClassicMemberMetadata()

@@ -129,9 +129,7 @@ def _classic_value(classic: ClassicMemberMetadata | None) -> cmm.ClassicMemberMe
 
 
 def _classic(value: cmm.ClassicMemberMetadata | None) -> ClassicMemberMetadata | None:
-    """The generated codec reads an absent tag as an empty ClassicMemberMetadata rather
-    than the schema's null default; a classic member always has a protocol."""
-    if value is None or not value.supported_protocols:
+    if value is None:
         return None
     return ClassicMemberMetadata(
         value.session_timeout_ms,

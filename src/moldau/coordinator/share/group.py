@@ -34,6 +34,7 @@ class ShareGroupState(Enum):
 
 
 Assignment = dict[str, tuple[int, ...]]  # topic name -> partitions
+TopicPartitions = dict[bytes, tuple[str, frozenset[int]]]  # topic id -> name, partitions
 
 
 @dataclass(slots=True)
@@ -46,6 +47,7 @@ class ShareMember:
     subscribed: tuple[str, ...]
     deadline_ms: int
     assignment: Assignment = field(default_factory=dict)
+    previous_member_epoch: int = LEAVE_EPOCH
 
 
 @dataclass(slots=True)
@@ -56,6 +58,12 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     topics: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # id, partitions
     target: dict[str, Assignment] = field(default_factory=dict)
+    # The share-partitions whose durable state exists (initialized), is being created
+    # (initializing) or is being deleted (deleting: topic id -> name), as Kafka's
+    # ShareGroupStatePartitionMetadata record says.
+    initialized: TopicPartitions = field(default_factory=dict)
+    initializing: TopicPartitions = field(default_factory=dict)
+    deleting: dict[bytes, str] = field(default_factory=dict)
 
     @property
     def state(self) -> ShareGroupState:
@@ -63,6 +71,38 @@ class ShareGroup:
 
     def subscribed_topics(self) -> set[str]:
         return {t for m in self.members.values() for t in m.subscribed}
+
+    def uninitialized(self) -> TopicPartitions:
+        """The subscribed topics' partitions whose share state is neither initialized nor
+        being initialized; a topic whose state is being deleted waits for that to end."""
+        missing: TopicPartitions = {}
+        for name, (topic_id, count) in self.topics.items():
+            if topic_id in self.deleting:
+                continue
+            have = _partitions(self.initialized, topic_id) | _partitions(
+                self.initializing, topic_id
+            )
+            if parts := frozenset(range(count)) - have:
+                missing[topic_id] = (name, parts)
+        return missing
+
+
+def _partitions(tps: TopicPartitions, topic_id: bytes) -> frozenset[int]:
+    entry = tps.get(topic_id)
+    return entry[1] if entry is not None else frozenset()
+
+
+def add_partitions(tps: TopicPartitions, more: TopicPartitions) -> None:
+    for topic_id, (name, parts) in more.items():
+        tps[topic_id] = (name, _partitions(tps, topic_id) | parts)
+
+
+def remove_partitions(tps: TopicPartitions, gone: TopicPartitions) -> None:
+    for topic_id, (name, parts) in gone.items():
+        if left := _partitions(tps, topic_id) - parts:
+            tps[topic_id] = (name, left)
+        else:
+            tps.pop(topic_id, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +164,7 @@ class ShareGroupCoordinator:
                     member_id, 0, hb.client_id, hb.client_host, hb.rack_id, (), now_ms
                 )
                 group.members[member_id] = member
-            member.member_epoch = 0  # a rejoin gets the whole assignment again
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, JOIN_EPOCH
         elif group is None or member is None:
             return HeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
         elif hb.member_epoch != member.member_epoch:
@@ -148,6 +188,7 @@ class ShareGroupCoordinator:
             group.assignment_epoch = group.group_epoch
         if member.member_epoch == group.assignment_epoch:
             return HeartbeatResult(ErrorCode.NONE, member.member_id, member.member_epoch)
+        member.previous_member_epoch = member.member_epoch
         member.member_epoch = group.assignment_epoch
         member.assignment = group.target.get(member.member_id, {})
         return HeartbeatResult(

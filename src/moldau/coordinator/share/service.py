@@ -34,6 +34,9 @@ from moldau.coordinator.share.group import (
     Heartbeat,
     HeartbeatResult,
     ShareGroupCoordinator,
+    TopicPartitions,
+    add_partitions,
+    remove_partitions,
 )
 from moldau.coordinator.share.partition import RecordState, ShareLimits, SharePartition
 from moldau.coordinator.share_state.shard import (
@@ -147,6 +150,7 @@ class ShareGroupService:
         self._pending: dict[PartitionKey, asyncio.Future[ErrorCode]] = {}  # the next write
         self._writing: set[PartitionKey] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._initializing: dict[str, set[asyncio.Task[None]]] = {}  # by group
 
     # -- settings ------------------------------------------------------------------
     def _group_int(self, group_id: str, key: str, default: int) -> int:
@@ -183,18 +187,78 @@ class ShareGroupService:
     async def heartbeat(
         self, hb: Heartbeat, topics: Callable[[Iterable[str]], Mapping[str, tuple[bytes, int]]]
     ) -> HeartbeatResult:
-        """One heartbeat; answered once the membership it changed is written."""
-        before = group_records.view(self.coordinator.groups.get(hb.group_id))
+        """One heartbeat; answered once the membership it changed is written and the
+        share state of the partitions the group gained is initialized (Kafka 4.1: a
+        leader never creates share state, so a deleted one cannot come back)."""
+        groups = self.coordinator.groups
+        before = group_records.view(groups.get(hb.group_id))
         result = self.coordinator.heartbeat(
             hb, self.clock.now_ms(), self.session_timeout_ms(hb.group_id), topics
         )
-        after = group_records.view(self.coordinator.groups.get(hb.group_id))
-        records = group_records.changes(hb.group_id, before, after)
-        if records and self.write_group is not None:
-            error = await self.write_group(hb.group_id, records)
-            if error:
-                return HeartbeatResult(error, result.member_id)
+        group = groups.get(hb.group_id)
+        initializing: TopicPartitions = {}
+        if not result.error and group is not None and self.store is not None:
+            initializing = group.uninitialized()
+            add_partitions(group.initializing, initializing)
+        error = await self._write_group(hb.group_id, before)
+        if error:
+            if group is not None:
+                remove_partitions(group.initializing, initializing)
+            return HeartbeatResult(error, result.member_id)
+        if initializing:
+            task = asyncio.get_running_loop().create_task(
+                self._initialize_state(hb.group_id, initializing)
+            )
+            running = self._initializing.setdefault(hb.group_id, set())
+            running.add(task)
+            task.add_done_callback(running.discard)
+        if running := self._initializing.get(hb.group_id, set()):
+            await asyncio.wait(set(running))  # so no member fetches state not there yet
         return result
+
+    async def _write_group(
+        self, group_id: str, before: group_records.GroupView | None
+    ) -> ErrorCode:
+        """Write what changed in the group since ``before``."""
+        after = group_records.view(self.coordinator.groups.get(group_id))
+        records = group_records.changes(group_id, before, after)
+        if records and self.write_group is not None:
+            return await self.write_group(group_id, records)
+        return ErrorCode.NONE
+
+    async def _initialize_state(self, group_id: str, initializing: TopicPartitions) -> None:
+        """InitializeShareGroupState for share-partitions with no state yet (start offset
+        -1: their leader starts at ``share.auto.offset.reset``) in the group epoch, then
+        record them initialized. Those that fail are tried again at the next heartbeat."""
+        assert self.store is not None
+        store = self.store
+        group = self.coordinator.groups[group_id]
+        epoch = group.group_epoch
+
+        async def initialize(topic_id: bytes, partition: int) -> ErrorCode:
+            key = (group_id, topic_id, partition)
+            error, state = await store.read(key, UNINITIALIZED)
+            if not error and state.start_offset == UNINITIALIZED:
+                error = await store.initialize(key, max(epoch, state.state_epoch), UNINITIALIZED)
+            return error
+
+        wanted = [(t, name, p) for t, (name, ps) in initializing.items() for p in sorted(ps)]
+        errors = await asyncio.gather(*(initialize(t, p) for t, _, p in wanted))
+        done: TopicPartitions = {}
+        for (topic_id, name, partition), error in zip(wanted, errors, strict=True):
+            if error:
+                key = (group_id, name, partition)
+                log.info("initializing share-partition %s failed: %s", key, error.name)
+            else:
+                add_partitions(done, {topic_id: (name, frozenset({partition}))})
+        if self.coordinator.groups.get(group_id) is not group:
+            return
+        before = group_records.view(group)
+        remove_partitions(group.initializing, initializing)
+        add_partitions(group.initialized, done)
+        error = await self._write_group(group_id, before)
+        if error:
+            log.info("recording share group %s's state partitions failed: %s", group_id, error.name)
 
     def load_groups(
         self, records: Iterable[tuple[bytes, bytes | None]], owned: Callable[[str], bool]
@@ -289,7 +353,10 @@ class ShareGroupService:
         self.partitions[key] = self._restored(group_id, state, start)
         self._durable[key] = _Durable(topic_id, leader_epoch, state.state_epoch)
         # Written at once: the start is fixed, and older leaders are fenced from now on.
-        return await self.persist(key)
+        # State the group coordinator has not initialized (yet) is not written: the
+        # member is told to try again.
+        error = await self.persist(key)
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.INVALID_REQUEST else error
 
     async def persist(self, key: PartitionKey) -> ErrorCode:
         """Write the share-partition's state; the error of the write that carried it."""
@@ -453,27 +520,44 @@ class ShareGroupService:
         if not error:
             error = await self.store.initialize(store_key, state.state_epoch + 1, offset)
         self._forget(key)  # a fetch may have read the old state meanwhile
-        return error
+        group = self.coordinator.groups.get(group_id)
+        if error or group is None:
+            return error
+        before = group_records.view(group)
+        add_partitions(group.initialized, {topic_id: (topic, frozenset({partition}))})
+        return await self._write_group(group_id, before)
 
     async def delete_offsets(
         self, group_id: str, topic: str, partitions: Iterable[int], topic_id: bytes = b""
     ) -> tuple[ErrorCode, bool]:
         """DeleteShareGroupOffsets: forget the group's state of ``topic`` (the next fetch
-        starts again at ``share.auto.offset.reset``); whether there was any."""
-        found = False
-        for partition in partitions:
-            held = self._forget((group_id, topic, partition))
-            if self.store is None:
-                found = found or held
-                continue
-            store_key = (group_id, topic_id, partition)
-            error, state = await self.store.read(store_key, UNINITIALIZED)
-            if not error and state.start_offset != UNINITIALIZED:
-                found = True
-                error = await self.store.delete(store_key)
-            if error:
-                return error, found
-        return ErrorCode.NONE, found
+        starts again at ``share.auto.offset.reset``); whether there was any.
+
+        As Kafka's GroupMetadataManager: only a topic whose state the group initialized
+        (or whose deletion did not finish) has any; it is recorded deleting before its
+        state is deleted and forgotten once that is done, and a topic deleting is not
+        initialized again. A leader still holding the old state cannot write it back:
+        the share coordinator refuses writes to state that does not exist."""
+        held = [self._forget((group_id, topic, p)) for p in partitions]
+        if self.store is None:
+            return ErrorCode.NONE, any(held)
+        group = self.coordinator.groups.get(group_id)
+        if group is None or (topic_id not in group.initialized and topic_id not in group.deleting):
+            return ErrorCode.NONE, False
+        entry = group.initialized.get(topic_id)
+        parts = sorted(entry[1] if entry is not None else partitions)
+        before = group_records.view(group)
+        group.initialized.pop(topic_id, None)
+        group.deleting[topic_id] = topic
+        error = await self._write_group(group_id, before)
+        for partition in parts:
+            if not error:
+                error = await self.store.delete((group_id, topic_id, partition))
+        if error:
+            return error, True
+        before = group_records.view(group)
+        group.deleting.pop(topic_id, None)
+        return await self._write_group(group_id, before), True
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """Give back what a member holds everywhere (it left, or its session closed)."""

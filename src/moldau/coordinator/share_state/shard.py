@@ -149,22 +149,27 @@ class ShareCoordinatorShard:
 
     # -- writing -------------------------------------------------------------------
     def write(self, key: ShareKey, data: WriteState) -> tuple[ErrorCode, Effects]:
-        """WriteShareGroupState: one record, a snapshot or an update."""
+        """WriteShareGroupState: one record, a snapshot or an update. As Kafka 4.1, only
+        state that exists is written (INVALID_REQUEST otherwise): the group coordinator
+        initializes it, so a leader still holding state that was deleted cannot bring it
+        back."""
         current = self.states.get(key)
-        if current is not None:
-            if current.leader_epoch > data.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH, Effects()
-            if current.state_epoch > data.state_epoch:
-                return ErrorCode.FENCED_STATE_EPOCH, Effects()
-        if current is None or self.updates.get(key, 0) >= self.records_per_snapshot:
-            base = current or ShareGroupOffset()
-            start = base.start_offset if data.start_offset == UNINITIALIZED else data.start_offset
+        if current is None:
+            return ErrorCode.INVALID_REQUEST, Effects()
+        if current.leader_epoch > data.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH, Effects()
+        if current.state_epoch > data.state_epoch:
+            return ErrorCode.FENCED_STATE_EPOCH, Effects()
+        if self.updates.get(key, 0) >= self.records_per_snapshot:
+            start = (
+                current.start_offset if data.start_offset == UNINITIALIZED else data.start_offset
+            )
             state = ShareGroupOffset(
-                base.snapshot_epoch + 1 if current is not None else 0,
-                data.state_epoch if data.state_epoch != UNINITIALIZED else base.state_epoch,
-                data.leader_epoch if data.leader_epoch != UNINITIALIZED else base.leader_epoch,
+                current.snapshot_epoch + 1,
+                data.state_epoch if data.state_epoch != UNINITIALIZED else current.state_epoch,
+                data.leader_epoch if data.leader_epoch != UNINITIALIZED else current.leader_epoch,
                 start,
-                combine(base.batches, data.batches, start),
+                combine(current.batches, data.batches, start),
             )
             record = snapshot_record(key, state)
         else:

@@ -50,9 +50,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None = ""
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = ""
-    classic_member_metadata: ClassicMemberMetadata | None = field(
-        default_factory=lambda: ClassicMemberMetadata()
-    )
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
     @classmethod
     def decode(
@@ -138,7 +136,7 @@ def _d_ConsumerGroupMemberMetadataValue_0(buf: memoryview, pos: int) -> tuple[An
     (v_rebalance_timeout_ms,) = _S_i.unpack_from(buf, pos)
     pos += 4
     v_server_assignor, pos = read_nullable_compact_string(buf, pos)
-    v_classic_member_metadata = ClassicMemberMetadata()
+    v_classic_member_metadata = None
     _tc, pos = read_uvarint(buf, pos)
     for _ in range(_tc):
         _tag, pos = read_uvarint(buf, pos)
@@ -201,10 +199,7 @@ def _e_ConsumerGroupMemberMetadataValue_0(o: Any, w: Writer) -> None:
     out += _S_i.pack(o.rebalance_timeout_ms)
     write_compact_string(out, o.server_assignor)
     _tagged = []
-    if (
-        o.classic_member_metadata is not None
-        and o.classic_member_metadata != ClassicMemberMetadata()
-    ):
+    if o.classic_member_metadata is not None:
         _tw = Writer()
         if o.classic_member_metadata is None:
             _tw.buf.append(0xFF)

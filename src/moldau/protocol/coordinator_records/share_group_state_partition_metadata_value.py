@@ -39,6 +39,7 @@ class ShareGroupStatePartitionMetadataValue:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_FROM: ClassVar[int] = 0  # -1: never
+    initializing_topics: list[TopicPartitionsInfo] = field(default_factory=list)
     initialized_topics: list[TopicPartitionsInfo] = field(default_factory=list)
     deleting_topics: list[TopicInfo] = field(default_factory=list)
 
@@ -102,8 +103,16 @@ def _d_TopicInfo_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 
 
 def _d_ShareGroupStatePartitionMetadataValue_0(buf: memoryview, pos: int) -> tuple[Any, int]:
+    v_initializing_topics: Any
     v_initialized_topics: Any
     v_deleting_topics: Any
+    _n, pos = read_compact_array_len(buf, pos, 19)
+    if _n < 0:
+        raise ProtocolDecodeError("non-nullable field InitializingTopics was null")
+    v_initializing_topics = []
+    for _ in range(_n):
+        _x, pos = _d_TopicPartitionsInfo_0(buf, pos)
+        v_initializing_topics.append(_x)
     _n, pos = read_compact_array_len(buf, pos, 19)
     if _n < 0:
         raise ProtocolDecodeError("non-nullable field InitializedTopics was null")
@@ -127,7 +136,9 @@ def _d_ShareGroupStatePartitionMetadataValue_0(buf: memoryview, pos: int) -> tup
             raise ProtocolDecodeError("tagged field overruns")
         pos = _end
     return ShareGroupStatePartitionMetadataValue(
-        initialized_topics=v_initialized_topics, deleting_topics=v_deleting_topics
+        initializing_topics=v_initializing_topics,
+        initialized_topics=v_initialized_topics,
+        deleting_topics=v_deleting_topics,
     ), pos
 
 
@@ -151,6 +162,12 @@ def _e_TopicInfo_0(o: Any, w: Writer) -> None:
 
 def _e_ShareGroupStatePartitionMetadataValue_0(o: Any, w: Writer) -> None:
     out = w.buf
+    _a = o.initializing_topics
+    write_compact_array_len(out, _a)
+    if _a:
+        for _x in _a:
+            _e_TopicPartitionsInfo_0(_x, w)
+        out = w.buf
     _a = o.initialized_topics
     write_compact_array_len(out, _a)
     if _a:

@@ -1084,7 +1084,7 @@ def _e_FetchRequest_7(o: Any, w: Writer) -> None:
         out = w.buf
     write_compact_string(out, o.rack_id)
     _tagged = []
-    if o.cluster_id != None:
+    if o.cluster_id is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.cluster_id)
         _tagged.append((0, _tw.buf))
@@ -1138,7 +1138,7 @@ def _e_FetchRequest_8(o: Any, w: Writer) -> None:
         out = w.buf
     write_compact_string(out, o.rack_id)
     _tagged = []
-    if o.cluster_id != None:
+    if o.cluster_id is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.cluster_id)
         _tagged.append((0, _tw.buf))
@@ -1170,7 +1170,7 @@ def _e_FetchRequest_9(o: Any, w: Writer) -> None:
         out = w.buf
     write_compact_string(out, o.rack_id)
     _tagged = []
-    if o.cluster_id != None:
+    if o.cluster_id is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.cluster_id)
         _tagged.append((0, _tw.buf))
@@ -1230,7 +1230,7 @@ def _e_FetchRequest_10(o: Any, w: Writer) -> None:
         out = w.buf
     write_compact_string(out, o.rack_id)
     _tagged = []
-    if o.cluster_id != None:
+    if o.cluster_id is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.cluster_id)
         _tagged.append((0, _tw.buf))

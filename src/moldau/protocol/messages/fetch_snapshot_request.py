@@ -293,7 +293,7 @@ def _e_FetchSnapshotRequest_0(o: Any, w: Writer) -> None:
             _e_TopicSnapshot_0(_x, w)
         out = w.buf
     _tagged = []
-    if o.cluster_id != None:
+    if o.cluster_id is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.cluster_id)
         _tagged.append((0, _tw.buf))
@@ -336,7 +336,7 @@ def _e_FetchSnapshotRequest_1(o: Any, w: Writer) -> None:
             _e_TopicSnapshot_1(_x, w)
         out = w.buf
     _tagged = []
-    if o.cluster_id != None:
+    if o.cluster_id is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.cluster_id)
         _tagged.append((0, _tw.buf))

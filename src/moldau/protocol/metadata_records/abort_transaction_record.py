@@ -62,7 +62,7 @@ def _d_AbortTransactionRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 def _e_AbortTransactionRecord_0(o: Any, w: Writer) -> None:
     out = w.buf
     _tagged = []
-    if o.reason != None:
+    if o.reason is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.reason)
         _tagged.append((0, _tw.buf))

@@ -62,7 +62,7 @@ def _d_BeginTransactionRecord_0(buf: memoryview, pos: int) -> tuple[Any, int]:
 def _e_BeginTransactionRecord_0(o: Any, w: Writer) -> None:
     out = w.buf
     _tagged = []
-    if o.name != None:
+    if o.name is not None:
         _tw = Writer()
         write_compact_string(_tw.buf, o.name)
         _tagged.append((0, _tw.buf))

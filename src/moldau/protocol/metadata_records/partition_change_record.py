@@ -319,7 +319,7 @@ def _e_PartitionChangeRecord_0(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_iu.pack(o.partition_id, o.topic_id)
     _tagged = []
-    if o.isr != None:
+    if o.isr is not None:
         _tw = Writer()
         _a = o.isr
         write_compact_array_len(_tw.buf, _a)
@@ -330,21 +330,21 @@ def _e_PartitionChangeRecord_0(o: Any, w: Writer) -> None:
         _tw = Writer()
         _tw.buf += _S_i.pack(o.leader)
         _tagged.append((1, _tw.buf))
-    if o.replicas != None:
+    if o.replicas is not None:
         _tw = Writer()
         _a = o.replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((2, _tw.buf))
-    if o.removing_replicas != None:
+    if o.removing_replicas is not None:
         _tw = Writer()
         _a = o.removing_replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((3, _tw.buf))
-    if o.adding_replicas != None:
+    if o.adding_replicas is not None:
         _tw = Writer()
         _a = o.adding_replicas
         write_compact_array_len(_tw.buf, _a)
@@ -362,7 +362,7 @@ def _e_PartitionChangeRecord_1(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_iu.pack(o.partition_id, o.topic_id)
     _tagged = []
-    if o.isr != None:
+    if o.isr is not None:
         _tw = Writer()
         _a = o.isr
         write_compact_array_len(_tw.buf, _a)
@@ -373,21 +373,21 @@ def _e_PartitionChangeRecord_1(o: Any, w: Writer) -> None:
         _tw = Writer()
         _tw.buf += _S_i.pack(o.leader)
         _tagged.append((1, _tw.buf))
-    if o.replicas != None:
+    if o.replicas is not None:
         _tw = Writer()
         _a = o.replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((2, _tw.buf))
-    if o.removing_replicas != None:
+    if o.removing_replicas is not None:
         _tw = Writer()
         _a = o.removing_replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((3, _tw.buf))
-    if o.adding_replicas != None:
+    if o.adding_replicas is not None:
         _tw = Writer()
         _a = o.adding_replicas
         write_compact_array_len(_tw.buf, _a)
@@ -398,7 +398,7 @@ def _e_PartitionChangeRecord_1(o: Any, w: Writer) -> None:
         _tw = Writer()
         _tw.buf += _S_b.pack(o.leader_recovery_state)
         _tagged.append((5, _tw.buf))
-    if o.directories != None:
+    if o.directories is not None:
         _tw = Writer()
         _a = o.directories
         write_compact_array_len(_tw.buf, _a)
@@ -413,7 +413,7 @@ def _e_PartitionChangeRecord_2(o: Any, w: Writer) -> None:
     out = w.buf
     out += _S_iu.pack(o.partition_id, o.topic_id)
     _tagged = []
-    if o.isr != None:
+    if o.isr is not None:
         _tw = Writer()
         _a = o.isr
         write_compact_array_len(_tw.buf, _a)
@@ -424,21 +424,21 @@ def _e_PartitionChangeRecord_2(o: Any, w: Writer) -> None:
         _tw = Writer()
         _tw.buf += _S_i.pack(o.leader)
         _tagged.append((1, _tw.buf))
-    if o.replicas != None:
+    if o.replicas is not None:
         _tw = Writer()
         _a = o.replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((2, _tw.buf))
-    if o.removing_replicas != None:
+    if o.removing_replicas is not None:
         _tw = Writer()
         _a = o.removing_replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((3, _tw.buf))
-    if o.adding_replicas != None:
+    if o.adding_replicas is not None:
         _tw = Writer()
         _a = o.adding_replicas
         write_compact_array_len(_tw.buf, _a)
@@ -449,21 +449,21 @@ def _e_PartitionChangeRecord_2(o: Any, w: Writer) -> None:
         _tw = Writer()
         _tw.buf += _S_b.pack(o.leader_recovery_state)
         _tagged.append((5, _tw.buf))
-    if o.eligible_leader_replicas != None:
+    if o.eligible_leader_replicas is not None:
         _tw = Writer()
         _a = o.eligible_leader_replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((6, _tw.buf))
-    if o.last_known_elr != None:
+    if o.last_known_elr is not None:
         _tw = Writer()
         _a = o.last_known_elr
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((7, _tw.buf))
-    if o.directories != None:
+    if o.directories is not None:
         _tw = Writer()
         _a = o.directories
         write_compact_array_len(_tw.buf, _a)

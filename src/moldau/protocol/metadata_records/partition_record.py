@@ -376,14 +376,14 @@ def _e_PartitionRecord_2(o: Any, w: Writer) -> None:
         _tw = Writer()
         _tw.buf += _S_b.pack(o.leader_recovery_state)
         _tagged.append((0, _tw.buf))
-    if o.eligible_leader_replicas != None:
+    if o.eligible_leader_replicas is not None:
         _tw = Writer()
         _a = o.eligible_leader_replicas
         write_compact_array_len(_tw.buf, _a)
         if _a:
             _tw.buf += struct.pack(">" + "i" * len(_a), *_a)
         _tagged.append((1, _tw.buf))
-    if o.last_known_elr != None:
+    if o.last_known_elr is not None:
         _tw = Writer()
         _a = o.last_known_elr
         write_compact_array_len(_tw.buf, _a)

@@ -3,7 +3,8 @@ offset (SPSO), leader epoch and lag.
 
 As Kafka's GroupCoordinatorService: a named topic that does not exist, and a partition
 the group never read, answer start offset -1 (no offset information, not an error); no
-topics (null) means every share-partition the group has. The lag counts the records
+topics (null) means every share-partition the group initialized (its
+ShareGroupStatePartitionMetadata record). The lag counts the records
 from the SPSO to the high watermark not yet acknowledged or archived: the records in
 flight, acquired ones included, and those not delivered yet.
 
@@ -104,15 +105,23 @@ async def _partition(
     return out
 
 
-def _group_topics(services: Services) -> list[tuple[str, list[int]]]:
-    """No topics named: every partition of every topic is looked up in the share
-    coordinator (Kafka keeps the group's initialised share-partitions in its metadata;
-    Moldau does not yet), and those with no state are left out of the answer."""
-    return [
-        (t.name, sorted(t.partitions))
-        for t in sorted(services.image.topics.values(), key=lambda t: t.name)
-        if not t.is_internal
-    ]
+def _group_topics(services: Services, group_id: str) -> list[tuple[str, list[int]]]:
+    """No topics named: the share-partitions whose state the group initialized, as its
+    ShareGroupStatePartitionMetadata record says (a topic since deleted is left out;
+    without a share coordinator, those held on this node)."""
+    shares = services.shares
+    if shares.store is None:
+        held: dict[str, set[int]] = {}
+        for topic, partition in shares.group_partitions(group_id):
+            held.setdefault(topic, set()).add(partition)
+        return [(t, sorted(ps)) for t, ps in sorted(held.items())]
+    initialized = shares.coordinator.groups[group_id].initialized
+    topics = services.image.topics
+    return sorted(
+        (name, sorted(ps))
+        for topic_id, (name, ps) in initialized.items()
+        if (image := topics.get(name)) is not None and image.topic_id == topic_id
+    )
 
 
 async def describe(
@@ -128,7 +137,7 @@ async def describe(
     if out.error_code:
         return out
     if request.topics is None:
-        wanted = _group_topics(services)
+        wanted = _group_topics(services, group_id)
     else:
         wanted = [(t.topic_name or "", list(t.partitions or [])) for t in request.topics]
     allowed = access.allowed_names(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 
 from moldau.clock import ManualClock
+from moldau.coordinator.effects import CoordinatorRecord
+from moldau.coordinator.share.group import Heartbeat, ShareGroup
 from moldau.coordinator.share.partition import RecordState
 from moldau.coordinator.share.service import ShareGroupService, ShareSettings
 from moldau.coordinator.share_state.shard import (
@@ -16,6 +18,7 @@ from moldau.coordinator.share_state.shard import (
     WriteState,
 )
 from moldau.ids import SeededIds
+from moldau.protocol.coordinator_record_serde import GROUP_RECORD_TYPES, deserialize
 from moldau.protocol.errors import ErrorCode
 
 TOPIC_ID = b"t" * 16
@@ -50,6 +53,12 @@ class ShardStore:
         return ErrorCode.NONE
 
 
+def _initialized(store: ShardStore, partitions: tuple[int, ...] = (0,)) -> None:
+    """As the group coordinator does before a member is assigned the partitions."""
+    for partition in partitions:
+        store.shard.initialize(("g", TOPIC_ID, partition), 0, -1)
+
+
 def _service(store: ShardStore) -> ShareGroupService:
     configs = {"share.auto.offset.reset": "earliest"}
     return ShareGroupService(
@@ -60,6 +69,7 @@ def _service(store: ShardStore) -> ShareGroupService:
 def test_acknowledgements_are_durable_and_a_failed_write_brings_the_records_back() -> None:
     async def run() -> None:
         store = ShardStore()
+        _initialized(store)
         service = _service(store)
         error, sp = await service.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 3)
         assert error == ErrorCode.NONE and sp is not None
@@ -98,6 +108,7 @@ def test_acknowledgements_are_durable_and_a_failed_write_brings_the_records_back
 def test_a_new_leader_epoch_reads_again() -> None:
     async def run() -> None:
         store = ShardStore()
+        _initialized(store)
         service = _service(store)
         _, sp = await service.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
         assert sp is not None
@@ -117,6 +128,7 @@ def test_a_new_leader_epoch_reads_again() -> None:
 def test_a_deposed_leader_is_told_to_look_again() -> None:
     async def run() -> None:
         store = ShardStore()
+        _initialized(store)
         store.shard.write(("g", TOPIC_ID, 0), WriteState(0, 7, 0, ()))  # leader epoch 7
         error, sp = await _service(store).share_partition("g", "t", 0, 0, 10, TOPIC_ID, 6)
         assert (error, sp) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
@@ -130,7 +142,9 @@ def test_alter_on_the_coordinator_fences_a_leader_holding_the_old_state() -> Non
 
     async def run() -> None:
         store = ShardStore()
+        _initialized(store)
         leader, coordinator = _service(store), _service(store)
+        coordinator.coordinator.groups["g"] = ShareGroup("g")  # an empty share group
         _, sp = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
         assert sp is not None
         taken = sp.acquire("m", 9, 10, now_ms=0)
@@ -154,6 +168,7 @@ def test_a_new_session_reads_an_idle_share_partition_again_after_an_alter() -> N
 
     async def run() -> None:
         store = ShardStore()
+        _initialized(store, (0, 1))
         leader, coordinator = _service(store), _service(store)
         _, idle = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
         _, busy = await leader.share_partition("g", "t", 1, 0, 100, TOPIC_ID, 1)
@@ -165,5 +180,88 @@ def test_a_new_session_reads_an_idle_share_partition_again_after_an_alter() -> N
         _, kept = await leader.share_partition("g", "t", 1, 0, 100, TOPIC_ID, 1)
         assert again is not None and again.fetch_offset() == 30
         assert kept is busy
+
+    asyncio.run(run())
+
+
+def test_the_group_coordinator_initializes_state_and_deletes_it_deleting_first() -> None:
+    """Kafka 4.1's ShareGroupStatePartitionMetadata: a heartbeat initializes the state
+    of the partitions the group is assigned and records them initialized; Delete records
+    the topic deleting, deletes the state, then forgets the topic; a leader on another
+    node still holding records of a member that died cannot write the state back."""
+
+    async def run() -> None:
+        store = ShardStore()
+        written: list[tuple[int, object, set[ShareKey]]] = []
+
+        async def write_group(group_id: str, records: list[CoordinatorRecord]) -> ErrorCode:
+            for r in records:
+                record = deserialize(GROUP_RECORD_TYPES, r.key, r.value)
+                written.append((record.record_type, record.value, set(store.shard.states)))
+            return ErrorCode.NONE
+
+        coordinator = ShareGroupService(
+            ShareSettings(),
+            ManualClock(),
+            SeededIds(1),
+            lambda key: None,
+            lambda g: {"share.auto.offset.reset": "earliest"},
+            store,
+            write_group,
+        )
+        leader = _service(store)
+        keys = {("g", TOPIC_ID, 0), ("g", TOPIC_ID, 1)}
+
+        def topics(names: object) -> dict[str, tuple[bytes, int]]:
+            return {"t": (TOPIC_ID, 2)}
+
+        joined = await coordinator.heartbeat(Heartbeat("g", "m", 0, ("t",)), topics)
+        assert joined.error == ErrorCode.NONE
+        assert set(store.shard.states) == keys  # initialized before the member is answered
+        assert all(store.shard.states[k].start_offset == -1 for k in keys)
+        group = coordinator.coordinator.groups["g"]
+        assert group.initialized == {TOPIC_ID: ("t", frozenset({0, 1}))}
+        assert (group.initializing, group.deleting) == ({}, {})
+        states = [v for kind, v, _ in written if kind == 15]
+        assert [[t.partitions for t in v.initializing_topics] for v in states] == [[[0, 1]], []]
+        assert [[t.partitions for t in v.initialized_topics] for v in states] == [[], [[0, 1]]]
+
+        # The leader (another node) starts at share.auto.offset.reset; the member takes
+        # records and dies; its session ends on the coordinator.
+        _, sp = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert sp is not None and sp.start_offset == 0 and sp.acquire("m", 5, 10, now_ms=0)
+        await coordinator.heartbeat(Heartbeat("g", "m", -1), topics)
+        # The group is empty; its state stays initialized.
+        assert not group.members and group.initialized
+
+        written.clear()
+        assert await coordinator.delete_offsets("g", "t", [0, 1], TOPIC_ID) == (
+            ErrorCode.NONE,
+            True,
+        )
+        states = [(v, present) for kind, v, present in written if kind == 15]
+        [(deleting, before_delete), (done, after_delete)] = states
+        assert [(t.topic_id, t.topic_name) for t in deleting.deleting_topics] == [(TOPIC_ID, "t")]
+        assert deleting.initialized_topics == [] and before_delete == keys
+        assert (done.deleting_topics, done.initialized_topics, after_delete) == ([], [], set())
+        assert (group.initialized, group.deleting) == ({}, {})
+
+        # The leader's lock expires: its write is refused and nothing comes back.
+        leader.clock.advance(60_000)  # type: ignore[attr-defined]
+        leader.tick()
+        await asyncio.sleep(0.01)
+        assert store.shard.states == {}
+        assert ("g", "t", 0) not in leader.partitions  # dropped: read again on next use
+        assert await coordinator.delete_offsets("g", "t", [0, 1], TOPIC_ID) == (
+            ErrorCode.NONE,
+            False,
+        )
+
+        # A member joining again starts over at share.auto.offset.reset.
+        await coordinator.heartbeat(Heartbeat("g", "n", 0, ("t",)), topics)
+        assert set(store.shard.states) == keys
+        _, again = await leader.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert again is not None and again.start_offset == 0
+        assert again.state_of(0) is None  # nothing in flight: the old acquisitions are gone
 
     asyncio.run(run())

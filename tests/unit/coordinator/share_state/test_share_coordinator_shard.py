@@ -29,6 +29,15 @@ def _write(shard: ShareCoordinatorShard, data: WriteState, log: list[Coordinator
     log.extend(effects.records)
 
 
+def _initialized(
+    per_snapshot: int = 500, state_epoch: int = 0
+) -> tuple[ShareCoordinatorShard, list[CoordinatorRecord]]:
+    """A shard where the group coordinator initialized KEY (start offset -1: the
+    leader's ``share.auto.offset.reset`` decides), and the log of that."""
+    shard = ShareCoordinatorShard(records_per_snapshot=per_snapshot)
+    return shard, list(shard.initialize(KEY, state_epoch, -1).records)
+
+
 def _reload(log: list[CoordinatorRecord], per_snapshot: int) -> ShareCoordinatorShard:
     loader = ShareStateLoader(per_snapshot)
     for r in log:
@@ -40,8 +49,8 @@ def _types(log: list[CoordinatorRecord]) -> list[int]:
     return [deserialize(SHARE_RECORD_TYPES, r.key, r.value).record_type for r in log]
 
 
-def test_first_write_is_a_snapshot_then_updates_then_a_snapshot_again() -> None:
-    shard, log = ShareCoordinatorShard(records_per_snapshot=2), []
+def test_initialize_is_a_snapshot_then_updates_then_a_snapshot_again() -> None:
+    shard, log = _initialized(per_snapshot=2)
     _write(shard, WriteState(0, 1, 0, (StateBatch(0, 9, AVAILABLE, 1),)), log)
     _write(shard, WriteState(0, 1, 0, (StateBatch(0, 4, ACKED, 1),)), log)
     _write(shard, WriteState(0, 1, 3, (StateBatch(5, 6, ARCHIVED, 5),)), log)
@@ -51,6 +60,7 @@ def test_first_write_is_a_snapshot_then_updates_then_a_snapshot_again() -> None:
         UPDATE_RECORD_TYPE,
         UPDATE_RECORD_TYPE,
         SNAPSHOT_RECORD_TYPE,
+        UPDATE_RECORD_TYPE,
     ]
     state = shard.states[KEY]
     assert state.start_offset == 3  # -1 leaves it where it was
@@ -62,17 +72,20 @@ def test_first_write_is_a_snapshot_then_updates_then_a_snapshot_again() -> None:
     )
     assert _reload(log, 2).states == shard.states
     # Replaying only up to the second update gives the state written by then.
-    assert _reload(log[:3], 2).states[KEY].batches == (
+    assert _reload(log[:4], 2).states[KEY].batches == (
         StateBatch(3, 4, ACKED, 1),
         StateBatch(5, 6, ARCHIVED, 5),
         StateBatch(7, 9, AVAILABLE, 1),
     )
 
 
-def test_read_of_an_unknown_key_is_uninitialised_and_fencing() -> None:
-    shard, log = ShareCoordinatorShard(), []
+def test_an_unknown_key_reads_uninitialised_is_not_written_and_fences() -> None:
+    shard = ShareCoordinatorShard()
     error, state = shard.read(KEY, 0)
     assert (error, state.start_offset) == (ErrorCode.NONE, -1)
+    assert shard.write(KEY, WriteState(2, 5, 100, ()))[0] == ErrorCode.INVALID_REQUEST
+    assert KEY not in shard.states
+    shard, log = _initialized(state_epoch=2)
     _write(shard, WriteState(2, 5, 100, ()), log)
     assert shard.read(KEY, 4)[0] == ErrorCode.FENCED_LEADER_EPOCH
     assert shard.write(KEY, WriteState(2, 4, 120, ()))[0] == ErrorCode.FENCED_LEADER_EPOCH
@@ -82,7 +95,7 @@ def test_read_of_an_unknown_key_is_uninitialised_and_fencing() -> None:
 
 
 def test_initialize_starts_a_new_state_epoch_and_delete_leaves_tombstones() -> None:
-    shard, log = ShareCoordinatorShard(), []
+    shard, log = _initialized()
     _write(shard, WriteState(0, 1, 0, (StateBatch(0, 4, ACKED, 1),)), log)
     log.extend(shard.initialize(KEY, 1, 50).records)
     state = shard.states[KEY]
@@ -93,10 +106,13 @@ def test_initialize_starts_a_new_state_epoch_and_delete_leaves_tombstones() -> N
     assert [r.value for r in tombstones] == [None, None]
     assert KEY not in shard.states
     assert KEY not in _reload(log + tombstones, 500).states
+    # A leader still holding the deleted state cannot write it back.
+    assert shard.write(KEY, WriteState(1, 1, 60, ()))[0] == ErrorCode.INVALID_REQUEST
+    assert KEY not in shard.states
 
 
 def test_undo_restores_the_state_before_a_failed_write() -> None:
-    shard, log = ShareCoordinatorShard(), []
+    shard, log = _initialized()
     _write(shard, WriteState(0, 1, 0, ()), log)
     undo = shard.snapshot(None)
     _write(shard, WriteState(0, 1, 7, ()), log)
