@@ -97,6 +97,9 @@ class ShareStateSimulation:
         self.rng = random.Random(self.seed)
         self.records_per_snapshot = self.rng.choice([1, 2, 3, 5, 500])
         self.shard = ShareCoordinatorShard(self.records_per_snapshot)
+        # the group coordinator initializes the state (start -1: the leader starts at
+        # share.auto.offset.reset) before it assigns the share-partition to a member
+        self.log.extend((r.key, r.value) for r in self.shard.initialize(KEY, 0, -1).records)
         self.store = Store(self)
         self.service = self._new_leader()
         self.held = {c: [] for c in CONSUMERS}
