@@ -12,7 +12,6 @@ from moldau.testing import broker
 from moldau.testing.process import BrokerProcess
 from moldau.testing.seaweedfs import SeaweedFS
 from tests.spark.clients import produce
-from tests.tiered.conftest import seaweedfs  # noqa: F401
 from tests.tiered.test_tiered_broker import TIERED, wait_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
