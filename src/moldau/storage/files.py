@@ -3,7 +3,10 @@
 A broker holds tens of thousands of segments but reads and appends to few of them at a
 time, so neither descriptors nor index memory may grow with the segments that exist.
 
-``FileCache`` is an LRU of open segment files (``log.segment.open.files.max``). A cached
+``FileCache`` bounds the open segment files (``log.segment.open.files.max``). It evicts
+a random entry, not the least recently used: a produce spread over more partitions than
+the cache holds visits them in turn, and LRU then misses on every append (each one an
+open and a close) where random eviction keeps most of them. A cached
 file is a :class:`SegmentFile`, which closes its descriptor when the last reference to
 it goes. The rule that keeps sendfile safe: a ``FileRange`` handed to the network layer
 holds the ``SegmentFile`` itself, and eviction only drops the cache's reference, so an
@@ -20,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import random
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -47,7 +51,7 @@ class SegmentFile:
 
 
 class FileCache:
-    """LRU of open segment files keyed by their segment; thread-safe.
+    """Open segment files keyed by their segment, random eviction; thread-safe.
 
     ``open`` runs the opener on a miss. Out of descriptors (EMFILE/ENFILE), it gives
     back every descriptor only the cache holds and tries once more before raising
@@ -56,8 +60,11 @@ class FileCache:
 
     def __init__(self, capacity: int) -> None:
         self._capacity = max(1, capacity)
-        self._files: OrderedDict[Hashable, SegmentFile] = OrderedDict()
+        self._files: dict[Hashable, SegmentFile] = {}
+        self._keys: list[Hashable] = []  # the keys of _files, for O(1) random eviction
+        self._slot: dict[Hashable, int] = {}  # key -> its position in _keys
         self._lock = threading.Lock()
+        self._random = random.Random(0)
         self.opened = 0  # files opened since start (cache misses), for metrics and tests
 
     @property
@@ -74,11 +81,9 @@ class FileCache:
         return len(self._files)
 
     def open(self, key: Hashable, opener: Callable[[], int]) -> SegmentFile:
-        with self._lock:
-            file = self._files.get(key)
-            if file is not None:
-                self._files.move_to_end(key)
-                return file
+        file = self._files.get(key)  # a dict lookup is atomic: no lock on a hit
+        if file is not None:
+            return file
         try:
             fd = opener()
         except OSError as e:
@@ -97,27 +102,44 @@ class FileCache:
         file = SegmentFile(fd)
         with self._lock:
             self.opened += 1
+            cached = self._files.get(key)
+            if cached is not None:  # another thread opened it meanwhile
+                return cached
+            self._evict(self._capacity - 1)
             self._files[key] = file
-            self._files.move_to_end(key)
-            self._evict(self._capacity)
+            self._slot[key] = len(self._keys)
+            self._keys.append(key)
         return file
 
     def peek(self, key: Hashable) -> SegmentFile | None:
-        """The cached file, without opening or reordering."""
+        """The cached file, without opening."""
         return self._files.get(key)
 
     def discard(self, key: Hashable) -> None:
         """Drop the cache's reference (ranges still holding the file keep it open)."""
         with self._lock:
-            self._files.pop(key, None)
+            if key in self._files:
+                self._remove(self._slot[key])
 
     def clear(self) -> None:
         with self._lock:
             self._files.clear()
+            self._keys.clear()
+            self._slot.clear()
 
     def _evict(self, keep: int) -> None:
         while len(self._files) > keep:
-            self._files.popitem(last=False)
+            self._remove(self._random.randrange(len(self._keys)))
+
+    def _remove(self, slot: int) -> None:
+        """Drop the entry at ``slot`` of ``_keys``, moving the last key into its place."""
+        keys = self._keys
+        key, last = keys[slot], keys.pop()
+        if slot < len(keys):
+            keys[slot] = last
+            self._slot[last] = slot
+        del self._slot[key]
+        del self._files[key]
 
 
 class Unloadable(Protocol):

@@ -1,9 +1,10 @@
 """Process limits storage depends on: descriptors, memory maps, disk; and their budget.
 
 At start the broker raises its soft ``RLIMIT_NOFILE`` to the hard limit and derives its
-descriptor budget from what it got: a quarter for cached segment files
-(``log.segment.open.files.max``), the rest for sockets, in-flight sendfile ranges and
-transient opens. Running out of any of these is a ``StorageError`` (KAFKA_STORAGE_ERROR)
+descriptor budget from what it got: half for cached segment files
+(``log.segment.open.files.max``; Kafka keeps every segment open, so a broker should hold
+the active segment of each partition it writes to), the rest for sockets, in-flight
+sendfile ranges and transient opens. Running out of any of these is a ``StorageError`` (KAFKA_STORAGE_ERROR)
 naming the resource, for the request that hit it.
 """
 
@@ -24,10 +25,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-OPEN_FILES_SHARE = 4  # 1/4 of the descriptor limit caches segment files
+OPEN_FILES_SHARE = 2  # 1/2 of the descriptor limit caches segment files
 MIN_OPEN_FILES = 16
-MAX_OPEN_FILES = 16_384
-PARTITIONS_PER_OPEN_FILE = 20  # derived max.broker.partitions: 20 partitions per cached file
+MAX_OPEN_FILES = 32_768
+# Derived max.broker.partitions: 5 per descriptor of the limit, counted between these.
+PARTITIONS_PER_DESCRIPTOR, PARTITION_LIMIT_RANGE = 5, (64, 65_536)
 DESCRIPTOR_RESERVE = 32  # descriptors a partition creation leaves free for everything else
 MAP_RESERVE = 1024  # memory maps kept free for the interpreter and libraries
 
@@ -96,7 +98,8 @@ class DescriptorBudget:
         if open_files_max < 0:
             open_files_max = min(MAX_OPEN_FILES, max(MIN_OPEN_FILES, limit // OPEN_FILES_SHARE))
         if max_partitions < 0:
-            max_partitions = open_files_max * PARTITIONS_PER_OPEN_FILE
+            low, high = PARTITION_LIMIT_RANGE
+            max_partitions = PARTITIONS_PER_DESCRIPTOR * min(max(limit, low), high)
         return cls(limit, open_files_max, max_partitions)
 
 

@@ -38,10 +38,10 @@ def partition_dirs(path: Path) -> list[str]:
 
 
 def test_budget_derivation() -> None:
-    assert DescriptorBudget.derive(20_000) == DescriptorBudget(20_000, 5_000, 100_000)
-    assert DescriptorBudget.derive(256) == DescriptorBudget(256, 64, 1_280)
+    assert DescriptorBudget.derive(20_000) == DescriptorBudget(20_000, 10_000, 100_000)
+    assert DescriptorBudget.derive(256) == DescriptorBudget(256, 128, 1_280)
     assert DescriptorBudget.derive(20) == DescriptorBudget(20, 16, 320)
-    assert DescriptorBudget.derive(10**7).open_files_max == 16_384
+    assert DescriptorBudget.derive(10**7) == DescriptorBudget(10**7, 32_768, 327_680)
     assert DescriptorBudget.derive(1024, 100, 7) == DescriptorBudget(1024, 100, 7)
 
 
