@@ -737,9 +737,11 @@ class UnifiedLog:
         now = self._now() if now_ms is None else now_ms
         if local.roll_flush_to > local.recovery_point:
             self.flush(local.roll_flush_to)
+        # The time test first: it is false for every log under Kafka's default flush.ms,
+        # and this runs for each log every log.flush.scheduler.interval.ms.
         if (
-            self.log_end_offset > local.recovery_point
-            and now - local.last_flush_ms >= self.config.flush_ms
+            now - local.last_flush_ms >= local.config.flush_ms
+            and local.log_end_offset > local.recovery_point
         ):
             self.flush()
 
