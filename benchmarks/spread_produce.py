@@ -3,7 +3,8 @@
 For each size (default 1,000 and 10,000 partitions, topics of 10 partitions, as in
 ``benchmarks.scale``) a fresh broker is started, the topics are created and every log is
 made by one raw record per partition (not measured: the first produce creates the files;
-``benchmarks.scale`` measures that). Then, alternately, the same confluent-kafka producer
+``benchmarks.scale`` measures that), and the broker is left to settle (its CPU under 5%:
+the new files' fsyncs are done). Then, alternately, the same confluent-kafka producer
 load (same settings, records of ``--size`` bytes, ``--rounds`` records per partition):
 
 - spread: record i goes to partition i mod N, so each request carries every partition
@@ -77,6 +78,18 @@ def measured(broker: Any, records: int, run: Any) -> dict[str, float]:
     }
 
 
+def settle(broker: Any, limit_s: float = 600) -> float:
+    """Wait until the broker's CPU over 2 s is under 5% of a core (the fsyncs of the new
+    logs' ``partition.metadata`` and other creation work are done); returns the wait."""
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        cpu = cpu_seconds(broker)
+        time.sleep(2)
+        if cpu_seconds(broker) - cpu < 0.1:
+            break
+    return round(time.monotonic() - start, 1)
+
+
 def profiled(pid: int, path: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         ["py-spy", "record", "-p", str(pid), "-r", "50", "-o", str(path), "--nonblocking"],
@@ -98,6 +111,7 @@ def measure_size(args: argparse.Namespace, partitions: int, overrides: dict[str,
     ):
         create_topics(broker.bootstrap, names)
         raw_produce(broker.bootstrap, names)  # every log exists from here on
+        out["settle_s"] = settle(broker)
         for run in range(args.repeat):
             spy = None
             if args.profile and run == 0:

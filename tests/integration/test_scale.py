@@ -2,7 +2,7 @@
 
 The broker runs with RLIMIT_NOFILE 256 (soft and hard). The old design kept five
 descriptors per partition (``.log``, two indexes and the two their mmaps duplicated) and
-could hold about 45 partitions; this one holds 600 partitions in a working set of 64
+could hold about 45 partitions; this one holds 600 partitions in a working set of 128
 cached files, serves each of them, answers a CreateTopics beyond its limit with a clean
 Kafka error while it keeps serving, and comes back complete after kill -9.
 """
@@ -118,7 +118,7 @@ def test_many_partitions_under_a_low_descriptor_limit(broker: BrokerProcess) -> 
     }
     assert descriptors(broker) < NOFILE
 
-    # Beyond the limit (max.broker.partitions derived from 64 cached files: 1,280):
+    # Beyond the limit (max.broker.partitions derived, 5 per descriptor: 1,280):
     # a clean error for this topic, nothing on disk, and the broker keeps serving.
     results = create_topics(broker.bootstrap, ["too-big", "small"], 1000)
     assert results["too-big"] is not None and results["small"] is not None
