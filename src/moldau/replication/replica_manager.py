@@ -871,6 +871,8 @@ class ReplicaManager:
         (run every half of it)."""
         now = self.clock.now_ms()
         for tp, partition in self._partitions.items():
+            if len(partition.isr) < 2:
+                continue  # no follower to drop (and no log end to read, at 10k partitions)
             replica_log = self.log_manager.get_log(*tp)
             if not partition.is_leader or replica_log is None:
                 continue
