@@ -330,14 +330,7 @@ class GroupCoordinator:
             self.consumer.delete(group_id)
             if group is None:
                 group = self._groups[group_id] = Group(group_id, now_ms)
-            if not self._accepts_joining_member(group, member_id):
-                self._refuse_joining_member(group, member_id)
-                self._complete(request_id, JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED))
-            elif member_id:
-                self._current_member_join(group, request_id, joining)
-            else:
-                self._new_member_join(group, request_id, joining, require_known_member_id)
-            self._try_complete_join(group)
+            self._classic_join(group, request_id, joining, require_known_member_id)
         return self._end()
 
     def sync_group(
@@ -671,6 +664,19 @@ class GroupCoordinator:
         else:
             joining.member_id = new_member_id
             self._add_member_and_rebalance(group, request_id, joining)
+
+    def _classic_join(
+        self, group: Group, request_id: RequestId, joining: Member, require_known_member_id: bool
+    ) -> None:
+        member_id = joining.member_id
+        if not self._accepts_joining_member(group, member_id):
+            self._refuse_joining_member(group, member_id)
+            self._complete(request_id, JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif member_id:
+            self._current_member_join(group, request_id, joining)
+        else:
+            self._new_member_join(group, request_id, joining, require_known_member_id)
+        self._try_complete_join(group)
 
     def _accepts_joining_member(self, group: Group, member_id: str) -> bool:
         """Kafka's acceptJoiningMember: ``group.max.size`` bounds who may join. While
