@@ -23,7 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +44,7 @@ from moldau.coordinator.share.group import (
     ShareGroupCoordinator,
     TopicPartitions,
     add_partitions,
+    common_partitions,
     remove_partitions,
 )
 from moldau.coordinator.share.partition import RecordState, ShareLimits, SharePartition
@@ -254,11 +263,32 @@ class ShareGroupService:
         if self.coordinator.groups.get(group_id) is not group:
             return
         before = group_records.view(group)
+        # A topic deleted meanwhile is no longer initializing: it is not recorded.
+        add_partitions(group.initialized, common_partitions(done, group.initializing))
         remove_partitions(group.initializing, initializing)
-        add_partitions(group.initialized, done)
         error = await self._write_group(group_id, before)
         if error:
             log.info("recording share group %s's state partitions failed: %s", group_id, error.name)
+
+    async def on_topics_deleted(self, topic_ids: Collection[bytes]) -> None:
+        """Topics were deleted (Kafka's maybeCleanupShareGroupState): the share groups
+        this node coordinates forget them, so a topic created again under the same name
+        is initialized afresh at ``share.auto.offset.reset``; the share-partitions this
+        node held of them are dropped."""
+        for key in [k for k, d in self._durable.items() if d.topic_id in topic_ids]:
+            self._forget(key)
+        for group in list(self.coordinator.groups.values()):
+            before = group_records.view(group)
+            for held in (group.initialized, group.initializing, group.deleting):
+                for topic_id in topic_ids:
+                    held.pop(topic_id, None)
+            error = await self._write_group(group.group_id, before)
+            if error:
+                log.info(
+                    "recording share group %s's deleted topics failed: %s",
+                    group.group_id,
+                    error.name,
+                )
 
     def load_groups(
         self, records: Iterable[tuple[bytes, bytes | None]], owned: Callable[[str], bool]

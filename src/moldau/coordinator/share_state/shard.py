@@ -16,7 +16,7 @@ runtime writes the records and replays them through :class:`ShareStateLoader` on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -201,6 +201,17 @@ class ShareCoordinatorShard:
         ]
         for r in records:
             self._replay(r)
+        return Effects(records=records)
+
+    def remove_topics(self, topic_ids: Collection[bytes]) -> Effects:
+        """Topics were deleted: tombstones for every share-partition of theirs (Kafka's
+        maybeCleanupShareState), so a topic created again under the name starts afresh
+        and nothing of the old one stays in ``__share_group_state``."""
+        records = [
+            r
+            for key in [k for k in self.states if k[1] in topic_ids]
+            for r in self.delete(key).records
+        ]
         return Effects(records=records)
 
     # -- replay --------------------------------------------------------------------
