@@ -314,7 +314,10 @@ def test_the_share_state_apis_answer_as_kafkas_share_coordinator(
             group, [dq.DeleteStateData(tid, [dq.PartitionData(0)])]
         )
         assert first_error(raw.request(delete, 0)) == ErrorCode.NONE
-        assert read() == (ErrorCode.NONE, -1, 0, [])
+        # As Kafka 4.1: state that does not exist is not read; its summary is -1.
+        assert read() == (ErrorCode.INVALID_REQUEST, -1, 0, [])
+        [result] = raw.request(summary, 0).results[0].partitions
+        assert (result.error_code, result.start_offset) == (0, -1)
 
 
 def _latest(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:

@@ -124,6 +124,9 @@ PartitionKey = tuple[str, str, int]  # group id, topic name, partition
 # SharePartition initialisation): a deposed leader tells the client to look again.
 _READ_ERRORS = {
     ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    # No state yet: the group coordinator has not initialized it (the member's
+    # assignment is newer than this fetch's view, or the topic was just created again).
+    ErrorCode.INVALID_REQUEST: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
 }
@@ -246,7 +249,7 @@ class ShareGroupService:
 
         async def initialize(topic_id: bytes, partition: int) -> ErrorCode:
             key = (group_id, topic_id, partition)
-            error, state = await store.read(key, UNINITIALIZED)
+            error, state = await self._read_if_any(key)
             if not error and state.start_offset == UNINITIALIZED:
                 error = await store.initialize(key, max(epoch, state.state_epoch), UNINITIALIZED)
             return error
@@ -524,10 +527,19 @@ class ShareGroupService:
         store, as this node holds it."""
         if self.store is None:
             return ErrorCode.NONE, self.partitions.get((group_id, topic, partition))
-        error, state = await self.store.read((group_id, topic_id, partition), UNINITIALIZED)
+        error, state = await self._read_if_any((group_id, topic_id, partition))
         if error or state.start_offset == UNINITIALIZED:
             return error, None
         return ErrorCode.NONE, self._restored(group_id, state, state.start_offset)
+
+    async def _read_if_any(self, key: ShareKey) -> tuple[ErrorCode, ShareGroupOffset]:
+        """The state of ``key`` with no leader epoch, or an uninitialized one where none
+        exists (the share coordinator answers INVALID_REQUEST for that)."""
+        assert self.store is not None
+        error, state = await self.store.read(key, UNINITIALIZED)
+        if error == ErrorCode.INVALID_REQUEST:
+            return ErrorCode.NONE, ShareGroupOffset()
+        return error, state
 
     def _restored(self, group_id: str, state: ShareGroupOffset, start: int) -> SharePartition:
         batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
@@ -546,7 +558,7 @@ class ShareGroupService:
             self._durable[key] = _Durable(topic_id, 0)
             return ErrorCode.NONE
         store_key = (group_id, topic_id, partition)
-        error, state = await self.store.read(store_key, UNINITIALIZED)
+        error, state = await self._read_if_any(store_key)
         if not error:
             error = await self.store.initialize(store_key, state.state_epoch + 1, offset)
         self._forget(key)  # a fetch may have read the old state meanwhile

@@ -90,6 +90,16 @@ class ShareCoordinatorService:
         except KafkaError as e:
             return e.code, ShareGroupOffset()
 
+    async def read_summary(self, key: ShareKey) -> tuple[ErrorCode, ShareGroupOffset]:
+        """ReadShareGroupStateSummary: start offset -1 where no state exists."""
+        try:
+            return await self.runtime.write(
+                self.partition_for(key),
+                lambda shard: ((ErrorCode.NONE, shard.read_summary(key)), Effects()),
+            )
+        except KafkaError as e:
+            return e.code, ShareGroupOffset()
+
     async def write(self, key: ShareKey, data: WriteState) -> ErrorCode:
         return await self._write(key, lambda shard: shard.write(key, data))
 

@@ -29,13 +29,11 @@ async def handle(
 ) -> ReadShareGroupStateSummaryResponse:
     group_id = request.group_id or ""
 
-    async def one(topic_id: bytes, partition: int, leader_epoch: int) -> PartitionResult:
+    async def one(topic_id: bytes, partition: int) -> PartitionResult:
         error = share_state_error(services, ctx, group_id, topic_id, partition)
         if error:
             return PartitionResult(partition, error, start_offset=-1)
-        error, state = await services.share_state.read(
-            (group_id, topic_id, partition), leader_epoch
-        )
+        error, state = await services.share_state.read_summary((group_id, topic_id, partition))
         return PartitionResult(
             partition, error, state_epoch=state.state_epoch, start_offset=state.start_offset
         )
@@ -44,11 +42,7 @@ async def handle(
         results=[
             ReadStateSummaryResult(
                 t.topic_id,
-                list(
-                    await asyncio.gather(
-                        *(one(t.topic_id, p.partition, p.leader_epoch) for p in t.partitions)
-                    )
-                ),
+                list(await asyncio.gather(*(one(t.topic_id, p.partition) for p in t.partitions))),
             )
             for t in request.topics or []
         ]

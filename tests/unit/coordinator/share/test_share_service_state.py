@@ -351,3 +351,32 @@ def test_a_topic_deleted_while_being_initialized_is_not_recorded_initialized() -
         assert (group.initialized, group.initializing) == ({}, {})
 
     asyncio.run(run())
+
+
+def test_a_leader_reading_state_never_initialized_tells_the_member_to_retry() -> None:
+    """The share coordinator answers INVALID_REQUEST for state that does not exist; the
+    leader holds nothing and answers COORDINATOR_NOT_AVAILABLE (retried by clients) until
+    the group coordinator initializes it. Describe reads it as no information; Alter
+    initializes it."""
+
+    async def run() -> None:
+        store = ShardStore()
+        service = _service(store)
+        error, sp = await service.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert (error, sp) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+        assert ("g", "t", 0) not in service.partitions and store.shard.states == {}
+        assert store.writes == 0
+        assert await service.read_offset("g", "t", 0, TOPIC_ID) == (ErrorCode.NONE, None)
+
+        _initialized(store)
+        error, sp = await service.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert error == ErrorCode.NONE and sp is not None and sp.start_offset == 0
+
+        other = ("g", TOPIC_ID, 1)
+        assert await service.alter_start_offset("g", "t", 1, 42, TOPIC_ID) == ErrorCode.NONE
+        assert (store.shard.states[other].start_offset, store.shard.states[other].state_epoch) == (
+            42,
+            1,
+        )
+
+    asyncio.run(run())
