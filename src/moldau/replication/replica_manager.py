@@ -318,7 +318,8 @@ class ReplicaManager:
         self._set_ineligible(tp)
         if leads:
             self.isr_stats.leader_update(partition, part)
-            partition.make_leader(part, replica_log.log_end_offset, self.clock.now_ms())
+            if partition.make_leader(part, replica_log.log_end_offset, self.clock.now_ms()):
+                replica_log.assign_epoch_start_offset(part.leader_epoch)
         else:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
@@ -1144,7 +1145,8 @@ def _divergence(
 ) -> tuple[int, int] | None:
     """Where a follower's log diverges from this leader's, if it does: the leader's end
     of the follower's last epoch is before the follower's fetch offset. An epoch this
-    leader cannot place sends the follower back to the HW (Kafka's fallback)."""
+    leader cannot place (none can be above the one it recorded on becoming leader; Kafka
+    answers OFFSET_OUT_OF_RANGE) sends the follower back to the HW."""
     if p.last_fetched_epoch < 0:
         return None
     epoch, end = replica_log.epoch_cache.end_offset_for(

@@ -475,6 +475,17 @@ class UnifiedLog:
                 self.epoch_cache.write(sync=False)  # as Kafka: on every new epoch
         return AppendResult(infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset)
 
+    def assign_epoch_start_offset(self, leader_epoch: int) -> None:
+        """A new leader epoch starts at the log end offset, recorded as this log becomes
+        its leader, before any append (Kafka's Partition.makeLeader): a follower holding
+        entries of an epoch this log never held learns where to truncate, and
+        OffsetForLeaderEpoch places the current epoch."""
+        if leader_epoch < 0:
+            return
+        with self.local_log.lock:
+            if self.epoch_cache.assign(leader_epoch, self.log_end_offset):
+                self.epoch_cache.write(sync=False)
+
     def _append(
         self,
         records: bytearray | memoryview,

@@ -25,6 +25,7 @@ from moldau.replication.replica_manager import (
     OffsetLookup,
     ReplicaManager,
 )
+from moldau.storage.epoch_cache import LeaderEpochFileCache
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_metadata import read_topic_id
 
@@ -407,5 +408,33 @@ def test_a_stray_log_of_an_earlier_topic_id_is_replaced_at_the_first_image(
         assert replica_log is not None and replica_log.log_end_offset == 0
         assert read_topic_id(replica_log.dir) == b"n" * 16
         assert restarted.rm.partition(TP) is not None
+
+    run(test)
+
+
+def test_a_new_leader_records_its_epoch_at_its_log_end_before_any_append(tmp_path: Path) -> None:
+    """Kafka's Partition.makeLeader assigns the new leader epoch at the log end offset,
+    so a follower holding entries of an epoch this leader never wrote (successive
+    elections) learns where to truncate, and the current epoch has an end offset."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), isr=(1,), epoch=5))
+        await node.produce(3, acks=1)
+        node.publisher.publish(image(replicas=(1, 2), isr=(1,), epoch=7))
+        replica_log = node.logs.get_log(*TP)
+        assert replica_log is not None
+        assert replica_log.epoch_cache.entries == [(5, 0), (7, 3)]
+        assert node.rm.end_offset_for_epoch(TP, 7) == (ErrorCode.NONE, 7, 3)
+        # A follower whose last batch is of epoch 6 (written by another leader, never
+        # replicated here) diverges where this leader's epoch 5 ends.
+        (result,) = await node.rm.fetch_messages(
+            FetchParams(replica_id=2, max_wait_ms=0),
+            [FetchRequestPartition("t", 0, 5, 1 << 20, 7, 0, last_fetched_epoch=6)],
+        )
+        assert result.diverging_epoch == (5, 3)
+        await node.produce(2, acks=1)  # appends in epoch 7 change nothing in the cache
+        assert replica_log.epoch_cache.entries == [(5, 0), (7, 3)]
+        assert LeaderEpochFileCache.load(replica_log.epoch_cache.path).entries == [(5, 0), (7, 3)]
 
     run(test)
