@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from moldau.coordinator.share_state.shard import ShareGroupOffset
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
@@ -39,18 +40,29 @@ def share_state_error(
     return ErrorCode.NONE
 
 
+async def read_state(
+    services: Services,
+    ctx: RequestContext,
+    group_id: str,
+    topic_id: bytes,
+    partition: int,
+    leader_epoch: int,
+) -> tuple[ErrorCode, ShareGroupOffset]:
+    """A share-partition's durable state, once `share_state_error`'s checks pass (else
+    their error, with no state: start offset -1)."""
+    error = share_state_error(services, ctx, group_id, topic_id, partition)
+    if error:
+        return error, ShareGroupOffset()
+    return await services.share_state.read((group_id, topic_id, partition), leader_epoch)
+
+
 async def handle(
     services: Services, ctx: RequestContext, request: ReadShareGroupStateRequest
 ) -> ReadShareGroupStateResponse:
     group_id = request.group_id or ""
 
     async def one(topic_id: bytes, partition: int, leader_epoch: int) -> PartitionResult:
-        error = share_state_error(services, ctx, group_id, topic_id, partition)
-        if error:
-            return PartitionResult(partition, error, start_offset=-1)
-        error, state = await services.share_state.read(
-            (group_id, topic_id, partition), leader_epoch
-        )
+        error, state = await read_state(services, ctx, group_id, topic_id, partition, leader_epoch)
         return PartitionResult(
             partition,
             error,

@@ -15,7 +15,7 @@ from moldau.protocol.messages.read_share_group_state_summary_response import (
     ReadShareGroupStateSummaryResponse,
     ReadStateSummaryResult,
 )
-from moldau.server.handlers.read_share_group_state import share_state_error
+from moldau.server.handlers.read_share_group_state import read_state
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -30,12 +30,7 @@ async def handle(
     group_id = request.group_id or ""
 
     async def one(topic_id: bytes, partition: int, leader_epoch: int) -> PartitionResult:
-        error = share_state_error(services, ctx, group_id, topic_id, partition)
-        if error:
-            return PartitionResult(partition, error, start_offset=-1)
-        error, state = await services.share_state.read(
-            (group_id, topic_id, partition), leader_epoch
-        )
+        error, state = await read_state(services, ctx, group_id, topic_id, partition, leader_epoch)
         return PartitionResult(
             partition, error, state_epoch=state.state_epoch, start_offset=state.start_offset
         )
