@@ -20,9 +20,8 @@ Checked after every event, raising `InvariantViolation` at the first breach:
   failovers (none lost, none invented);
 - a member that leaves is gone from the group at once.
 
-Extending it: another group protocol (KIP-848, share groups) adds its own consumer class
-beside `ClassicConsumer` and its invariants beside `check`; the event loop, network and
-records log are protocol-agnostic.
+The event loop, network, records log and the classic JoinGroup/SyncGroup round trips are
+`group_driver.GroupSimulationBase`'s, shared with the KIP-848 and migration simulations.
 """
 
 from __future__ import annotations
