@@ -253,14 +253,7 @@ def test_consumer_member_session_expiry_downgrades_too() -> None:
 
 def test_restarted_classic_static_member_replaces_its_old_self() -> None:
     h = Harness()
-    first = h.join(protocols=PROTOCOLS, instance="i-a")
-    h.advance(h.coordinator.config.group_initial_rebalance_delay_ms)
-    joined = h.completed[first]
-    old_id, generation = joined.member_id, joined.generation_id
-    assignment = {old_id: encode_assignment({"foo": list(range(6))})}
-    assert h.completed[h.sync(old_id, generation, assignment, instance="i-a")].error is (
-        ErrorCode.NONE
-    )
+    old_id, generation = static_classic_group(h)
     consumer_hb(h, "c", 0)
     # The classic process restarts (a static member sends no LeaveGroup) and rejoins.
     restarted = h.completed[h.join("", protocols=PROTOCOLS, instance="i-a", topics=TOPICS)]
