@@ -677,14 +677,57 @@ class ReplicaManager:
         against the leader's replication quota."""
         results = await self._fetch(params, requested)
         if params.from_follower:
-            quota = self.leader_quota
-            size = sum(
-                r.size
-                for p, r in zip(requested, results, strict=True)
-                if quota.is_throttled((p.topic, p.partition))
-            )
-            quota.record(size, self.clock.now_ms())
+            self._record_follower_bytes(requested, results)
         return results
+
+    def follower_fetch(
+        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+    ) -> list[FetchResult] | asyncio.Future[list[FetchResult]]:
+        """A follower's fetch as :meth:`fetch_messages` does it, but its long poll is a
+        purgatory watch (Kafka's DelayedFetch ``tryComplete``): the results now, or a
+        future set in the very call that appends what the follower waits for (the
+        produce), with no task parked and woken per follower fetch."""
+        assert params.from_follower
+        results, total = self._read_all(params, requested)
+        if (
+            not requested
+            or total >= params.min_bytes
+            or params.max_wait_ms <= 0
+            or _respond_now(results)
+        ):
+            self._record_follower_bytes(requested, results)
+            return results
+        done: asyncio.Future[list[FetchResult]] = asyncio.get_running_loop().create_future()
+
+        def check(expired: bool) -> bool:
+            if done.done():  # cancelled: its connection closed
+                return True
+            try:
+                fresh, size = self._read_all(params, requested)
+                if size < params.min_bytes and not expired and not _respond_now(fresh):
+                    return False
+                self._record_follower_bytes(requested, fresh)
+                done.set_result(fresh)
+            except Exception as e:  # the fetch's own failure, never the notifier's
+                done.set_exception(e)
+            return True
+
+        keys = [("leo", (p.topic, p.partition)) for p in requested]
+        self.purgatory.watch(keys, self.clock.now_ms() + params.max_wait_ms, check)
+        return done
+
+    def _record_follower_bytes(
+        self, requested: Sequence[FetchRequestPartition], results: Sequence[FetchResult]
+    ) -> None:
+        """A follower's bytes of throttled replicas count against the replication quota."""
+        quota = self.leader_quota
+        size = sum(
+            r.size
+            for p, r in zip(requested, results, strict=True)
+            if r.size and quota.is_throttled((p.topic, p.partition))
+        )
+        if size:
+            quota.record(size, self.clock.now_ms())
 
     async def _fetch(
         self, params: FetchParams, requested: Sequence[FetchRequestPartition]

@@ -25,6 +25,7 @@ from moldau.replication.replica_manager import FetchParams, FetchRequestPartitio
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.security.quotas import FETCH
 from moldau.server.fetch_session import INVALID_SESSION_ID, FetchContext
+from moldau.server.request_context import Pending
 from moldau.storage.local_log import LogReadResult
 
 if TYPE_CHECKING:
@@ -150,7 +151,9 @@ def _refuse_zstd(
     return out
 
 
-async def handle(services: Services, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+async def handle(
+    services: Services, ctx: RequestContext, request: FetchRequest
+) -> FetchResponse | Pending:
     quotas = services.quotas
     consumer = request.replica_id < 0
     window = (
@@ -193,6 +196,12 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
     if context.error:
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     readable = _readable(services, ctx, request, context.partitions)
+    if not consumer and readable:  # a follower may read all of them or none
+        # A follower's long poll completes in the call that appends what it waits for.
+        read = services.replica_manager.follower_fetch(params, context.partitions)
+        if isinstance(read, list):
+            return _answer(services, params, context, read)
+        return Pending(read, lambda: _answer(services, params, context, read.result()))
     results = await _read(services, params, context.partitions, readable)
     if consumer and ctx.api_version < ZSTD_MIN_VERSION:
         results = _refuse_zstd(services, context.partitions, results)
@@ -205,6 +214,12 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
             quotas.unrecord(FETCH, ctx.principal.name, ctx.client_id or "", size)
             session_id = INVALID_SESSION_ID if context.full else context.session_id
             return FetchResponse(session_id=session_id, responses=[])
+    return _answer(services, params, context, results)
+
+
+def _answer(
+    services: Services, params: FetchParams, context: FetchContext, results: list[FetchResult]
+) -> FetchResponse:
     services.replica_manager.topic_stats.fetched(params.from_follower, context.partitions, results)
     return FetchResponse(
         session_id=context.session_id, responses=_responses(context.select(results))
