@@ -684,9 +684,10 @@ class ReplicaManager:
         self, params: FetchParams, requested: Sequence[FetchRequestPartition]
     ) -> list[FetchResult] | asyncio.Future[list[FetchResult]]:
         """A follower's fetch as :meth:`fetch_messages` does it, but its long poll is a
-        purgatory watch (Kafka's DelayedFetch ``tryComplete``): the results now, or a
-        future set in the very call that appends what the follower waits for (the
-        produce), with no task parked and woken per follower fetch."""
+        purgatory watch (Kafka's DelayedFetch): the results now, or a future set by a
+        callback right after the appends it waits for, with no task parked and woken per
+        follower fetch. The answer is read once the event loop's current turn is over, so
+        it carries every produce handled in that turn."""
         assert params.from_follower
         results, total = self._read_all(params, requested)
         if (
@@ -697,23 +698,32 @@ class ReplicaManager:
         ):
             self._record_follower_bytes(requested, results)
             return results
-        done: asyncio.Future[list[FetchResult]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[FetchResult]] = loop.create_future()
+        keys = [("leo", (p.topic, p.partition)) for p in requested]
+        deadline = self.clock.now_ms() + params.max_wait_ms
 
-        def check(expired: bool) -> bool:
+        def complete(expired: bool) -> None:
             if done.done():  # cancelled: its connection closed
-                return True
+                return
             try:
                 fresh, size = self._read_all(params, requested)
                 if size < params.min_bytes and not expired and not _respond_now(fresh):
-                    return False
+                    self.purgatory.watch(keys, deadline, check)  # e.g. nothing new after all
+                    return
                 self._record_follower_bytes(requested, fresh)
                 done.set_result(fresh)
             except Exception as e:  # the fetch's own failure, never the notifier's
                 done.set_exception(e)
+
+        def check(expired: bool) -> bool:
+            if expired:
+                complete(True)
+            elif not done.done():
+                loop.call_soon(complete, False)
             return True
 
-        keys = [("leo", (p.topic, p.partition)) for p in requested]
-        self.purgatory.watch(keys, self.clock.now_ms() + params.max_wait_ms, check)
+        self.purgatory.watch(keys, deadline, check)
         return done
 
     def _record_follower_bytes(

@@ -185,8 +185,8 @@ def test_min_insync_replicas(tmp_path: Path) -> None:
 
 def test_a_follower_long_poll_is_answered_in_the_append_it_waits_for(tmp_path: Path) -> None:
     """A caught-up follower's fetch is a purgatory watch: the leader's append sets its
-    future in the same call (no task parked), with the new records, and the follower's
-    next fetch moves the HW."""
+    future in a callback right after (no task parked), with the new records, and the
+    follower's next fetch moves the HW."""
 
     async def test() -> None:
         node = Node(tmp_path)
@@ -197,7 +197,8 @@ def test_a_follower_long_poll_is_answered_in_the_append_it_waits_for(tmp_path: P
         assert isinstance(poll, asyncio.Future) and not poll.done()
         batch = bytearray(build_batch([(b"k", b"v0"), (b"k", b"v1")]))
         await node.rm.append_records({TP: batch}, required_acks=-1)
-        assert poll.done()  # set inside the append: nothing was awaited since
+        await asyncio.sleep(0)  # one turn of the loop: the callback, no task
+        assert poll.done()
         (result,) = poll.result()
         assert result.error == ErrorCode.NONE and result.records.next_offset == 2
         assert node.rm.high_watermark(TP) == 0
