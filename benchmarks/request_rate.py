@@ -175,6 +175,13 @@ def run_alone(args: argparse.Namespace) -> dict:
         for _ in range(200):  # warm-up: connections, metadata
             producer.produce(topic, value, partition=0)
             producer.flush(30)
+        # What the brokers burn doing nothing (heartbeats, the controller quorum...): at a
+        # few hundred messages a second it is a good part of the CPU per message.
+        idle = {role: cpu_seconds(pid) for role, pid in pids.items()}
+        time.sleep(args.idle_seconds)
+        idle = {
+            role: (cpu_seconds(pid) - idle[role]) / args.idle_seconds for role, pid in pids.items()
+        }
         before, cpu = load(), {role: cpu_seconds(pid) for role, pid in pids.items()}
         samples, failed = [], []
         started = time.monotonic()
@@ -193,6 +200,12 @@ def run_alone(args: argparse.Namespace) -> dict:
             "msgs_s": round(args.alone / elapsed),
             **percentiles(samples),
             "cpu_us_per_msg": {role: round(t * 1e6 / args.alone) for role, t in cpu.items()},
+            "idle_cpu_share": {role: round(share, 4) for role, share in idle.items()},
+            # Less the idle share over the run's time: the cost of the requests themselves.
+            "net_cpu_us_per_msg": {
+                role: round((t - idle[role] * elapsed) * 1e6 / args.alone)
+                for role, t in cpu.items()
+            },
             "load_before": before,
             "load_after": load(),
         }
@@ -427,6 +440,9 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=2, help="single-node runs per broker")
     parser.add_argument("--alone", type=int, default=3000, help="alone case: messages")
+    parser.add_argument(
+        "--idle-seconds", type=float, default=5.0, help="alone case: idle CPU measured this long"
+    )
     parser.add_argument(
         "--only",
         type=lambda s: s.split(","),
