@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 from collections.abc import Callable, Hashable, Iterable
 
 from moldau.clock import Scheduler, TimerHandle
 from moldau.stats.timing import parked
+
+log = logging.getLogger(__name__)
 
 
 class _Watch:
@@ -98,7 +101,10 @@ class Purgatory:
         while self._deadlines and (self._deadlines[0][0] <= now or self._deadlines[0][2].done):
             _, _, op = heapq.heappop(self._deadlines)
             if not op.done:
-                op.check(True)
+                try:
+                    op.check(True)
+                except Exception:  # one failed check must not keep the others waiting
+                    log.exception("purgatory: an expired operation's check failed")
                 self._finish(op)
         if self._deadlines and (self._timer is None or self._deadlines[0][0] < self._timer_at):
             self._arm(self._deadlines[0][0])
