@@ -3,7 +3,8 @@ with the aborted transactions the client must drop), long-polled until enough by
 
 No record is read into Python: the response carries the log's file ranges and the network
 layer sends them with sendfile. From v7, incremental fetch sessions (KIP-227) let clients
-send and receive only the partitions that changed.
+send and receive only the partitions that changed. A follower's fetch that must wait
+answers :class:`Pending` (a purgatory watch, ``ReplicaManager.follower_fetch``).
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ async def handle(
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     readable = _readable(services, ctx, request, context.partitions)
     if not consumer and readable:  # a follower may read all of them or none
-        # A follower's long poll completes in the call that appends what it waits for.
+        # A follower's long poll is answered right after the append it waits for, with no
+        # task parked meanwhile (its position was recorded by the read just done).
         read = services.replica_manager.follower_fetch(params, context.partitions)
         if isinstance(read, list):
             return _answer(services, params, context, read)
