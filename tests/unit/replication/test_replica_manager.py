@@ -184,6 +184,51 @@ def test_min_insync_replicas(tmp_path: Path) -> None:
     run(test)
 
 
+def test_a_follower_long_poll_is_answered_in_the_append_it_waits_for(tmp_path: Path) -> None:
+    """A caught-up follower's fetch is a purgatory watch: the leader's append sets its
+    future in a callback right after (no task parked), with the new records, and the
+    follower's next fetch moves the HW."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), min_isr=2))
+        params = FetchParams(replica_id=2, max_wait_ms=500)
+        caught_up = [FetchRequestPartition("t", 0, 0, 1 << 20)]
+        poll = node.rm.follower_fetch(params, caught_up)
+        assert isinstance(poll, asyncio.Future) and not poll.done()
+        batch = bytearray(build_batch([(b"k", b"v0"), (b"k", b"v1")]))
+        await node.rm.append_records({TP: batch}, required_acks=-1)
+        await asyncio.sleep(0)  # one turn of the loop: the callback, no task
+        assert poll.done()
+        (result,) = poll.result()
+        assert result.error == ErrorCode.NONE and result.records.next_offset == 2
+        assert node.rm.high_watermark(TP) == 0
+        again = node.rm.follower_fetch(params, [FetchRequestPartition("t", 0, 2, 1 << 20)])
+        assert node.rm.high_watermark(TP) == 2  # reported by the fetch itself
+        assert isinstance(again, asyncio.Future) and not again.done()
+        node.scheduler.advance(500)  # replica.fetch.wait.max.ms: answered empty
+        (empty,) = again.result()
+        assert empty.size == 0 and empty.high_watermark == 2
+        assert node.rm.purgatory.watched() == 0
+
+    run(test)
+
+
+def test_a_follower_fetch_with_records_or_an_error_is_answered_at_once(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), min_isr=1))
+        await node.produce(1, acks=1)
+        params = FetchParams(replica_id=2, max_wait_ms=500)
+        (behind,) = node.rm.follower_fetch(params, [FetchRequestPartition("t", 0, 0, 1 << 20)])
+        assert behind.size > 0
+        stranger = FetchParams(replica_id=7, max_wait_ms=500)
+        (refused,) = node.rm.follower_fetch(stranger, [FetchRequestPartition("t", 0, 1, 1 << 20)])
+        assert refused.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    run(test)
+
+
 def test_consumer_long_poll_is_woken_by_the_hw_not_the_append(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path)
