@@ -8,6 +8,7 @@ import asyncio
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -435,6 +436,90 @@ def test_an_isr_change_while_copies_run_copies_nothing_twice(tmp_path: Path) -> 
         ]
         assert started == [s.base_offset for s in log.segments[:-1]]  # each once, in order
         assert rlm.stats.failed_copy_requests == 0
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+class LateWrites(FileRemoteStorageManager):
+    """The ``file`` store down until ``up_at_ms`` (every call fails, as timed out on the
+    client) while it keeps the uploads it was sent and applies them ``delay_ms`` after it
+    is up again, as a restarted S3 server applies requests whose clients gave up."""
+
+    def __init__(self, clock: ManualClock, up_at_ms: int, delay_ms: int) -> None:
+        super().__init__()
+        self.clock, self.up_at_ms, self.delay_ms = clock, up_at_ms, delay_ms
+        self.pending: list[tuple[RemoteLogSegmentMetadata, Any]] = []
+
+    def land(self) -> None:
+        if self.clock.now_ms() >= self.up_at_ms + self.delay_ms:
+            for md, data in self.pending:
+                super().copy_log_segment_data(md, data)
+            self.pending.clear()
+
+    def copy_log_segment_data(self, metadata, data):  # type: ignore[no-untyped-def]
+        if self.clock.now_ms() < self.up_at_ms:
+            self.pending.append((metadata, data))
+            raise RemoteStorageError("read timeout")
+        return super().copy_log_segment_data(metadata, data)
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        if self.clock.now_ms() < self.up_at_ms:
+            raise RemoteStorageError("read timeout")
+        super().delete_log_segment_data(metadata)
+
+
+def test_copies_cut_short_are_deleted_after_their_late_writes_land(tmp_path: Path) -> None:
+    """Copies fail while the store is down, yet the store applies them once it is up
+    again: their segments are deleted only after the store has gone the longest retry
+    backoff without a failure, so nothing is left in it but the finished segments."""
+    clock = ManualClock(10_000)
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+
+    async def main() -> None:
+        produce(log, 60)
+        rsm = LateWrites(clock, up_at_ms=15_000, delay_ms=1_000)
+        rsm.configure({"dir": str(tmp_path / "remote")})
+        config = RemoteLogManagerConfig(
+            task_interval_ms=100,
+            thread_pool_size=2,
+            reader_threads=1,
+            retry_backoff_ms=100,
+            retry_backoff_max_ms=2_000,
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        for _ in range(40):
+            rlm.run_once()
+            await drain(rlm)
+            rsm.land()
+            clock.advance(250)
+        assert not rsm.pending and rlm.stats.failed_copy_requests > 0
+        events = [deserialize(v) for values in metadata.partitions.values() for v in values]
+        last = {
+            e.segment_id: e.state
+            for e in events
+            if not isinstance(e, RemotePartitionDeleteMetadata)
+        }
+        finished = {
+            s for s, state in last.items() if state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        }
+        assert [s.start_offset for s in metadata.manager.segments(TP)] == [
+            s.base_offset for s in log.segments[:-1]
+        ]
+        assert set(last.values()) == {
+            RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+            RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
+        }
+        stored = {
+            p.name.split(".")[0].split("-", 1)[1]
+            for p in (tmp_path / "remote").rglob("*")
+            if p.is_file()
+        }
+        assert stored == {str(s.id) for s in finished}
         await rlm.close()
 
     asyncio.run(main())
