@@ -5,6 +5,7 @@ storage manager and the topic-based metadata manager, whose injected IO (the bro
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -520,6 +521,83 @@ def test_copies_cut_short_are_deleted_after_their_late_writes_land(tmp_path: Pat
             if p.is_file()
         }
         assert stored == {str(s.id) for s in finished}
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+class Gated(FileRemoteStorageManager):
+    """The ``file`` store where the first copy of ``fail_at`` fails and the copy of
+    ``hold_at`` and the first delete wait until released."""
+
+    def __init__(self, fail_at: int, hold_at: int) -> None:
+        super().__init__()
+        self.fail_at, self.hold_at = fail_at, hold_at
+        self.copy_held, self.copy_go = threading.Event(), threading.Event()
+        self.delete_held, self.delete_go = threading.Event(), threading.Event()
+
+    def copy_log_segment_data(self, metadata, data):  # type: ignore[no-untyped-def]
+        if metadata.start_offset == self.fail_at:
+            self.fail_at = -1
+            raise RemoteStorageError("connection reset")
+        if metadata.start_offset == self.hold_at:
+            self.copy_held.set()
+            self.copy_go.wait(10)
+        return super().copy_log_segment_data(metadata, data)
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        if not self.delete_held.is_set():
+            self.delete_held.set()
+            self.delete_go.wait(10)
+        super().delete_log_segment_data(metadata)
+
+
+def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
+    tmp_path: Path,
+) -> None:
+    """The expiry pass deletes a failed copy's segment while a later copy, started long
+    enough ago to look dangling, finishes: the pass sees it finished and keeps it."""
+    clock = ManualClock(10_000)
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+
+    async def until(event: threading.Event) -> None:
+        while not event.is_set():
+            await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        produce(log, 60)
+        bases = [s.base_offset for s in log.segments]
+        rsm = Gated(fail_at=bases[0], hold_at=bases[1])
+        rsm.configure({"dir": str(tmp_path / "remote")})
+        config = RemoteLogManagerConfig(
+            task_interval_ms=100,
+            thread_pool_size=1,
+            reader_threads=1,
+            retry_backoff_ms=100,
+            retry_backoff_max_ms=2_000,
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        rlm.run_once()  # the copy of bases[0] fails: its segment is garbage
+        await drain(rlm)
+        clock.advance(200)
+        rlm.run_once()  # bases[0] again, then bases[1], held
+        await until(rsm.copy_held)
+        clock.advance(3_000)  # the garbage is settled; the held copy looks dangling
+        rlm.run_once()
+        await until(rsm.delete_held)  # the pass deletes the garbage
+        rsm.copy_go.set()
+        while [s.start_offset for s in metadata.manager.segments(TP)][:2] != bases[:2]:
+            await asyncio.sleep(0.01)  # the held copy finished meanwhile
+        rsm.delete_go.set()
+        await drain(rlm)
+        assert rlm.stats.delete_requests == 1
+        kept = metadata.manager.segments(TP)[1]
+        assert kept.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        assert list((tmp_path / "remote").rglob(f"*{kept.segment_id.id}.log"))
         await rlm.close()
 
     asyncio.run(main())
