@@ -740,8 +740,8 @@ class RemoteLogManager:
 
     def shutdown(self) -> None:
         """The broker stops: no new work. A copy cut short stays COPY_SEGMENT_STARTED
-        (never read, deleted by retention) and its segment stays local: the next leader
-        copies it again."""
+        (never read; dangling, deleted by this broker's expiry pass after its restart) and
+        its segment stays local: the next leader copies it again."""
         self._replicas.clear()
         for task in self._tasks:
             task.cancel()
