@@ -20,10 +20,11 @@ the remote tier.
 
 Garbage of copies cut short: a copy that fails, or is abandoned because one before it
 failed, is marked DELETE_SEGMENT_STARTED; a copy this broker left COPY_SEGMENT_STARTED
-(the mark failed too, or the broker died) is "dangling" once no copy of it runs here. The expiry pass deletes both. An object store may still apply a
-write the client gave up on (a PUT timed out on the client while the server waits, e.g. a
-restarted store allocating its volumes), which it does when it gets going again; a
-delete before that would leave the late object behind, known to no one. So, with
+(the mark failed too, or the broker died) is "dangling" once no upload of it runs here.
+The expiry pass deletes both. An object store may still apply a write the client gave up
+on (a PUT timed out on the client while the server waits, e.g. a restarted store
+allocating its volumes), which it does when it gets going again; a delete before that
+would leave the late object behind, known to no one. So, with
 ``remote.log.manager.task.retry.backoff.max.ms`` as the margin (the window): a segment
 is deleted once the window has passed since its last event and since the store last
 failed a call here, and its deletion is DELETE_SEGMENT_FINISHED only if the delete was

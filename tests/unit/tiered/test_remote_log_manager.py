@@ -26,6 +26,8 @@ from moldau.storage.remote.file_storage import FileRemoteStorageManager
 from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
 from moldau.storage.remote.metadata_records import deserialize
 from moldau.storage.remote.segment import (
+    LogSegmentData,
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
@@ -598,6 +600,65 @@ def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
         kept = metadata.manager.segments(TP)[1]
         assert kept.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
         assert list((tmp_path / "remote").rglob(f"*{kept.segment_id.id}.log"))
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+def test_a_copy_left_started_by_a_killed_broker_is_deleted_after_its_restart(env) -> None:
+    """A broker killed mid-copy leaves COPY_SEGMENT_STARTED and part of the segment in the
+    store; restarted, its expiry pass deletes that dangling segment (not at once: the
+    margin for late writes), while a copy started by another broker is left alone."""
+    clock, rsm, metadata, log, root = env
+
+    async def main() -> None:
+        produce(log, 60)
+        segment = log.segments[0]
+
+        async def started_by(broker_id: int) -> RemoteLogSegmentMetadata:
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId.generate(TP),
+                segment.base_offset,
+                log.segments[1].base_offset - 1,
+                -1,
+                broker_id,
+                clock.now_ms(),
+                segment.size,
+                {0: segment.base_offset},
+            )
+            await metadata.manager.add_remote_log_segment_metadata(md)
+            partial = LogSegmentData(
+                segment.path, segment.offset_index.path, segment.time_index.path, None, None, b""
+            )
+            rsm.copy_log_segment_data(md, partial)  # whole, yet never finished
+            return md
+
+        metadata.manager.on_partition_assigned(TP)
+        metadata.feed()
+        mine, theirs = await started_by(1), await started_by(2)
+        config = RemoteLogManagerConfig(
+            thread_pool_size=2, reader_threads=2, retry_backoff_max_ms=2_000
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)  # restarted
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+
+        def stored(md: RemoteLogSegmentMetadata) -> bool:
+            return any(root.rglob(f"*{md.segment_id.id}.log"))
+
+        await settle(rlm, clock)
+        assert stored(mine) and stored(theirs)  # within the margin
+        clock.advance(2_000)
+        rlm.run_once()
+        await drain(rlm)
+        assert not stored(mine) and stored(theirs)
+        cache = metadata.manager.cache(TP)
+        assert cache.segment(mine.segment_id) is None  # DELETE_SEGMENT_FINISHED
+        assert cache.segment(theirs.segment_id).state is RemoteLogSegmentState.COPY_SEGMENT_STARTED
+        assert [s.start_offset for s in metadata.manager.segments(TP)] == [
+            s.base_offset for s in log.segments[:-1]
+        ]
         await rlm.close()
 
     asyncio.run(main())
