@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 
 from moldau.testing import BrokerProcess
-from tests.integration.helpers import confluent_producer, wait_until
+from tests.integration.helpers import alter_group_config, confluent_producer, wait_until
 from tests.integration.test_cli import moldau
 from tests.integration.test_share_groups import poll, setup, share_consumer
 from tests.metrics.helpers import Samples, free_port
@@ -46,6 +46,9 @@ def holding_one_batch(
     """A ShareConsumer in explicit acknowledgement mode holding the records it polled of
     ``setup_one_batch``'s topic (unacknowledged); closed at the end."""
     setup_one_batch(bootstrap, topic, group, n)
+    # The longest lock a group may ask for: the default 30 s can run out while a loaded
+    # machine runs the CLI a few times, and the records would go back to AVAILABLE.
+    alter_group_config(bootstrap, group, {"share.record.lock.duration.ms": "60000"})
     consumer = share_consumer(bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
         held: list[Message] = []
