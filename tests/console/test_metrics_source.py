@@ -16,7 +16,6 @@ from playwright.sync_api import Page, expect
 
 from moldau.console.render import size
 from moldau.testing import BrokerProcess
-from moldau.testing.process import TEST_DEFAULTS
 from tests.console.conftest import SAMPLE_INTERVAL_S, Console, start_console, stop_console
 from tests.console.test_browser import (
     consume_and_commit,
@@ -24,18 +23,9 @@ from tests.console.test_browser import (
     lag_from_offsets,
     produce,
 )
-from tests.metrics.helpers import Samples, start_metered_broker
+from tests.metrics.helpers import Samples
 
 TIMEOUT_MS = 30_000
-
-
-@pytest.fixture(scope="module")
-def metered() -> Iterator[tuple[BrokerProcess, str]]:
-    broker, url = start_metered_broker(TEST_DEFAULTS)
-    try:
-        yield broker, url
-    finally:
-        broker.close()
 
 
 @pytest.fixture(scope="module")

@@ -33,15 +33,6 @@ PLAIN = b"plain text, no schema"
 
 
 @pytest.fixture(scope="module")
-def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryBroker]:
-    running = RegistryBroker(tmp_path_factory.mktemp("registry")).start()
-    try:
-        yield running
-    finally:
-        running.broker.close()
-
-
-@pytest.fixture(scope="module")
 def client(registry_broker: RegistryBroker) -> SchemaRegistryClient:
     return SchemaRegistryClient({"url": registry_broker.url})
 

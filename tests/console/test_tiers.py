@@ -14,7 +14,7 @@ from moldau.testing import broker
 from moldau.testing.process import BrokerProcess
 from tests.console.conftest import start_console, stop_console
 from tests.console.test_browser import cells
-from tests.tiered.test_tiered_broker import TIERED, local_bases, wait_for
+from tests.tiered.test_tiered_broker import TIERED, file_tier_configs, local_bases, wait_for
 
 pytestmark = pytest.mark.slow  # a broker, the console and Chromium: ~35 s
 
@@ -24,16 +24,7 @@ TOPIC = "tiered-shown"
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, Path]]:
     remote = tmp_path_factory.mktemp("remote")
-    with broker(
-        **{
-            "remote.log.storage.system.enable": "true",
-            "remote.log.storage.manager.class.name": "file",
-            "rsm.config.dir": str(remote),
-            "remote.log.manager.task.interval.ms": "200",
-            "log.retention.check.interval.ms": "200",
-            "remote.log.metadata.topic.num.partitions": "1",
-        }
-    ) as b:
+    with broker(**file_tier_configs(remote, 1)) as b:
         yield b, remote
 
 

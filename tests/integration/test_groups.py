@@ -42,6 +42,7 @@ from tests.integration.group_helpers import (
 )
 from tests.integration.helpers import (
     DEADLINE_S,
+    FreshBroker,
     RawClient,
     admin,
     confluent_consumer,
@@ -663,3 +664,38 @@ def test_session_timeout_out_of_bounds_is_refused(
         bad.consumer.close()
     assert describe_group(bootstrap, group).members == []
     roundtrip_ok(bootstrap, topic)  # the broker still serves everyone
+
+
+def test_full_group_refuses_another_member_with_group_max_size_reached(
+    fresh_broker: FreshBroker, names: tuple[str, str]
+) -> None:
+    """group.max.size=2: a third consumer is refused (a fatal error for it), the two
+    members keep their partitions and consume every record exactly once."""
+    topic, group = names
+    bootstrap = fresh_broker({**FAST, "group.max.size": "2"}).bootstrap
+    create_topic(bootstrap, topic, 2)
+    members = [group_consumer(bootstrap, group, [topic], f"m{i}") for i in range(2)]
+    extra: Member | None = None
+    try:
+        poll_all(members, lambda: settled(members, 2, per_member=1), "two members split")
+        extra = group_consumer(bootstrap, group, [topic], "extra")
+        poll_all(
+            [*members, extra],
+            lambda: any(e.code() == KafkaError.GROUP_MAX_SIZE_REACHED for e in extra.errors),
+            "GROUP_MAX_SIZE_REACHED for the third member",
+        )
+        assert extra.owned() == frozenset()
+        assert settled(members, 2, per_member=1)  # no rebalance for the refused member
+        description = describe_group(bootstrap, group)
+        assert sorted(m.client_id for m in description.members) == ["m0", "m1"]
+        expected = produce(bootstrap, topic, 200, 2, seed=7)
+        poll_all(
+            [*members, extra],
+            lambda: sum(len(m.records) for m in members) >= len(expected),
+            "the members to consume every record",
+        )
+        assert settled(members, 2, per_member=1)
+        assert not extra.records
+        assert_processed([r for m in members for r in m.records], expected)
+    finally:
+        close_all([*members, *([extra] if extra else [])])

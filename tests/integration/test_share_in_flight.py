@@ -7,30 +7,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 
-import pytest
-from confluent_kafka import AcknowledgeType, Message
+from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 
 from moldau.testing import BrokerProcess
-from moldau.testing.process import TEST_DEFAULTS
-from tests.integration.helpers import confluent_producer, wait_until
+from tests.integration.helpers import alter_group_config, confluent_producer, wait_until
 from tests.integration.test_cli import moldau
 from tests.integration.test_share_groups import poll, setup, share_consumer
-from tests.metrics.helpers import Samples, free_port, start_metered_broker
+from tests.metrics.helpers import Samples, free_port
 
 RECORDS = 10
 ACQUIRED = "moldau_share_partition_acquired_records"
 IN_FLIGHT = "kafka_server_sharepartitionmetrics_inflightmessagecount"
 ACCEPTED = "kafka_server_sharegroupmetrics_recordacknowledgements_total"
-
-
-@pytest.fixture(scope="module")
-def metered() -> Iterator[tuple[BrokerProcess, str]]:
-    broker, url = start_metered_broker(TEST_DEFAULTS)
-    try:
-        yield broker, url
-    finally:
-        broker.close()
 
 
 def describe(broker: BrokerProcess, group: str, *extra: str) -> dict:
@@ -49,16 +39,35 @@ def setup_one_batch(bootstrap: str, topic: str, group: str, n: int) -> None:
     assert producer.flush(30) == 0
 
 
-def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProcess, str]):
-    broker, url = metered
-    topic, group = "held", "held-g"
-    setup_one_batch(broker.bootstrap, topic, group, RECORDS)
-    consumer = share_consumer(
-        broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"}
-    )
+@contextmanager
+def holding_one_batch(
+    bootstrap: str, topic: str, group: str, n: int
+) -> Iterator[tuple[ShareConsumer, list[Message]]]:
+    """A ShareConsumer in explicit acknowledgement mode holding the records it polled of
+    ``setup_one_batch``'s topic (unacknowledged); closed at the end."""
+    setup_one_batch(bootstrap, topic, group, n)
+    # The longest lock a group may ask for: the default 30 s can run out while a loaded
+    # machine runs the CLI a few times, and the records would go back to AVAILABLE.
+    alter_group_config(bootstrap, group, {"share.record.lock.duration.ms": "60000"})
+    consumer = share_consumer(bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
     try:
         held: list[Message] = []
         wait_until(lambda: bool(held.extend(poll(consumer)) or held), "records to hold")
+        yield consumer, held
+    finally:
+        consumer.close()
+
+
+def accept_all(consumer: ShareConsumer, held: list[Message]) -> None:
+    for m in held:
+        consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+    consumer.commit_sync()
+
+
+def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProcess, str]):
+    broker, url = metered
+    topic, group = "held", "held-g"
+    with holding_one_batch(broker.bootstrap, topic, group, RECORDS) as (consumer, held):
         n = len(held)
         assert sorted(m.offset() for m in held) == list(range(RECORDS))
         labels = {"group": group, "topic": topic, "partition": "0"}
@@ -81,9 +90,7 @@ def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProces
         assert [o["start_offset"] for o in unreachable["offsets"]] == [0]
         assert describe(broker, group, f"--metrics {url}")["in_flight"] == n
 
-        for m in held:
-            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
-        consumer.commit_sync()
+        accept_all(consumer, held)
         s = Samples.scrape(url)
         assert s.value(ACQUIRED, **labels) == 0
         assert s.value(IN_FLIGHT, **labels) == 0
@@ -98,5 +105,3 @@ def test_in_flight_counts_the_records_a_member_holds(metered: tuple[BrokerProces
             (n, RECORDS - n, 0)
         ]
         assert after["in_flight"] == 0
-    finally:
-        consumer.close()

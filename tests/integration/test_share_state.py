@@ -10,8 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Message
+from confluent_kafka import AcknowledgeType, Message, TopicPartition
 
+from moldau.metadata.topics import OFFSETS_TOPIC, SHARE_STATE_TOPIC
+from moldau.protocol.coordinator_record_serde import (
+    GROUP_RECORD_TYPES,
+    SHARE_RECORD_TYPES,
+    deserialize,
+)
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages import delete_share_group_state_request as dq
 from moldau.protocol.messages import initialize_share_group_state_request as iq
@@ -24,8 +30,23 @@ from moldau.protocol.messages.share_group_describe_request import ShareGroupDesc
 from moldau.protocol.messages.share_group_heartbeat_request import ShareGroupHeartbeatRequest
 from moldau.protocol.messages.share_group_heartbeat_response import ShareGroupHeartbeatResponse
 from moldau.testing import BrokerProcess
-from tests.integration.helpers import RawClient, create_topic, metadata_request, wait_until
-from tests.integration.test_share_groups import poll, setup, share_consumer
+from tests.integration.helpers import (
+    RawClient,
+    confluent_consumer,
+    confluent_producer,
+    create_topic,
+    delete_topic,
+    metadata_request,
+    wait_until,
+    watermarks,
+)
+from tests.integration.test_share_groups import (
+    _describe_offsets,
+    _offsets,
+    poll,
+    setup,
+    share_consumer,
+)
 
 EXPLICIT = {"share.acknowledgement.mode": "explicit"}
 
@@ -293,4 +314,114 @@ def test_the_share_state_apis_answer_as_kafkas_share_coordinator(
             group, [dq.DeleteStateData(tid, [dq.PartitionData(0)])]
         )
         assert first_error(raw.request(delete, 0)) == ErrorCode.NONE
-        assert read() == (ErrorCode.NONE, -1, 0, [])
+        # As Kafka 4.1: state that does not exist is not read; its summary is -1.
+        assert read() == (ErrorCode.INVALID_REQUEST, -1, 0, [])
+        [result] = raw.request(summary, 0).results[0].partitions
+        assert (result.error_code, result.start_offset) == (0, -1)
+
+
+def _latest(bootstrap: str, topic: str) -> dict[bytes, bytes | None]:
+    """Each key's last value in an internal topic (None: a tombstone), read to the end
+    with a plain consumer."""
+    ends = {p: hw for p, (_, hw) in watermarks(bootstrap, topic).items() if hw > 0}
+    consumer = confluent_consumer(bootstrap, **{"auto.offset.reset": "earliest"})
+    latest: dict[bytes, bytes | None] = {}
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        left = dict(ends)
+
+        def read() -> bool:
+            for m in consumer.consume(500, 0.5):
+                if m.error() is None:
+                    latest[m.key()] = m.value()
+                    if m.offset() + 1 >= left.get(m.partition(), 0):
+                        left.pop(m.partition(), None)
+            return not left
+
+        wait_until(read, f"{topic} read to its end")
+    finally:
+        consumer.close()
+    return latest
+
+
+def _share_state_topics(bootstrap: str, group: str) -> tuple[set[bytes], list[set[bytes]]]:
+    """The topic ids of ``group``'s share state in ``__share_group_state``, and of its
+    ShareGroupStatePartitionMetadata (initialized, initializing, deleting)."""
+    stored = {
+        record.key.topic_id
+        for key, value in _latest(bootstrap, SHARE_STATE_TOPIC).items()
+        if value is not None
+        and (record := deserialize(SHARE_RECORD_TYPES, key, value)).key.group_id == group
+    }
+    metadata = [set(), set(), set()]
+    for key, value in _latest(bootstrap, OFFSETS_TOPIC).items():
+        record = deserialize(GROUP_RECORD_TYPES, key, value)
+        if record.record_type == 15 and record.key.group_id == group and value is not None:
+            v = record.value
+            metadata = [
+                {t.topic_id for t in v.initialized_topics},
+                {t.topic_id for t in v.initializing_topics},
+                {t.topic_id for t in v.deleting_topics},
+            ]
+    return stored, metadata
+
+
+def test_a_topic_deleted_and_created_again_starts_afresh_for_the_share_group(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """As Kafka 4.1: deleting a topic removes it from the share group's initialized topics
+    and its state from ``__share_group_state``; the topic created again under its name is
+    a new share-partition, started at the group's ``share.auto.offset.reset`` (``latest``,
+    the default), so the consumer gets exactly what is produced to it from then on."""
+    bootstrap, group = broker.bootstrap_servers, f"{topic}-g"
+    producer = confluent_producer(bootstrap)
+
+    def produce(prefix: str, n: int) -> None:
+        for i in range(n):
+            producer.produce(topic, value=b"%s-%d" % (prefix.encode(), i))
+        assert producer.flush(30) == 0
+
+    def described_start(raw: RawClient) -> int:
+        return _offsets(_describe_offsets(raw, group, [(topic, [0])])).get((topic, 0), (-1,))[0]
+
+    def take(consumer: Any, n: int) -> list[tuple[int, bytes]]:
+        got: list[tuple[int, bytes]] = []
+        wait_until(
+            lambda: (
+                bool(got.extend((m.offset(), m.value()) for m in poll(consumer))) or len(got) >= n
+            ),
+            f"{n} records",
+        )
+        consumer.commit_sync()
+        return got
+
+    create_topic(bootstrap, topic, partitions=1)
+    produce("before", 3)  # before the group's first fetch: latest skips them
+    consumer = share_consumer(bootstrap, group, topic)
+    try:
+        with RawClient(broker.bootstrap) as raw:
+            early: list[Message] = []  # latest: nothing from before the state is set
+            wait_until(lambda: early.extend(poll(consumer)) or described_start(raw) == 3, "at 3")
+            produce("old", 4)
+            assert take(consumer, 4) == [(3 + i, b"old-%d" % i) for i in range(4)]
+            [meta] = raw.request(metadata_request([topic]), 12).topics
+            old_id = meta.topic_id
+            assert _share_state_topics(bootstrap, group) == (
+                {old_id},
+                [{old_id}, set(), set()],
+            )
+
+            delete_topic(bootstrap, topic)
+            wait_until(lambda: _share_state_topics(bootstrap, group)[0] == set(), "state gone")
+            create_topic(bootstrap, topic, partitions=1)
+            [meta] = raw.request(metadata_request([topic]), 12).topics
+            new_id = meta.topic_id
+            assert new_id != old_id
+            # The consumer goes on; the new share-partition starts at the high watermark.
+            wait_until(lambda: early.extend(poll(consumer)) or described_start(raw) == 0, "at 0")
+            produce("new", 5)
+            assert take(consumer, 5) == [(i, b"new-%d" % i) for i in range(5)]
+            assert early == []
+            assert _share_state_topics(bootstrap, group) == ({new_id}, [{new_id}, set(), set()])
+    finally:
+        consumer.close()

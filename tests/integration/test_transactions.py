@@ -53,10 +53,12 @@ from tests.integration.helpers import (
 from tests.integration.txn_helpers import (
     DEADLINE_S,
     READERS,
+    by_partition,
     end_offsets,
     read_confluent,
     send_txn,
     txn_producer,
+    values,
 )
 
 PARTITIONS = 3
@@ -77,17 +79,6 @@ def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
         yield running
 
 
-def values(prefix: str, n: int) -> list[tuple[int, bytes]]:
-    return [(i % PARTITIONS, f"{prefix}-{i}".encode()) for i in range(n)]
-
-
-def by_partition(records: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
-    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    for partition, value in records:
-        out[partition].append(value)
-    return out
-
-
 def test_interleaved_commits_and_aborts(txn_broker: BrokerProcess, topic: str) -> None:
     """Two transactional producers interleave transactions on every partition, and a
     plain producer writes between them: read_committed readers of all three clients see
@@ -102,8 +93,8 @@ def test_interleaved_commits_and_aborts(txn_broker: BrokerProcess, topic: str) -
     for round_ in range(4):
         a.begin_transaction()
         b.begin_transaction()
-        batch_a, batch_b = values(f"a{round_}", 9), values(f"b{round_}", 6)
-        plain_batch = values(f"plain{round_}", 3)
+        batch_a, batch_b = values(PARTITIONS, f"a{round_}", 9), values(PARTITIONS, f"b{round_}", 6)
+        plain_batch = values(PARTITIONS, f"plain{round_}", 3)
         for (pa, va), (pb, vb) in zip(batch_a, batch_b + batch_b[:3], strict=True):
             a.produce(topic, value=va, partition=pa)
             a.flush(DEADLINE_S)
@@ -122,7 +113,10 @@ def test_interleaved_commits_and_aborts(txn_broker: BrokerProcess, topic: str) -
             committed += [r for r, ok in ((ra, commit_a), (rb, commit_b)) if ok]
         everything += plain_batch
         committed += plain_batch
-    expected_committed, expected_all = by_partition(committed), by_partition(everything)
+    expected_committed, expected_all = (
+        by_partition(PARTITIONS, committed),
+        by_partition(PARTITIONS, everything),
+    )
     for name, read in READERS.items():
         assert read(bs, topic, PARTITIONS, "read_committed") == expected_committed, name
         assert read(bs, topic, PARTITIONS, "read_uncommitted") == expected_all, name
@@ -475,7 +469,7 @@ def test_kafka_python_and_aiokafka_producers(txn_broker: BrokerProcess, topic: s
     kp.init_transactions()
     for commit in (True, False, True):
         kp.begin_transaction()
-        for p, v in values(f"kp-{commit}", 4):
+        for p, v in values(PARTITIONS, f"kp-{commit}", 4):
             kp.send(topic, value=v, partition=p)
         kp.flush()  # an abort drops what is still unsent: these reach the log first
         kp.commit_transaction() if commit else kp.abort_transaction()
@@ -487,7 +481,7 @@ def test_kafka_python_and_aiokafka_producers(txn_broker: BrokerProcess, topic: s
         try:
             for commit in (False, True):
                 await producer.begin_transaction()
-                for p, v in values(f"aio-{commit}", 4):
+                for p, v in values(PARTITIONS, f"aio-{commit}", 4):
                     await (await producer.send(topic, value=v, partition=p))
                 if commit:
                     await producer.commit_transaction()
@@ -497,7 +491,9 @@ def test_kafka_python_and_aiokafka_producers(txn_broker: BrokerProcess, topic: s
             await producer.stop()
 
     asyncio.run(aio())
-    expected = by_partition(values("kp-True", 4) * 2 + values("aio-True", 4))
+    expected = by_partition(
+        PARTITIONS, values(PARTITIONS, "kp-True", 4) * 2 + values(PARTITIONS, "aio-True", 4)
+    )
     got = read_confluent(bs, topic, PARTITIONS, "read_committed")
     assert {p: sorted(v) for p, v in got.items()} == {p: sorted(v) for p, v in expected.items()}
     everything = read_confluent(bs, topic, PARTITIONS, "read_uncommitted")
@@ -518,9 +514,9 @@ def test_broker_killed_mid_transaction(tmp_path: Path, topic: str) -> None:
         bs = broker.bootstrap
         create_topic(bs, topic, PARTITIONS)
         producer = txn_producer(bs, f"{topic}-id", **{"transaction.timeout.ms": 3000})
-        send_txn(producer, topic, values("kept", 6), commit=True)
+        send_txn(producer, topic, values(PARTITIONS, "kept", 6), commit=True)
         producer.begin_transaction()
-        for p, v in values("lost", 6):
+        for p, v in values(PARTITIONS, "lost", 6):
             producer.produce(topic, value=v, partition=p)
         producer.flush(DEADLINE_S)
         broker.kill()
@@ -532,7 +528,7 @@ def test_broker_killed_mid_transaction(tmp_path: Path, topic: str) -> None:
             assert time.monotonic() < deadline, "the open transaction hangs after the restart"
             time.sleep(0.3)
         assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(
-            values("kept", 6)
+            PARTITIONS, values(PARTITIONS, "kept", 6)
         )
         successor = txn_producer(bs, f"{topic}-id")
         send_txn(successor, topic, [(0, b"next")], commit=True)

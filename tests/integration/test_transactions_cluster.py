@@ -20,10 +20,12 @@ from moldau.testing import ClusterProcess
 from moldau.testing.process import TEST_DEFAULTS
 from tests.integration.txn_helpers import (
     DEADLINE_S,
+    by_partition,
     end_offsets,
     read_confluent,
     send_txn,
     txn_producer,
+    values,
 )
 
 PARTITIONS = 6
@@ -47,17 +49,6 @@ def start_cluster(tmp_path: Path, **configs: str) -> ClusterProcess:
 def cluster(tmp_path: Path) -> Iterator[ClusterProcess]:
     with start_cluster(tmp_path) as running:
         yield running
-
-
-def values(prefix: str, n: int) -> list[tuple[int, bytes]]:
-    return [(i % PARTITIONS, f"{prefix}-{i}".encode()) for i in range(n)]
-
-
-def by_partition(records: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
-    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    for partition, value in records:
-        out[partition].append(value)
-    return out
 
 
 async def admin(bs: str, tid: str, topic: str) -> tuple[list[Any], dict[str, Any], list[Any]]:
@@ -94,35 +85,37 @@ def test_coordinator_node_killed_mid_transaction(cluster: ClusterProcess, topic:
     assert len({cluster.leader(topic, p) for p in range(PARTITIONS)}) > 1  # markers travel
     tid = f"{topic}-id"
     producer = txn_producer(bs, tid)  # 60 s: longer than the failover
-    committed = values("first", 12)
+    committed = values(PARTITIONS, "first", 12)
     send_txn(producer, topic, committed, commit=True)
 
     # A transaction open when its coordinator dies: the producer commits it through the
     # coordinator that takes the partition over.
     producer.begin_transaction()
-    for p, v in values("second", 12):
+    for p, v in values(PARTITIONS, "second", 12):
         producer.produce(topic, value=v, partition=p)
     producer.flush(DEADLINE_S)
     first = coordinator_of(cluster, tid)
     cluster.kill(first)
     producer.commit_transaction(2 * DEADLINE_S)
-    committed += values("second", 12)
+    committed += values(PARTITIONS, "second", 12)
 
     # A commit whose markers are still going out when the coordinator dies: the new
     # coordinator resumes PrepareCommit from the log.
     cluster.start_node(first)  # two of three nodes keep the quorum after the next kill
     survivor = coordinator_of(cluster, tid)
-    send_txn(producer, topic, values("third", 12), commit=True)
-    committed += values("third", 12)
+    send_txn(producer, topic, values(PARTITIONS, "third", 12), commit=True)
+    committed += values(PARTITIONS, "third", 12)
     cluster.kill(survivor)
     wait_nothing_hangs(bs, topic)
-    assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(committed)
+    assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(
+        PARTITIONS, committed
+    )
 
     # An open transaction whose producer is gone is aborted by the new coordinator.
     lost = txn_producer(bs, f"{topic}-lost", **{"transaction.timeout.ms": 5000})
     acked: list[bytes] = []
     lost.begin_transaction()
-    for p, v in values("lost", 6):
+    for p, v in values(PARTITIONS, "lost", 6):
         lost.produce(
             topic, value=v, partition=p, on_delivery=lambda e, m: e or acked.append(m.value())
         )
@@ -141,7 +134,9 @@ def test_coordinator_node_killed_mid_transaction(cluster: ClusterProcess, topic:
         time.sleep(0.5)
     assert sum(map(len, uncommitted.values())) == len(committed) + len(acked)
     wait_nothing_hangs(bs, topic)
-    assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(committed)
+    assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(
+        PARTITIONS, committed
+    )
 
 
 def test_offsets_in_transactions_on_a_cluster(cluster: ClusterProcess, topic: str) -> None:
@@ -156,7 +151,7 @@ def test_offsets_in_transactions_on_a_cluster(cluster: ClusterProcess, topic: st
     producer = txn_producer(bs, tid)
     try:
         producer.begin_transaction()
-        for p, v in values("x", 6):
+        for p, v in values(PARTITIONS, "x", 6):
             producer.produce(topic, value=v, partition=p)
         offsets = [TopicPartition(topic, p, 10 + p) for p in range(PARTITIONS)]
         producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), 30)
@@ -202,7 +197,7 @@ def test_new_coordinator_resumes_a_prepared_commit(tmp_path: Path, topic: str) -
             if leader != coordinator
         )
         producer.begin_transaction()
-        records = values("resumed", 12)
+        records = values(PARTITIONS, "resumed", 12)
         for p, v in records:
             producer.produce(topic, value=v, partition=p)
         producer.flush(DEADLINE_S)
@@ -213,7 +208,9 @@ def test_new_coordinator_resumes_a_prepared_commit(tmp_path: Path, topic: str) -
         finally:
             cluster.resume(blocked)
         wait_nothing_hangs(bs, topic)
-        assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(records)
+        assert read_confluent(bs, topic, PARTITIONS, "read_committed") == by_partition(
+            PARTITIONS, records
+        )
         successor = coordinator_of(cluster, tid)
         assert successor != coordinator
         resumed = [line for line in cluster.node(successor).output if "resuming COMMIT" in line]

@@ -22,6 +22,19 @@ DEADLINE_S = 60.0
 Seen = dict[int, list[bytes]]
 
 
+def values(partitions: int, prefix: str, n: int) -> list[tuple[int, bytes]]:
+    """``n`` (partition, value) pairs ``prefix-i``, round robin over ``partitions``."""
+    return [(i % partitions, f"{prefix}-{i}".encode()) for i in range(n)]
+
+
+def by_partition(partitions: int, records: list[tuple[int, bytes]]) -> dict[int, list[bytes]]:
+    """The values of ``records`` per partition, in order (what a reader must see)."""
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for partition, value in records:
+        out[partition].append(value)
+    return out
+
+
 def txn_producer(bootstrap: str, transactional_id: str, **config: Any) -> Producer:
     """A confluent-kafka transactional producer, its transactions initialised."""
     producer = Producer(

@@ -26,8 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from moldau import metrics
 from moldau.testing import BrokerProcess
-from moldau.testing.process import TEST_DEFAULTS
-from tests.metrics.helpers import Samples, free_port, start_metered_broker
+from tests.metrics.helpers import Samples, free_port
 
 ORDERS, PAYMENTS, IDLE = "orders", "payments", "idle"
 ORDER_PARTITIONS = 3
@@ -41,15 +40,6 @@ KEY = 8
 BILLING_COMMITS = {0: 200, 1: 120, 2: 0}  # billing's committed offsets: lag 0, 80, 200
 REQUEST_PARTS = ("requestqueuetimems", "localtimems", "remotetimems", "responsesendtimems")
 M = "kafka_network_requestmetrics_"
-
-
-@pytest.fixture(scope="module")
-def metered() -> Iterator[tuple[BrokerProcess, str]]:
-    broker, url = start_metered_broker(TEST_DEFAULTS)  # __consumer_offsets: 1 partition
-    try:
-        yield broker, url
-    finally:
-        broker.close()
 
 
 def _consumer(bootstrap: str, group: str, **extra: object) -> Consumer:

@@ -7,11 +7,8 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from moldau.testing import BrokerProcess
 
@@ -66,13 +63,3 @@ class RegistryBroker:
         self.broker.start()
         wait_ready(self.url)
         return self
-
-
-@pytest.fixture(scope="module")
-def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryBroker]:
-    """One broker with its registry, shared by a module (tests use their own subjects)."""
-    running = RegistryBroker(tmp_path_factory.mktemp("registry")).start()
-    try:
-        yield running
-    finally:
-        running.broker.close()

@@ -21,32 +21,35 @@ Checked after every event, raising `InvariantViolation` at the first breach:
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from moldau.coordinator.group import GroupConfig, GroupCoordinator
 from moldau.coordinator.group.consumer_group import TopicMetadata
-from moldau.coordinator.group.consumer_groups import ConsumerHeartbeat, HeartbeatResult
+from moldau.coordinator.group.consumer_groups import ConsumerHeartbeat
 from moldau.ids import SeededIds
-from moldau.protocol.errors import ErrorCode
+from tests.simulation.group_driver import (
+    REBALANCE_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    GroupSimulationBase,
+    InvariantViolation,
+)
+
+__all__ = [
+    "REBALANCE_TIMEOUT_MS",
+    "SESSION_TIMEOUT_MS",
+    "ConsumerGroupSimulation",
+    "InvariantViolation",
+]
 
 GROUP = "sim-consumer-group"
 TOPIC = "t"
 TOPIC_ID = b"\x07" * 16
-SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 1_000
-REBALANCE_TIMEOUT_MS = 10_000
 CONFIG = GroupConfig(
     consumer_session_timeout_ms=SESSION_TIMEOUT_MS,
     consumer_heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
 )
-
-
-class InvariantViolation(AssertionError):
-    pass
 
 
 @dataclass
@@ -60,43 +63,20 @@ class Member:
     incarnation: int = 0
     """Bumped on start/crash/leave so heartbeats scheduled by an older life are dropped."""
     epochs: list[int] = field(default_factory=list)
+    instance: str | None = None  # always dynamic
 
 
-class ConsumerGroupSimulation:
+class ConsumerGroupSimulation(GroupSimulationBase):
+    group_id, topic, topic_id = GROUP, TOPIC, TOPIC_ID
+
     def __init__(self, seed: int, members: int, partitions: int) -> None:
+        super().__init__()
         self.rng = random.Random(seed)
         self.now = 0
         self.partitions = partitions
         self.coordinator = GroupCoordinator(CONFIG, ids=SeededIds(seed))
-        self.log: list[tuple[bytes, bytes | None]] = []
         self.members = {f"m{i}": Member(f"m{i}") for i in range(members)}
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
         self._last_group_epoch = 0
-        self.events = 0
-
-    # The event loop
-
-    def at(self, delay_ms: int, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (self.now + delay_ms, next(self._seq), action))
-
-    def run_until(self, end_ms: int) -> None:
-        while True:
-            timer = self.coordinator.next_timer_ms()
-            queued = self._queue[0][0] if self._queue else end_ms + 1
-            when = min(timer, queued)
-            if when > end_ms:
-                break
-            self.now = max(self.now, when)
-            if timer <= queued:
-                self._absorb(self.coordinator.tick(self.now).records)
-            else:
-                heapq.heappop(self._queue)[2]()
-            self.check()
-        self.now = end_ms
-
-    def _absorb(self, records: list) -> None:  # type: ignore[type-arg]
-        self.log.extend((r.key, r.value) for r in records)
 
     def topics(self) -> dict[str, TopicMetadata]:
         return {TOPIC: TopicMetadata(TOPIC_ID, TOPIC, self.partitions)}
@@ -111,7 +91,7 @@ class ConsumerGroupSimulation:
         m.member_id = m.member_id or f"{name}-{self.rng.randrange(1 << 30):x}"
         m.incarnation += 1
         m.epochs = []
-        self._heartbeat(m, m.incarnation)
+        self.heartbeat(m, m.incarnation)
 
     def crash(self, name: str) -> None:
         m = self.members[name]
@@ -123,7 +103,7 @@ class ConsumerGroupSimulation:
         m = self.members[name]
         if not m.up:
             return
-        self._send(m, ConsumerHeartbeat(GROUP, m.member_id, -1))
+        self.consumer_heartbeat(ConsumerHeartbeat(GROUP, m.member_id, -1))
         self.crash(name)
 
     def stall(self, name: str, ms: int) -> None:
@@ -138,60 +118,10 @@ class ConsumerGroupSimulation:
         self.coordinator = GroupCoordinator(CONFIG, now_ms=self.now, ids=SeededIds(self.now))
         self.coordinator.load(self.log, self.now)
 
-    def _send(self, m: Member, hb: ConsumerHeartbeat) -> HeartbeatResult:
-        result, effects = self.coordinator.consumer_group_heartbeat(self.now, hb, self.topics())
-        self._absorb(effects.records)
-        self.events += 1
-        return result
-
-    def _heartbeat(self, m: Member, incarnation: int) -> None:
-        if not m.up or m.incarnation != incarnation:
-            return
-        if self.now < m.stalled_until:
-            self.at(m.stalled_until - self.now, lambda: self._heartbeat(m, incarnation))
-            return
-        joining = m.epoch == 0
-        hb = ConsumerHeartbeat(
-            GROUP,
-            m.member_id,
-            m.epoch,
-            rebalance_timeout_ms=REBALANCE_TIMEOUT_MS if joining else -1,
-            subscribed_topic_names=[TOPIC] if joining else None,
-            owned={TOPIC_ID: m.owned},
-        )
-        result = self._send(m, hb)
-        if result.error in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
-            m.epoch, m.owned, m.epochs = 0, frozenset(), []  # lost: rejoin from scratch
-            self.at(self.rng.randint(10, 200), lambda: self._heartbeat(m, incarnation))
-            return
-        if result.error is not ErrorCode.NONE:
-            raise InvariantViolation(f"{m.name}: unexpected {result.error!r}")
-        if m.epochs and result.member_epoch < m.epochs[-1]:
-            raise InvariantViolation(f"{m.name}: member epoch went back {m.epochs} -> {result}")
-        m.epoch = result.member_epoch
-        m.epochs.append(m.epoch)
-        changed = False
-        if result.assignment is not None:
-            target = result.assignment.get(TOPIC_ID, frozenset())
-            changed = target != m.owned
-            m.owned = frozenset(target)
-        # Acknowledge a change at once, as the clients do; else wait for the interval.
-        delay = self.rng.randint(1, 50) if changed else result.heartbeat_interval_ms
-        self.at(delay, lambda: self._heartbeat(m, incarnation))
-
     # Invariants
 
     def check(self) -> None:
-        seen: dict[int, str] = {}
-        for m in self.members.values():
-            if not m.up or self.now < m.stalled_until:
-                continue
-            for p in m.owned:
-                if p in seen:
-                    raise InvariantViolation(
-                        f"t={self.now}: partition {p} owned by {seen[p]} and {m.name}"
-                    )
-                seen[p] = m.name
+        self.check_owned_once(self.members.values(), lambda m: m.name)
         group = self.coordinator.consumer_groups.get(GROUP)
         if group is None:
             return
@@ -202,15 +132,7 @@ class ConsumerGroupSimulation:
         self._last_group_epoch = group.group_epoch
         if group.target_assignment_epoch > group.group_epoch:
             raise InvariantViolation("target assignment epoch ahead of the group epoch")
-        held: dict[int, str] = {}
-        for member in group.members.values():
-            a = member.assignment
-            for p in a.assigned.get(TOPIC_ID, frozenset()) | a.pending_revocation.get(
-                TOPIC_ID, frozenset()
-            ):
-                if p in held:
-                    raise InvariantViolation(f"coordinator holds {p} for two members")
-                held[p] = member.member_id
+        self.check_held_once(group)
 
     def check_settled(self) -> None:
         running = [m for m in self.members.values() if m.up]

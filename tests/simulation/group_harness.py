@@ -20,22 +20,18 @@ Checked after every event, raising `InvariantViolation` at the first breach:
   failovers (none lost, none invented);
 - a member that leaves is gone from the group at once.
 
-Extending it: another group protocol (KIP-848, share groups) adds its own consumer class
-beside `ClassicConsumer` and its invariants beside `check`; the event loop, network and
-records log are protocol-agnostic.
+The event loop, network, records log and the classic JoinGroup/SyncGroup round trips are
+`group_driver.GroupSimulationBase`'s, shared with the KIP-848 and migration simulations.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from moldau.coordinator.group import (
-    Effects,
     GroupConfig,
     GroupCoordinator,
     JoinGroupMember,
@@ -47,18 +43,20 @@ from moldau.coordinator.group import (
 from moldau.coordinator.group.loader import GroupLoader
 from moldau.ids import SeededIds
 from moldau.protocol.errors import ErrorCode
+from tests.simulation.group_driver import (
+    REBALANCE_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    ClassicMember,
+    GroupSimulationBase,
+    InvariantViolation,
+)
+
+__all__ = ["REBALANCE_TIMEOUT_MS", "SESSION_TIMEOUT_MS", "GroupSimulation", "InvariantViolation"]
 
 GROUP = "sim-group"
 TOPIC = "t"
-SESSION_TIMEOUT_MS = 6_000
-REBALANCE_TIMEOUT_MS = 10_000
 HEARTBEAT_INTERVAL_MS = 2_000
-RETRY_BACKOFF_MS = 100
 CONFIG = GroupConfig(group_initial_rebalance_delay_ms=300)
-
-
-class InvariantViolation(AssertionError):
-    pass
 
 
 def subscription(topic: str) -> bytes:
@@ -97,73 +95,43 @@ class ClassicConsumer:
     stalled_until_ms: int = 0
 
 
-class GroupSimulation:
+class GroupSimulation(GroupSimulationBase):
+    group_id = GROUP
+
     def __init__(self, seed: int, consumers: int, partitions: int) -> None:
+        super().__init__()
         self.rng = random.Random(seed)
         self.now = 1_700_000_000_000
         self.partitions = partitions
         self.ids = SeededIds(self.rng.getrandbits(64))
         self.coordinator = GroupCoordinator(CONFIG, now_ms=self.now, ids=self.ids)
-        self.records: list[tuple[bytes, bytes | None]] = []  # the shard's partition
         self.consumers = {f"c{i}": ClassicConsumer(f"c{i}") for i in range(consumers)}
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._requests = itertools.count()
-        self._waiting: dict[int, tuple[str, int, str]] = {}  # request -> consumer, inc., kind
         self._sync_context: dict[int, tuple[int, str]] = {}  # request -> generation, member
         # What the invariants compare against.
         self.acked_offsets: dict[int, int] = {}
         self.received: dict[int, dict[str, list[int]]] = {}  # generation -> member -> parts
         self.generation = 0
-        self.events = 0
 
-    # -- the event loop --------------------------------------------------------------
-    def at(self, delay_ms: int, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (self.now + delay_ms, next(self._seq), action))
-
-    def run_until(self, end_ms: int) -> None:
-        """Deliver events and fire coordinator timers in time order up to ``end_ms``."""
-        while True:
-            next_event = self._queue[0][0] if self._queue else end_ms + 1
-            next_timer = self.coordinator.next_timer_ms()
-            when = min(next_event, next_timer)
-            if when > end_ms:
-                self.now = end_ms
-                return
-            self.now = max(self.now, when)
-            if next_timer <= next_event:
-                self._absorb(self.coordinator.tick(self.now))
-            else:
-                heapq.heappop(self._queue)[2]()
-            self.events += 1
-            self.check()
-
-    def _network_delay(self) -> int:
-        return self.rng.randint(0, 20)
-
-    def _absorb(self, effects: Effects) -> None:
-        """Records are written at once (the runtime holds answers until they commit)."""
-        self.records += [(r.key, r.value) for r in effects.records]
-        for request_id, result in effects.completions:
-            self._answer(request_id, result)
+    def member(self, name: str) -> ClassicMember:
+        return self.consumers[name]
 
     def _answer(self, request_id: object, result: JoinGroupResult | SyncGroupResult) -> None:
+        """Notes which partitions a SyncGroup answer hands to whom (for `check`)."""
         assert isinstance(request_id, int)
-        name, incarnation, kind = self._waiting.pop(request_id)
         synced = self._sync_context.pop(request_id, None)
         if synced is not None and result.error is ErrorCode.NONE:
             assert isinstance(result, SyncGroupResult)
             generation, member_id = synced
             parts = decode_assignment(result.assignment)
             self.received.setdefault(generation, {})[member_id] = parts
-        self.at(self._network_delay(), lambda: self._deliver(name, incarnation, request_id, result))
+        super()._answer(request_id, result)
 
     # -- consumer actions ------------------------------------------------------------
     def start(self, name: str) -> None:
         c = self.consumers[name]
         c.up, c.incarnation, c.member_id, c.generation = True, c.incarnation + 1, "", -1
         c.assignment = []
-        self._join(c)
+        self.join(c)
         self._schedule_heartbeat(c)
 
     def crash(self, name: str) -> None:
@@ -206,12 +174,9 @@ class GroupSimulation:
     def failover(self) -> None:
         """The shard moves: a new coordinator loads from the records; parked requests are
         answered NOT_COORDINATOR and their consumers retry on the new one."""
-        for request_id in list(self._waiting):
-            kind = self._waiting[request_id][2]
-            result_type = JoinGroupResult if kind == "join" else SyncGroupResult
-            self._answer(request_id, result_type(ErrorCode.NOT_COORDINATOR))
+        self.answer_parked_not_coordinator()
         loader = GroupLoader()
-        for key, value in self.records:
+        for key, value in self.log:
             loader.replay(key, value)
         self.coordinator = GroupCoordinator(CONFIG, now_ms=self.now, ids=self.ids)
         self.coordinator.finish_load(loader, self.now)
@@ -223,90 +188,27 @@ class GroupSimulation:
                 "whose assignment members already hold"
             )
 
-    def _join(self, c: ClassicConsumer) -> None:
-        request_id = next(self._requests)
-        c.state, c.request = "joining", request_id
-        self._waiting[request_id] = (c.name, c.incarnation, "join")
-
-        def send() -> None:
-            if request_id not in self._waiting:
-                return  # answered NOT_COORDINATOR by a failover while in flight
-            self._absorb(
-                self.coordinator.join_group(
-                    request_id,
-                    self.now,
-                    group_id=GROUP,
-                    member_id=c.member_id,
-                    group_instance_id=None,
-                    client_id=c.name,
-                    client_host="/127.0.0.1",
-                    session_timeout_ms=SESSION_TIMEOUT_MS,
-                    rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
-                    protocol_type="consumer",
-                    protocols=[("roundrobin", subscription(TOPIC))],
-                    require_known_member_id=True,
-                )
-            )
-
-        self.at(self._network_delay(), send)
+    def join(self, c: ClassicConsumer) -> None:
+        self.send_join(c, None, [("roundrobin", subscription(TOPIC))])
 
     def _sync(self, c: ClassicConsumer, assignments: Mapping[str, bytes]) -> None:
-        request_id = next(self._requests)
-        c.state, c.request = "syncing", request_id
-        self._waiting[request_id] = (c.name, c.incarnation, "sync")
-        member_id, generation = c.member_id, c.generation
-        self._sync_context[request_id] = (generation, member_id)
-
-        def send() -> None:
-            if request_id not in self._waiting:
-                return  # answered NOT_COORDINATOR by a failover while in flight
-            self._absorb(
-                self.coordinator.sync_group(
-                    request_id,
-                    self.now,
-                    group_id=GROUP,
-                    generation_id=generation,
-                    member_id=member_id,
-                    assignments=assignments,
-                )
-            )
-
-        self.at(self._network_delay(), send)
+        request_id = self.send_sync(c, c.generation, assignments)
+        self._sync_context[request_id] = (c.generation, c.member_id)
 
     def _rejoin_later(self, c: ClassicConsumer, reset: bool = False) -> None:
         if reset:
             c.member_id, c.generation = "", -1
-        c.state, c.request = "joining", None
-        incarnation = c.incarnation
-        self.at(RETRY_BACKOFF_MS, lambda: c.incarnation == incarnation and c.up and self._join(c))
+        self.retry_join(c)
 
-    def _deliver(
-        self,
-        name: str,
-        incarnation: int,
-        request_id: int,
-        result: JoinGroupResult | SyncGroupResult,
-    ) -> None:
-        c = self.consumers[name]
-        if not c.up or c.incarnation != incarnation or c.request != request_id:
-            return  # a closed connection, or an answer to a request the consumer replaced
-        if isinstance(result, JoinGroupResult):
-            self._on_join(c, result)
-        else:
-            self._on_sync(c, result)
-
-    def _on_join(self, c: ClassicConsumer, result: JoinGroupResult) -> None:
-        if result.error is ErrorCode.MEMBER_ID_REQUIRED:
-            c.member_id = result.member_id
-            self._join(c)
-        elif result.error is ErrorCode.NONE:
+    def on_join(self, c: ClassicConsumer, result: JoinGroupResult) -> None:
+        if result.error is ErrorCode.NONE:
             c.member_id, c.generation = result.member_id, result.generation_id
             leads = result.leader == c.member_id
             self._sync(c, round_robin(result.members, self.partitions) if leads else {})
         else:
             self._rejoin_later(c, reset=result.error is ErrorCode.UNKNOWN_MEMBER_ID)
 
-    def _on_sync(self, c: ClassicConsumer, result: SyncGroupResult) -> None:
+    def on_sync(self, c: ClassicConsumer, result: SyncGroupResult) -> None:
         if result.error is ErrorCode.NONE:
             c.state, c.assignment = "stable", decode_assignment(result.assignment)
         else:
@@ -326,7 +228,7 @@ class GroupSimulation:
             )
             generation = c.generation
             self.at(
-                self._network_delay(), lambda: self._on_heartbeat(c, incarnation, generation, error)
+                self.network_delay(), lambda: self._on_heartbeat(c, incarnation, generation, error)
             )
 
         self.at(HEARTBEAT_INTERVAL_MS, beat)

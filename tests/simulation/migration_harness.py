@@ -42,14 +42,10 @@ the group Stable with exactly the running members.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from moldau.coordinator.group import (
-    Effects,
     GroupConfig,
     GroupCoordinator,
     JoinGroupMember,
@@ -71,15 +67,26 @@ from moldau.protocol.messages.consumer_protocol_subscription import (
     ConsumerProtocolSubscription,
     TopicPartition,
 )
+from tests.simulation.group_driver import (
+    REBALANCE_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    GroupSimulationBase,
+    InvariantViolation,
+)
+
+__all__ = [
+    "KINDS",
+    "REBALANCE_TIMEOUT_MS",
+    "SESSION_TIMEOUT_MS",
+    "InvariantViolation",
+    "MigrationSimulation",
+]
 
 GROUP = "sim-migration"
 TOPIC = "t"
 TOPIC_ID = b"\x09" * 16
-SESSION_TIMEOUT_MS = 6_000
 HEARTBEAT_INTERVAL_MS = 1_000
 CLASSIC_HEARTBEAT_INTERVAL_MS = 2_000
-REBALANCE_TIMEOUT_MS = 10_000
-RETRY_BACKOFF_MS = 100
 CONFIG = GroupConfig(
     group_initial_rebalance_delay_ms=300,
     consumer_session_timeout_ms=SESSION_TIMEOUT_MS,
@@ -91,16 +98,6 @@ PROTOCOLS = {"eager": ("cooperative-sticky", "range"), "cooperative": ("cooperat
 is eager while any of its assignors is): every classic member prefers
 ``cooperative-sticky``, so they can share a classic group, also once it is reloaded (a
 member's record keeps only the chosen protocol, as in Kafka)."""
-_GONE = (
-    ErrorCode.FENCED_MEMBER_EPOCH,
-    ErrorCode.UNKNOWN_MEMBER_ID,
-    ErrorCode.GROUP_ID_NOT_FOUND,
-    ErrorCode.UNRELEASED_INSTANCE_ID,  # its previous self's session has not ended yet
-)
-
-
-class InvariantViolation(AssertionError):
-    pass
 
 
 def subscription(owned: frozenset[int]) -> bytes:
@@ -129,60 +126,34 @@ class Member:
     epochs: list[int] = field(default_factory=list)
 
 
-class MigrationSimulation:
+class MigrationSimulation(GroupSimulationBase):
+    group_id, topic, topic_id = GROUP, TOPIC, TOPIC_ID
+    gone = (
+        ErrorCode.FENCED_MEMBER_EPOCH,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.GROUP_ID_NOT_FOUND,
+        ErrorCode.UNRELEASED_INSTANCE_ID,  # its previous self's session has not ended yet
+    )
+
     def __init__(self, seed: int, members: int, partitions: int) -> None:
+        super().__init__()
         self.seed = seed
         self.rng = random.Random(seed)
         self.now = 1_700_000_000_000
         self.partitions = partitions
         self.ids = SeededIds(self.rng.getrandbits(64))
         self.coordinator = GroupCoordinator(CONFIG, now_ms=self.now, ids=self.ids)
-        self.log: list[tuple[bytes, bytes | None]] = []
         static = self.rng.random() < 0.5  # half the runs have static members
         self.members = {
             f"m{i}": Member(f"m{i}", f"i-{i}" if static and self.rng.random() < 0.6 else None)
             for i in range(members)
         }
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._requests = itertools.count()
-        self._waiting: dict[int, tuple[str, int, str]] = {}  # request -> member, life, kind
         self._epochs = {"classic": -1, "consumer": -1}
         self.conversions = {"upgrade": 0, "downgrade": 0}
         self._type = ""
-        self.events = 0
 
-    # -- the event loop --------------------------------------------------------------
-    def at(self, delay_ms: int, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (self.now + delay_ms, next(self._seq), action))
-
-    def run_until(self, end_ms: int) -> None:
-        while True:
-            timer = self.coordinator.next_timer_ms()
-            queued = self._queue[0][0] if self._queue else end_ms + 1
-            when = min(timer, queued)
-            if when > end_ms:
-                break
-            self.now = max(self.now, when)
-            if timer <= queued:
-                self._absorb(self.coordinator.tick(self.now))
-            else:
-                heapq.heappop(self._queue)[2]()
-            self.events += 1
-            self.check()
-        self.now = end_ms
-
-    def _absorb(self, effects: Effects) -> None:
-        """Records are written at once (the runtime holds answers until they commit)."""
-        self.log.extend((r.key, r.value) for r in effects.records)
-        for request_id, result in effects.completions:
-            self._answer(request_id, result)
-
-    def _answer(self, request_id: object, result: JoinGroupResult | SyncGroupResult) -> None:
-        assert isinstance(request_id, int)
-        name, incarnation, _ = self._waiting.pop(request_id)
-        delay = self.rng.randint(0, 20)
-        self.at(delay, lambda: self._deliver(name, incarnation, request_id, result))
+    def member(self, name: str) -> Member:
+        return self.members[name]
 
     def topics(self) -> dict[str, TopicMetadata]:
         return {TOPIC: TopicMetadata(TOPIC_ID, TOPIC, self.partitions)}
@@ -202,9 +173,9 @@ class MigrationSimulation:
         m.stalled_until, m.request = -1, None
         if kind == "consumer":
             m.member_id = f"{name}-{self.rng.randrange(1 << 30):x}"
-            self._heartbeat(m, m.incarnation)
+            self.heartbeat(m, m.incarnation)
         else:
-            self._join(m)
+            self.join(m)
             self._schedule_classic_heartbeat(m, m.incarnation)
 
     def crash(self, name: str) -> None:
@@ -219,7 +190,7 @@ class MigrationSimulation:
             return
         if m.kind == "consumer":
             epoch = -1 if m.instance is None else -2  # a static member leaves for a while
-            self._consumer_heartbeat(ConsumerHeartbeat(GROUP, m.member_id, epoch, m.instance))
+            self.consumer_heartbeat(ConsumerHeartbeat(GROUP, m.member_id, epoch, m.instance))
         elif m.member_id and m.instance is None:  # a static classic member just stops
             _, _, effects = self.coordinator.leave_group(
                 self.now, GROUP, [MemberIdentity(m.member_id, None)]
@@ -235,10 +206,7 @@ class MigrationSimulation:
         """A new coordinator loads the shard from the records written so far. Parked
         requests are answered NOT_COORDINATOR (their members retry on the new one)."""
         before = self.durable_view(written=True)
-        for request_id in list(self._waiting):
-            kind = self._waiting[request_id][2]
-            result_type = JoinGroupResult if kind == "join" else SyncGroupResult
-            self._answer(request_id, result_type(ErrorCode.NOT_COORDINATOR))
+        self.answer_parked_not_coordinator()
         self.coordinator = GroupCoordinator(CONFIG, now_ms=self.now, ids=self.ids)
         self.coordinator.load(self.log, self.now)
         after = self.durable_view()
@@ -248,141 +216,35 @@ class MigrationSimulation:
         # ended but whose leader had not synced comes back as the one before.
         self._epochs["classic"] = -1
 
-    # -- consumer-protocol members ---------------------------------------------------
-    def _consumer_heartbeat(self, hb: ConsumerHeartbeat):  # type: ignore[no-untyped-def]
-        result, effects = self.coordinator.consumer_group_heartbeat(self.now, hb, self.topics())
-        self._absorb(effects)
-        return result
-
-    def _heartbeat(self, m: Member, incarnation: int) -> None:
-        if not m.up or m.incarnation != incarnation:
-            return
-        if self.now < m.stalled_until:
-            self.at(m.stalled_until - self.now, lambda: self._heartbeat(m, incarnation))
-            return
-        joining = m.epoch == 0
-        result = self._consumer_heartbeat(
-            ConsumerHeartbeat(
-                GROUP,
-                m.member_id,
-                m.epoch,
-                m.instance,
-                rebalance_timeout_ms=REBALANCE_TIMEOUT_MS if joining else -1,
-                subscribed_topic_names=[TOPIC] if joining else None,
-                owned={TOPIC_ID: m.owned},
-            )
-        )
-        if result.error in _GONE:
-            m.epoch, m.owned, m.epochs = 0, frozenset(), []  # lost: rejoin from scratch
-            self.at(self.rng.randint(10, 200), lambda: self._heartbeat(m, incarnation))
-            return
-        if result.error is not ErrorCode.NONE:
-            raise InvariantViolation(f"{m.name}: unexpected {result.error!r}")
-        self._saw_epoch(m, result.member_epoch)
-        changed = False
-        if result.assignment is not None:
-            target = frozenset(result.assignment.get(TOPIC_ID, frozenset()))
-            changed, m.owned = target != m.owned, target
-        delay = self.rng.randint(1, 50) if changed else result.heartbeat_interval_ms
-        self.at(delay, lambda: self._heartbeat(m, incarnation))
-
     # -- classic members -------------------------------------------------------------
     def _protocols(self, m: Member) -> list[tuple[str, bytes]]:
         return [(name, subscription(m.owned)) for name in PROTOCOLS[m.kind]]
 
-    def _join(self, m: Member) -> None:
+    def join(self, m: Member) -> None:
         if m.kind == "eager":
             m.owned = frozenset()  # onPartitionsRevoked: everything, before joining
-        request_id = next(self._requests)
-        m.state, m.request = "joining", request_id
-        self._waiting[request_id] = (m.name, m.incarnation, "join")
-        protocols = self._protocols(m)
+        self.send_join(m, m.instance, self._protocols(m))
 
-        def send() -> None:
-            if request_id not in self._waiting:
-                return  # answered NOT_COORDINATOR by a failover while in flight
-            self._absorb(
-                self.coordinator.join_group(
-                    request_id,
-                    self.now,
-                    group_id=GROUP,
-                    member_id=m.member_id,
-                    group_instance_id=m.instance,
-                    client_id=m.name,
-                    client_host="/127.0.0.1",
-                    session_timeout_ms=SESSION_TIMEOUT_MS,
-                    rebalance_timeout_ms=REBALANCE_TIMEOUT_MS,
-                    protocol_type="consumer",
-                    protocols=protocols,
-                    require_known_member_id=m.instance is None,
-                    topics=self.topics(),
-                )
-            )
-
-        self.at(self.rng.randint(0, 20), send)
-
-    def _sync(self, m: Member, assignments: dict[str, bytes]) -> None:
-        request_id = next(self._requests)
-        m.state, m.request = "syncing", request_id
-        self._waiting[request_id] = (m.name, m.incarnation, "sync")
-        member_id, generation, protocol = m.member_id, m.epoch, m.protocol
-
-        def send() -> None:
-            if request_id not in self._waiting:
-                return
-            self._absorb(
-                self.coordinator.sync_group(
-                    request_id,
-                    self.now,
-                    group_id=GROUP,
-                    generation_id=generation,
-                    member_id=member_id,
-                    group_instance_id=m.instance,
-                    protocol_type="consumer",
-                    protocol_name=protocol,
-                    assignments=assignments,
-                )
-            )
-
-        self.at(self.rng.randint(0, 20), send)
-
-    def _deliver(
-        self,
-        name: str,
-        incarnation: int,
-        request_id: int,
-        result: JoinGroupResult | SyncGroupResult,
-    ) -> None:
-        m = self.members[name]
-        if not m.up or m.incarnation != incarnation or m.request != request_id:
-            return  # a closed connection, or an answer to a request it replaced
-        if isinstance(result, JoinGroupResult):
-            self._on_join(m, result)
-        else:
-            self._on_sync(m, result)
-
-    def _on_join(self, m: Member, result: JoinGroupResult) -> None:
-        if result.error is ErrorCode.MEMBER_ID_REQUIRED:
-            m.member_id = result.member_id
-            self._join(m)
-        elif result.error is ErrorCode.NONE:
+    def on_join(self, m: Member, result: JoinGroupResult) -> None:
+        if result.error is ErrorCode.NONE:
             m.member_id, m.protocol = result.member_id, result.protocol_name
             m.epoch = result.generation_id
             leads = result.leader == m.member_id and bool(result.members)
-            self._sync(m, self._assign(result.members) if leads else {})
+            assignments = self._assign(result.members) if leads else {}
+            self.send_sync(m, m.epoch, assignments, m.instance, "consumer", m.protocol)
         else:
             self._rejoin_later(m, result.error)
 
-    def _on_sync(self, m: Member, result: SyncGroupResult) -> None:
+    def on_sync(self, m: Member, result: SyncGroupResult) -> None:
         if result.error is not ErrorCode.NONE:
             self._rejoin_later(m, result.error)
             return
-        self._saw_epoch(m, m.epoch)
+        self.saw_epoch(m, m.epoch)
         assigned = frozenset(assignment_partitions(result.assignment).get(TOPIC, []))
         revoked = m.owned - assigned
         m.owned, m.state = assigned, "stable"
         if revoked and m.kind == "cooperative":
-            self._join(m)  # gave some up: rejoin so that they can move (KIP-429)
+            self.join(m)  # gave some up: rejoin so that they can move (KIP-429)
 
     def _rejoin_later(self, m: Member, error: ErrorCode) -> None:
         """After an error: UNKNOWN_MEMBER_ID starts over with a new id; it and
@@ -402,9 +264,7 @@ class MigrationSimulation:
             ErrorCode.NOT_COORDINATOR,
         ):
             raise InvariantViolation(f"{m.name} ({m.kind}): unexpected {error!r}")
-        m.state, m.request = "joining", None
-        incarnation = m.incarnation
-        self.at(RETRY_BACKOFF_MS, lambda: m.incarnation == incarnation and m.up and self._join(m))
+        self.retry_join(m)
 
     def _assign(self, members: tuple[JoinGroupMember, ...]) -> dict[str, bytes]:
         """The leader's assignment: round robin over the member ids; the cooperative
@@ -447,24 +307,9 @@ class MigrationSimulation:
 
         self.at(CLASSIC_HEARTBEAT_INTERVAL_MS, beat)
 
-    def _saw_epoch(self, m: Member, epoch: int) -> None:
-        if m.epochs and epoch < m.epochs[-1]:
-            raise InvariantViolation(f"{m.name} ({m.kind}): epoch went back {m.epochs} -> {epoch}")
-        m.epoch = epoch
-        m.epochs.append(epoch)
-
     # -- invariants ------------------------------------------------------------------
     def check(self) -> None:
-        seen: dict[int, str] = {}
-        for m in self.members.values():
-            if not m.up or self.now < m.stalled_until:
-                continue
-            for p in m.owned:
-                if p in seen:
-                    raise InvariantViolation(
-                        f"t={self.now}: partition {p} owned by {seen[p]} and {m.name} ({m.kind})"
-                    )
-                seen[p] = f"{m.name} ({m.kind})"
+        self.check_owned_once(self.members.values(), lambda m: f"{m.name} ({m.kind})")
         classic = self.coordinator.groups.get(GROUP)
         consumer = self.coordinator.consumer_groups.get(GROUP)
         if classic is not None and classic.members and consumer is not None and consumer.members:
@@ -485,15 +330,7 @@ class MigrationSimulation:
             if all(cm.classic is not None for cm in consumer.members.values()):
                 raise InvariantViolation("a consumer group of classic members only")
             self._monotonic("consumer", consumer.group_epoch)
-            held: dict[int, str] = {}
-            for cm in consumer.members.values():
-                a = cm.assignment
-                for p in a.assigned.get(TOPIC_ID, frozenset()) | a.pending_revocation.get(
-                    TOPIC_ID, frozenset()
-                ):
-                    if p in held:
-                        raise InvariantViolation(f"coordinator holds {p} for two members")
-                    held[p] = cm.member_id
+            self.check_held_once(consumer)
 
     def _monotonic(self, kind: str, epoch: int) -> None:
         if epoch < self._epochs[kind]:

@@ -5,8 +5,6 @@ go back; once calm, every partition is owned by exactly one member of a Stable g
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.simulation.consumer_group_harness import (
@@ -15,8 +13,10 @@ from tests.simulation.consumer_group_harness import (
     ConsumerGroupSimulation,
     InvariantViolation,
 )
+from tests.simulation.group_driver import churn
+from tests.simulation.seeds import seeds
 
-SEEDS = int(os.environ.get("MOLDAU_SIM_EXAMPLES", "2000")) // 20
+SEEDS = seeds(20)
 QUIESCE_MS = 3 * (SESSION_TIMEOUT_MS + REBALANCE_TIMEOUT_MS)
 
 
@@ -26,26 +26,23 @@ def run(
     sim = ConsumerGroupSimulation(seed, members, partitions)
     rng = sim.rng
     names = sorted(sim.members)
-    for name in names:
-        sim.at(rng.randint(0, 500), lambda name=name: sim.start(name))
-    end = sim.now + chaos_ms
-    while sim.now < end:
-        sim.run_until(sim.now + rng.randint(1, 1_500))
-        m = sim.members[rng.choice(names)]
-        action = rng.random()
-        if not m.up:
+
+    def act(name: str, action: float) -> None:
+        if not sim.members[name].up:
             if action < 0.6:
-                sim.start(m.name)
+                sim.start(name)
         elif action < 0.15:
-            sim.crash(m.name)
+            sim.crash(name)
         elif action < 0.3:
-            sim.leave(m.name)
+            sim.leave(name)
         elif action < 0.45:
-            sim.stall(m.name, rng.choice([500, 3_000, SESSION_TIMEOUT_MS + 2_000]))
+            sim.stall(name, rng.choice([500, 3_000, SESSION_TIMEOUT_MS + 2_000]))
         elif action < 0.5:
             sim.grow_topic()
         elif action < 0.55:
             sim.failover()
+
+    churn(sim, names, sim.start, chaos_ms, 1_500, act)
     if not any(m.up for m in sim.members.values()):
         sim.start(names[0])
     sim.run_until(sim.now + QUIESCE_MS)
@@ -53,7 +50,7 @@ def run(
     return sim
 
 
-@pytest.mark.parametrize("seed", range(SEEDS))
+@pytest.mark.parametrize("seed", SEEDS)
 def test_consumer_group_safe_under_churn_and_settles(seed: int) -> None:
     sim = run(seed)
     assert sim.events > 50  # the run did something

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.simulation.group_driver import churn
 from tests.simulation.group_harness import (
     REBALANCE_TIMEOUT_MS,
     SESSION_TIMEOUT_MS,
@@ -47,26 +48,23 @@ def run(scenario: GroupScenario) -> GroupSimulation:
     sim = GroupSimulation(scenario.seed, scenario.consumers, scenario.partitions)
     rng = sim.rng
     names = sorted(sim.consumers)
-    for name in names:
-        sim.at(rng.randint(0, 500), lambda name=name: sim.start(name))
-    end = sim.now + scenario.chaos_ms
-    while sim.now < end:
-        sim.run_until(sim.now + rng.randint(1, 2 * scenario.event_every_ms))
-        c = sim.consumers[rng.choice(names)]
-        action = rng.random()
-        if not c.up:
+
+    def act(name: str, action: float) -> None:
+        if not sim.consumers[name].up:
             if action < 0.5:
-                sim.start(c.name)
+                sim.start(name)
         elif action < 0.05:
-            sim.crash(c.name)
+            sim.crash(name)
         elif action < 0.10:
-            sim.leave(c.name)
+            sim.leave(name)
         elif action < 0.20:
-            sim.stall(c.name, rng.randint(0, 2 * SESSION_TIMEOUT_MS))
+            sim.stall(name, rng.randint(0, 2 * SESSION_TIMEOUT_MS))
         elif action < 0.23 and scenario.failovers:
             sim.failover()
         else:
-            sim.commit(c.name)
+            sim.commit(name)
+
+    churn(sim, names, sim.start, scenario.chaos_ms, 2 * scenario.event_every_ms, act)
     for name in names:
         if rng.random() < 0.7 and not sim.consumers[name].up:
             sim.start(name)
@@ -99,7 +97,7 @@ def test_same_seed_same_run() -> None:
     assert [sorted(r.coordinator.groups["sim-group"].members) for r in runs][0] == sorted(
         runs[1].coordinator.groups["sim-group"].members
     )
-    assert runs[0].records == runs[1].records
+    assert runs[0].log == runs[1].log
 
 
 def test_a_stuck_member_breaks_the_quiesce_check() -> None:

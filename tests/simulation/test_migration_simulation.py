@@ -10,10 +10,9 @@ tests/simulation/test_migration_simulation.py``."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
+from tests.simulation.group_driver import churn
 from tests.simulation.migration_harness import (
     KINDS,
     REBALANCE_TIMEOUT_MS,
@@ -21,9 +20,9 @@ from tests.simulation.migration_harness import (
     InvariantViolation,
     MigrationSimulation,
 )
+from tests.simulation.seeds import replay_hint, seeds
 
-ONE = os.environ.get("MOLDAU_SIM_SEED")
-SEEDS = [int(ONE)] if ONE else range(int(os.environ.get("MOLDAU_SIM_EXAMPLES", "2000")) // 20)
+SEEDS = seeds(20)
 QUIESCE_MS = 3 * (SESSION_TIMEOUT_MS + REBALANCE_TIMEOUT_MS)
 
 
@@ -33,36 +32,29 @@ def run(
     sim = MigrationSimulation(seed, members, partitions)
     rng = sim.rng
     names = sorted(sim.members)
-    kinds = [rng.choice(KINDS[1:]) for _ in names]  # the group starts classic
-    for name, kind in zip(names, kinds, strict=True):
-        sim.at(rng.randint(0, 500), lambda name=name, kind=kind: sim.start(name, kind))
-    end = sim.now + chaos_ms
-    try:
-        while sim.now < end:
-            sim.run_until(sim.now + rng.randint(1, 1_500))
-            m = sim.members[rng.choice(names)]
-            action = rng.random()
-            if not m.up:
-                if action < 0.6:
-                    sim.start(m.name, rng.choice(KINDS))
-            elif action < 0.12:
-                sim.crash(m.name)
-            elif action < 0.3:
-                sim.leave(m.name)
-            elif action < 0.42:
-                sim.stall(m.name, rng.choice([500, 3_000, SESSION_TIMEOUT_MS + 2_000]))
-            elif action < 0.5:
-                sim.failover()
-            sim.check()
+    kinds = dict(zip(names, [rng.choice(KINDS[1:]) for _ in names], strict=True))
+
+    def act(name: str, action: float) -> None:
+        if not sim.members[name].up:
+            if action < 0.6:
+                sim.start(name, rng.choice(KINDS))
+        elif action < 0.12:
+            sim.crash(name)
+        elif action < 0.3:
+            sim.leave(name)
+        elif action < 0.42:
+            sim.stall(name, rng.choice([500, 3_000, SESSION_TIMEOUT_MS + 2_000]))
+        elif action < 0.5:
+            sim.failover()
+        sim.check()
+
+    with replay_hint(seed, "tests/simulation/test_migration_simulation.py", InvariantViolation):
+        # The group starts classic.
+        churn(sim, names, lambda name: sim.start(name, kinds[name]), chaos_ms, 1_500, act)
         if not any(m.up for m in sim.members.values()):
             sim.start(names[0], rng.choice(KINDS))
         sim.run_until(sim.now + QUIESCE_MS)
         sim.check_settled()
-    except InvariantViolation as e:
-        raise InvariantViolation(
-            f"seed {seed}: {e}\nreplay: MOLDAU_SIM_SEED={seed} python3 -m pytest -q "
-            "tests/simulation/test_migration_simulation.py"
-        ) from e
     return sim
 
 

@@ -10,14 +10,13 @@ tests/simulation/test_share_state_simulation.py``."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
+from tests.simulation.seeds import replay_hint, seeds
 from tests.simulation.share_state_harness import InvariantViolation, ShareStateSimulation
 
-ONE = os.environ.get("MOLDAU_SIM_SEED")
-SEEDS = [int(ONE)] if ONE else range(int(os.environ.get("MOLDAU_SIM_EXAMPLES", "2000")) // 40)
+SEEDS = seeds(40)
 STEPS = 300
 
 
@@ -30,13 +29,8 @@ def run(seed: int) -> ShareStateSimulation:
         await sim.drain()
         sim.check_settled()
 
-    try:
+    with replay_hint(seed, "tests/simulation/test_share_state_simulation.py", InvariantViolation):
         asyncio.run(main())
-    except InvariantViolation as e:
-        raise InvariantViolation(
-            f"seed {seed}: {e}\nreplay: MOLDAU_SIM_SEED={seed} python3 -m pytest -q "
-            "tests/simulation/test_share_state_simulation.py"
-        ) from e
     return sim
 
 

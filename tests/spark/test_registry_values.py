@@ -13,7 +13,6 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.registry.conftest import registry_broker  # noqa: F401 (a fixture)
 from tests.spark.clients import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -87,7 +86,7 @@ def _read(spark, bootstrap: str, url: str, topic: str):
 
 
 @pytest.fixture(scope="module")
-def users(registry_broker) -> str:  # noqa: F811
+def users(registry_broker) -> str:
     """Topic `users`: 6 records of schema v1, then 6 of v2 (which adds `country`)."""
     bootstrap, url, topic = registry_broker.broker.bootstrap, registry_broker.url, "users"
     create_topic(bootstrap, topic, 2)
@@ -98,7 +97,7 @@ def users(registry_broker) -> str:  # noqa: F811
     return topic
 
 
-def test_avro_values_of_two_versions_read_as_the_latest(spark, registry_broker, users):  # noqa: F811
+def test_avro_values_of_two_versions_read_as_the_latest(spark, registry_broker, users):
     bootstrap, url, topic = registry_broker.broker.bootstrap, registry_broker.url, users
     df = _read(spark, bootstrap, url, topic)
     assert [f.name for f in df.schema["value"].dataType.fields] == [f["name"] for f in V2["fields"]]
@@ -110,7 +109,7 @@ def test_avro_values_of_two_versions_read_as_the_latest(spark, registry_broker, 
         assert got[b"k%d" % i] == {"key": b"k%d" % i, **_as_spark_row(user)}
 
 
-def test_avro_sink_frames_values_for_avro_deserializer(spark, registry_broker, users):  # noqa: F811
+def test_avro_sink_frames_values_for_avro_deserializer(spark, registry_broker, users):
     bootstrap, url, topic = registry_broker.broker.bootstrap, registry_broker.url, "users-copy"
     create_topic(bootstrap, topic, 1)
     SchemaRegistryClient({"url": url}).register_schema(
@@ -129,7 +128,7 @@ def test_avro_sink_frames_values_for_avro_deserializer(spark, registry_broker, u
     assert got == [_user(i, f"C{i}") for i in range(6, 12)]
 
 
-def test_json_schema_values_read_as_typed_columns(spark, registry_broker):  # noqa: F811
+def test_json_schema_values_read_as_typed_columns(spark, registry_broker):
     bootstrap, url, topic = registry_broker.broker.bootstrap, registry_broker.url, "json-users"
     create_topic(bootstrap, topic, 1)
     schema = {

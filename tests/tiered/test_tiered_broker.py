@@ -34,6 +34,19 @@ TIERED = {
 }
 
 
+def file_tier_configs(remote_dir: Path, metadata_partitions: int) -> dict[str, str]:
+    """Tiered storage in the local directory ``remote_dir`` (the ``file`` remote storage
+    manager), the remote log manager's tasks and retention checks every 200 ms."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": "file",
+        "rsm.config.dir": str(remote_dir),
+        "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "200",
+        "remote.log.metadata.topic.num.partitions": str(metadata_partitions),
+    }
+
+
 @pytest.fixture(scope="module")
 def remote_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("remote")
@@ -41,16 +54,7 @@ def remote_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def tiered_broker(remote_dir: Path) -> Iterator[BrokerProcess]:
-    with broker(
-        **{
-            "remote.log.storage.system.enable": "true",
-            "remote.log.storage.manager.class.name": "file",
-            "rsm.config.dir": str(remote_dir),
-            "remote.log.manager.task.interval.ms": "200",
-            "log.retention.check.interval.ms": "200",
-            "remote.log.metadata.topic.num.partitions": "3",
-        }
-    ) as b:
+    with broker(**file_tier_configs(remote_dir, 3)) as b:
         yield b
 
 

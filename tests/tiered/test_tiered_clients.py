@@ -25,7 +25,7 @@ from tests.integration.helpers import (
 )
 from tests.integration.test_clients import records_for
 from tests.java.client import JavaClient
-from tests.tiered.test_tiered_broker import TIERED, local_bases, wait_for
+from tests.tiered.test_tiered_broker import TIERED, file_tier_configs, local_bases, wait_for
 
 TOPIC = "tiered-clients"
 N_RECORDS = 600
@@ -37,16 +37,7 @@ def tiered_log(
 ) -> Iterator[tuple[BrokerProcess, list[Rec], Acked]]:
     """The broker and the topic's records, the older ones only in the remote tier."""
     remote = tmp_path_factory.mktemp("remote")
-    with broker(
-        **{
-            "remote.log.storage.system.enable": "true",
-            "remote.log.storage.manager.class.name": "file",
-            "rsm.config.dir": str(remote),
-            "remote.log.manager.task.interval.ms": "200",
-            "log.retention.check.interval.ms": "200",
-            "remote.log.metadata.topic.num.partitions": "1",
-        }
-    ) as b:
+    with broker(**file_tier_configs(remote, 1)) as b:
         b.create_topic(TOPIC, 1, **{k.replace(".", "_"): v for k, v in TIERED.items()})
         records = [
             Rec(r.key, r.value, r.headers, partition=0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from moldau.testing.cluster import ClusterProcess
-from tests.tiered.test_tiered_broker import TIERED, read_confluent, wait_for
+from tests.tiered.test_tiered_broker import TIERED, file_tier_configs, read_confluent, wait_for
 from tests.tiered.test_tiered_s3 import produce_batches
 
 pytestmark = pytest.mark.slow
@@ -27,15 +27,7 @@ def remote_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(remote_dir: Path) -> Iterator[ClusterProcess]:
-    configs = {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.storage.manager.class.name": "file",
-        "rsm.config.dir": str(remote_dir),
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "200",
-        "remote.log.metadata.topic.num.partitions": "3",
-    }
-    with ClusterProcess(3, configs=configs) as c:
+    with ClusterProcess(3, configs=file_tier_configs(remote_dir, 3)) as c:
         yield c
 
 

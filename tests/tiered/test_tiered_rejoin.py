@@ -16,7 +16,7 @@ import pytest
 from moldau.records.batch import scan_log_prefix
 from moldau.storage.remote.metadata_records import REMOTE_LOG_METADATA_TOPIC
 from moldau.testing.cluster import ClusterProcess
-from tests.tiered.test_tiered_broker import TIERED, read_confluent, wait_for
+from tests.tiered.test_tiered_broker import TIERED, file_tier_configs, read_confluent, wait_for
 from tests.tiered.test_tiered_s3 import produce_batches
 
 pytestmark = pytest.mark.slow
@@ -27,14 +27,7 @@ TIERED_CONFIGS = {k.replace(".", "_"): v for k, v in TIERED.items()}
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcess]:
-    configs = {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.storage.manager.class.name": "file",
-        "rsm.config.dir": str(tmp_path_factory.mktemp("remote")),
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "200",
-        "remote.log.metadata.topic.num.partitions": "1",
-    }
+    configs = file_tier_configs(tmp_path_factory.mktemp("remote"), 1)
     with ClusterProcess(3, configs=configs) as c:
         metadata_on_every_node(c)
         yield c

@@ -41,15 +41,19 @@ TOPIC_OP_TIMEOUTS = {
     "request_timeout": REQUEST_TIMEOUT_S + 5,
 }
 
-BootstrapOption = Annotated[
-    str,
-    typer.Option(
+def _bootstrap_option(*more_names: str) -> Any:
+    return typer.Option(
+        *more_names,
         "--bootstrap-server",
         "-b",
         envvar="MOLDAU_BOOTSTRAP",
         help="Kafka-protocol broker address(es), host:port[,host:port].",
-    ),
-]
+    )
+
+
+BootstrapOption = Annotated[str, _bootstrap_option()]
+ServiceBootstrapOption = Annotated[str, _bootstrap_option("--bootstrap")]
+"""The services' (console, registry): ``--bootstrap`` is accepted too."""
 PropertyOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -11,6 +11,7 @@ from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     CommandConfigOption,
     PropertyOption,
+    ServiceBootstrapOption,
     check_reachable,
     fail,
     metrics_urls,
@@ -19,16 +20,7 @@ from moldau.cli.common import (
 
 
 def console(
-    bootstrap: Annotated[
-        str,
-        typer.Option(
-            "--bootstrap",
-            "--bootstrap-server",
-            "-b",
-            envvar="MOLDAU_BOOTSTRAP",
-            help="Kafka-protocol broker address(es), host:port[,host:port].",
-        ),
-    ] = DEFAULT_BOOTSTRAP,
+    bootstrap: ServiceBootstrapOption = DEFAULT_BOOTSTRAP,
     host: Annotated[str, typer.Option(help="Address the web server binds.")] = "127.0.0.1",
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="Web server port (0: any free port).")

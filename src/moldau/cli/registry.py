@@ -15,6 +15,7 @@ from moldau.cli.common import (
     DEFAULT_BOOTSTRAP,
     CommandConfigOption,
     PropertyOption,
+    ServiceBootstrapOption,
     check_reachable,
     fail,
     parse_pairs,
@@ -23,16 +24,7 @@ from moldau.cli.common import (
 
 
 def registry(
-    bootstrap: Annotated[
-        str,
-        typer.Option(
-            "--bootstrap",
-            "--bootstrap-server",
-            "-b",
-            envvar="MOLDAU_BOOTSTRAP",
-            help="Kafka-protocol broker address(es), host:port[,host:port].",
-        ),
-    ] = DEFAULT_BOOTSTRAP,
+    bootstrap: ServiceBootstrapOption = DEFAULT_BOOTSTRAP,
     listener: Annotated[
         str,
         typer.Option(help="http(s)://HOST:PORT the REST API is served at (port 0: any)."),

@@ -225,11 +225,16 @@ class NetworkClient:
         correlation_id = next(self._correlation)
         fut = conn.send(message, version, correlation_id, self.client_id)
         timeout = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        # A timer on the response future itself (asyncio.wait_for adds a future, a task
+        # wake-up and callbacks per request: this runs once per replica fetch).
+        timer = asyncio.get_running_loop().call_later(timeout, _time_out, fut)
         try:
-            return await asyncio.wait_for(fut, timeout)
+            return await fut
         except TimeoutError:
             conn.forget(correlation_id)
             raise
+        finally:
+            timer.cancel()
 
     def disconnect(self, destination: int | Address) -> None:
         with contextlib.suppress(ConnectionError):
@@ -241,6 +246,11 @@ class NetworkClient:
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()
+
+
+def _time_out(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:

@@ -7,6 +7,7 @@ and the body.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from moldau.protocol.api_keys import ApiKey
@@ -21,12 +22,26 @@ def is_flexible(cls: Any, version: int) -> bool:
 
 
 def encode_request(message: Any, version: int, correlation_id: int, client_id: str) -> bytes:
-    """Size prefix + header + body, ready to write."""
-    header = RequestHeader(message.API_KEY, version, correlation_id, client_id)
-    parts = header.encode(2 if is_flexible(type(message), version) else 1)
-    parts += message.encode(version)
-    payload = b"".join(bytes(p) for p in parts)
-    return INT32.pack(len(payload)) + payload
+    """Size prefix + header + body, ready to write. The header after its correlation id
+    (client id, tagged fields) is encoded once per API, version and client id."""
+    key = (message.API_KEY, version, client_id)
+    tail = _HEADER_TAILS.get(key)
+    if tail is None:
+        header = RequestHeader(message.API_KEY, version, 0, client_id)
+        encoded = b"".join(header.encode(2 if is_flexible(type(message), version) else 1))
+        if len(_HEADER_TAILS) >= _MAX_HEADER_TAILS:
+            _HEADER_TAILS.clear()
+        tail = _HEADER_TAILS[key] = encoded[_REQUEST_HEAD.size :]
+    body = b"".join(p if isinstance(p, bytes) else bytes(p) for p in message.encode(version))
+    size = _REQUEST_HEAD.size + len(tail) + len(body)
+    return b"".join(
+        (INT32.pack(size), _REQUEST_HEAD.pack(message.API_KEY, version, correlation_id), tail, body)
+    )
+
+
+_REQUEST_HEAD = struct.Struct(">hhi")  # api key, version, correlation id
+_HEADER_TAILS: dict[tuple[int, int, str], bytes] = {}
+_MAX_HEADER_TAILS = 1024
 
 
 def response_correlation_id(frame: memoryview) -> int:

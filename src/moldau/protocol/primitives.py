@@ -8,7 +8,8 @@ Readers take ``(buf, pos)`` and return ``(value, new_pos)``; writers append to a
 from __future__ import annotations
 
 import struct
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 ZERO_UUID = bytes(16)
 
@@ -147,36 +148,28 @@ def read_nullable_compact_bytes(buf: memoryview, pos: int) -> tuple[memoryview |
     return buf[pos:end], end
 
 
-def _null() -> ProtocolDecodeError:
-    return ProtocolDecodeError("null where the schema does not allow one")
+_T = TypeVar("_T")
 
 
-def read_string(buf: memoryview, pos: int) -> tuple[str, int]:
-    value, pos = read_nullable_string(buf, pos)
-    if value is None:
-        raise _null()
-    return value, pos
+def _non_null(
+    read_nullable: Callable[[memoryview, int], tuple[_T | None, int]],
+) -> Callable[[memoryview, int], tuple[_T, int]]:
+    """The reader of a field the schema does not let be null: ``read_nullable``, raising
+    on null."""
+
+    def read(buf: memoryview, pos: int) -> tuple[_T, int]:
+        value, pos = read_nullable(buf, pos)
+        if value is None:
+            raise ProtocolDecodeError("null where the schema does not allow one")
+        return value, pos
+
+    return read
 
 
-def read_compact_string(buf: memoryview, pos: int) -> tuple[str, int]:
-    value, pos = read_nullable_compact_string(buf, pos)
-    if value is None:
-        raise _null()
-    return value, pos
-
-
-def read_bytes(buf: memoryview, pos: int) -> tuple[memoryview, int]:
-    value, pos = read_nullable_bytes(buf, pos)
-    if value is None:
-        raise _null()
-    return value, pos
-
-
-def read_compact_bytes(buf: memoryview, pos: int) -> tuple[memoryview, int]:
-    value, pos = read_nullable_compact_bytes(buf, pos)
-    if value is None:
-        raise _null()
-    return value, pos
+read_string = _non_null(read_nullable_string)
+read_compact_string = _non_null(read_nullable_compact_string)
+read_bytes = _non_null(read_nullable_bytes)
+read_compact_bytes = _non_null(read_nullable_compact_bytes)
 
 
 def read_array_len(buf: memoryview, pos: int, elem_size: int) -> tuple[int, int]:

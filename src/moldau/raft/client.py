@@ -856,12 +856,9 @@ class RaftClient:
     def _handle_begin_quorum_epoch_request(
         self, request: BeginQuorumEpochRequest, now_ms: int
     ) -> BeginQuorumEpochResponse:
-        if not self._valid_cluster_id(request.cluster_id):
-            error: ErrorCode | None = ErrorCode.INCONSISTENT_CLUSTER_ID
-        else:
-            error = self._validate_voter_only(request.leader_id, request.leader_epoch)
-        if error is None:
-            self._maybe_transition(request.leader_id, request.leader_epoch, now_ms)
+        error = self._accept_epoch_notice(
+            request.cluster_id, request.leader_id, request.leader_epoch, now_ms
+        )
         return BeginQuorumEpochResponse(
             error or ErrorCode.NONE, self._leader_or_sentinel(), self.epoch
         )
@@ -869,12 +866,10 @@ class RaftClient:
     def _handle_end_quorum_epoch_request(
         self, request: EndQuorumEpochRequest, now_ms: int
     ) -> EndQuorumEpochResponse:
-        if not self._valid_cluster_id(request.cluster_id):
-            error: ErrorCode | None = ErrorCode.INCONSISTENT_CLUSTER_ID
-        else:
-            error = self._validate_voter_only(request.leader_id, request.leader_epoch)
+        error = self._accept_epoch_notice(
+            request.cluster_id, request.leader_id, request.leader_epoch, now_ms
+        )
         if error is None:
-            self._maybe_transition(request.leader_id, request.leader_epoch, now_ms)
             state = self._state
             if isinstance(state, Follower) and state.leader_id == request.leader_id:
                 backoff = self._end_epoch_backoff(request.preferred_successors)
@@ -882,6 +877,18 @@ class RaftClient:
         return EndQuorumEpochResponse(
             error or ErrorCode.NONE, self._leader_or_sentinel(), self.epoch
         )
+
+    def _accept_epoch_notice(
+        self, cluster_id: str | None, leader_id: int, leader_epoch: int, now_ms: int
+    ) -> ErrorCode | None:
+        """Begin/EndQuorumEpoch: the leader of an epoch (a voter of this cluster) says so;
+        accepted (None), this node learns that leader and epoch (`_maybe_transition`)."""
+        if not self._valid_cluster_id(cluster_id):
+            return ErrorCode.INCONSISTENT_CLUSTER_ID
+        error = self._validate_voter_only(leader_id, leader_epoch)
+        if error is None:
+            self._maybe_transition(leader_id, leader_epoch, now_ms)
+        return error
 
     def _end_epoch_backoff(self, successors: tuple[int, ...]) -> int:
         """The most caught-up successor stands first; the others wait exponentially longer."""

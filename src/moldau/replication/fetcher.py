@@ -21,7 +21,7 @@ import contextlib
 import logging
 import math
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from moldau.config.broker import BrokerConfig
@@ -144,8 +144,9 @@ class Fetcher:
         loop = asyncio.get_running_loop()
         while True:
             now = loop.time()
-            ready = [tp for tp in self.partitions if self._delayed.get(tp, 0) <= now]
-            request = self._request(ready)
+            delayed = self._delayed
+            ready = [tp for tp in self.partitions if delayed.get(tp, 0) <= now] if delayed else None
+            request = self._request(self.partitions if ready is None else ready)
             address = self.manager.address_of(self.leader)
             if request is None or address is None:
                 self._wakeup.clear()
@@ -162,13 +163,14 @@ class Fetcher:
             if response.error_code != ErrorCode.NONE:
                 await asyncio.sleep(config.backoff_ms / 1000)
                 continue
+            now = loop.time()
             for topic in response.responses:
                 for data in topic.partitions:
                     tp = (topic.topic, data.partition_index)
                     if tp in self.partitions:
-                        self._handle(tp, data, loop.time())
+                        self._handle(tp, data, now)
 
-    def _request(self, ready: list[TopicPartition]) -> FetchRequest | None:
+    def _request(self, ready: Iterable[TopicPartition]) -> FetchRequest | None:
         rm, config, quota = self.manager.replica_manager, self.manager.config, self.manager.quota
         now_ms = rm.clock.now_ms()
         by_topic: dict[str, list[FetchPartition]] = {}
@@ -214,7 +216,7 @@ class Fetcher:
             else:
                 records = data.records or b""
                 leo = rm.append_as_follower(tp, records, data.high_watermark)
-                if self.manager.quota.is_throttled(tp):
+                if records and self.manager.quota.is_throttled(tp):
                     self.manager.quota.record(len(records), rm.clock.now_ms())
                 if leo >= data.high_watermark:
                     self._in_sync.add(tp)

@@ -17,17 +17,29 @@ retention keeps up with a fast producer; a failure (store down or slow) leaves t
 local, marks what it may have uploaded for deletion (by the expiry pass) and retries the
 copy with backoff; a new leader continues from the highest offset its epoch lineage has in
 the remote tier.
+
+Garbage of copies cut short: a copy that fails, or is abandoned because one before it
+failed, is marked DELETE_SEGMENT_STARTED; a copy this broker left COPY_SEGMENT_STARTED
+(the mark failed too, or the broker died) is "dangling" once no upload of it runs here.
+The expiry pass deletes both. An object store may still apply a write the client gave up
+on (a PUT timed out on the client while the server waits, e.g. a restarted store
+allocating its volumes), which it does when it gets going again; a delete before that
+would leave the late object behind, known to no one. So, with
+``remote.log.manager.task.retry.backoff.max.ms`` as the margin (the window): a segment
+is deleted once the window has passed since its last event and since the store last
+failed a call here, and its deletion is DELETE_SEGMENT_FINISHED only if the delete was
+sent a window after the store was seen up again (a call succeeded after failures);
+otherwise it stays DELETE_SEGMENT_STARTED and is deleted again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from moldau.clock import Clock
 from moldau.config.broker import BrokerConfig, ConfigError
@@ -70,6 +82,8 @@ from moldau.storage.unified_log import UnifiedLog
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+_T = TypeVar("_T")
+_PRESUMED_UP = -(2**62)  # the store's "up since" before any call of it failed
 
 
 class RemoteLogMetadataManager(Protocol):
@@ -198,6 +212,11 @@ class RemoteLogManager:
         self._replicas: dict[TopicPartition, _Replica] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._removing: set[TopicIdPartition] = set()  # remote logs being deleted here
+        self._copying: set[RemoteLogSegmentId] = set()  # uploads under way here
+        # When a copy or delete last failed here, and since when they succeed again
+        # (None: the last one failed); the store is presumed up until a call fails.
+        self._store_failed_ms = -1
+        self._store_up_since_ms: int | None = _PRESUMED_UP
 
     # -- leadership ----------------------------------------------------------------
     def on_leader(
@@ -415,21 +434,23 @@ class RemoteLogManager:
         assert scheduler is not None
         replica_log, tp = replica.log, replica.tp
         started: RemoteLogSegmentMetadata | None = None
+        copying: RemoteLogSegmentId | None = None
         try:
             md, data = self._prepare_copy(replica, candidate)
+            copying = md.segment_id
+            self._copying.add(copying)  # before it is visible: never taken for dangling
             await self.metadata.add_remote_log_segment_metadata(md)
             started = md
-            loop = asyncio.get_running_loop()
-            custom = await loop.run_in_executor(
-                self._copiers, self.rsm.copy_log_segment_data, md, data
-            )
+            custom = await self._store_call(self._copiers, self.rsm.copy_log_segment_data, md, data)
             if previous is not None:
                 await previous
             if replica.deleted:  # the remover may have listed the segments before this one
-                await loop.run_in_executor(self._copiers, self.rsm.delete_log_segment_data, md)
+                await self._store_call(self._copiers, self.rsm.delete_log_segment_data, md)
                 return
             if not scheduler.holds(candidate):
-                await self._delete_segment(md)  # abandoned: a copy before it failed
+                # Abandoned (a copy before it failed): deleted once settled, like a failed
+                # one, as a write of it the client gave up on may still land.
+                await self._abandon(md)
                 return
             await self.metadata.update_remote_log_segment_metadata(
                 RemoteLogSegmentMetadataUpdate(
@@ -440,7 +461,7 @@ class RemoteLogManager:
                     custom,
                 )
             )
-        except (RemoteStorageError, OSError, KafkaError) as e:
+        except (RemoteStorageError, OSError, KafkaError, ValueError) as e:
             self.stats.failed_copy_requests += 1
             if scheduler.holds(candidate):
                 scheduler.failed(candidate, self.clock.now_ms())
@@ -452,11 +473,7 @@ class RemoteLogManager:
                 e,
             )
             if started is not None:
-                # The store may hold part of it, and an upload the client gave up on may
-                # still land: marked DELETE_SEGMENT_STARTED now (never read), its objects
-                # deleted by an expiry pass once any late write is in (``_settled``).
-                with contextlib.suppress(KafkaError):
-                    await self._segment_state(started, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+                await self._abandon(started)  # the store may hold part of it
             return
         else:
             self.stats.copy_requests += 1
@@ -470,8 +487,30 @@ class RemoteLogManager:
                 candidate.end_offset,
             )
         finally:
+            self._copying.discard(copying)
             done.set_result(None)
         self._step(replica, expire=False)  # the next one may start
+
+    async def _abandon(self, md: RemoteLogSegmentMetadata) -> None:
+        """A copy that will not finish: DELETE_SEGMENT_STARTED now (never read), its
+        objects deleted by an expiry pass once settled. If the mark fails as well, the
+        segment stays COPY_SEGMENT_STARTED, which the expiry pass takes as dangling."""
+        try:
+            await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+        except (RemoteStorageError, KafkaError, ValueError) as e:
+            log.warning("%s: marking the copy cut short for deletion failed: %s", md.segment_id, e)
+
+    async def _store_call(self, pool: ThreadPoolExecutor, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)``, a call of the store, on ``pool``; whether the store fails or is
+        up again is kept (``_settled``, ``_delete_segment``)."""
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        except RemoteStorageError:
+            self._store_failed_ms, self._store_up_since_ms = self.clock.now_ms(), None
+            raise
+        if self._store_up_since_ms is None:
+            self._store_up_since_ms = self.clock.now_ms()
+        return result
 
     def _prepare_copy(
         self, replica: _Replica, candidate: CopyCandidate
@@ -519,12 +558,15 @@ class RemoteLogManager:
 
     async def _expire_once(self, replica: _Replica) -> None:
         replica_log, tp = replica.log, replica.tp
-        for md in self.metadata.all_segments(tp):
-            # deletions that failed earlier and failed copies (Kafka's dangling segments):
-            # done before retention is looked at
-            dangling = md.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-            if dangling and self._settled(md) and not await self._delete_segment(md):
-                return
+        cache = self.metadata.cache(tp)
+        for listed in cache.all_segments():
+            # deletions that failed earlier and copies cut short (Kafka's dangling
+            # segments): done before retention is looked at. Each looked at as it is now
+            # (a copy may have finished while one before it was deleted); after a failure
+            # none is settled for a window.
+            md = cache.segment(listed.segment_id)
+            if md is not None and self._dangling(md) and self._settled(md):
+                await self._delete_segment(md)
         segments = self.metadata.segments(tp)
         if not segments:
             return
@@ -546,20 +588,38 @@ class RemoteLogManager:
         start = remaining[0].start_offset if remaining else replica_log.local_log_start_offset
         replica_log.update_log_start_offset_from_remote_tier(start)
 
+    def _dangling(self, md: RemoteLogSegmentMetadata) -> bool:
+        """Being deleted, or a copy cut short: COPY_SEGMENT_STARTED by this broker with
+        no upload of it under way (its copy failed and so did the mark, or this broker
+        died meanwhile). Another broker's copy is never taken for one: a deposed leader
+        may still finish it."""
+        if md.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+            return True
+        return (
+            md.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED
+            and md.broker_id == self.broker_id
+            and md.segment_id not in self._copying
+        )
+
     def _settled(self, md: RemoteLogSegmentMetadata) -> bool:
-        """Marked for deletion longer ago than the longest retry backoff: an upload of
-        it that timed out on the client and still reached the store has landed by then
-        (a delete before it would leave that object behind)."""
-        return self.clock.now_ms() - md.event_timestamp_ms >= self.config.retry_backoff_max_ms
+        """The window has passed since the segment's last event (a write of it the
+        client gave up on lands meanwhile) and since the store last failed here (the
+        backoff of deletions while it is down)."""
+        since = max(md.event_timestamp_ms, self._store_failed_ms)
+        return self.clock.now_ms() - since >= self.config.retry_backoff_max_ms
 
     async def _delete_segment(self, md: RemoteLogSegmentMetadata) -> bool:
         """DELETE_SEGMENT_STARTED, delete the objects, DELETE_SEGMENT_FINISHED (a retry
-        repeats the same steps: the transitions allow it and deletion is idempotent)."""
+        repeats the same steps: the transitions allow it and deletion is idempotent).
+        False if not finished: the store failed, or it was not up for a window when the
+        delete was sent, so writes it was sent before may still land (deleted again)."""
         try:
             await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
-            await asyncio.get_running_loop().run_in_executor(
-                self._expirers, self.rsm.delete_log_segment_data, md
-            )
+            sent = self.clock.now_ms()
+            await self._store_call(self._expirers, self.rsm.delete_log_segment_data, md)
+            up_since = self._store_up_since_ms
+            if up_since is None or sent - up_since < self.config.retry_backoff_max_ms:
+                return False
             await self._segment_state(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
         except (RemoteStorageError, KafkaError) as e:
             self.stats.failed_delete_requests += 1
@@ -681,8 +741,8 @@ class RemoteLogManager:
 
     def shutdown(self) -> None:
         """The broker stops: no new work. A copy cut short stays COPY_SEGMENT_STARTED
-        (never read, deleted by retention) and its segment stays local: the next leader
-        copies it again."""
+        (never read; dangling, deleted by this broker's expiry pass after its restart) and
+        its segment stays local: the next leader copies it again."""
         self._replicas.clear()
         for task in self._tasks:
             task.cancel()

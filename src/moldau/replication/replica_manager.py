@@ -112,7 +112,8 @@ class AppendResult:
     record_errors: tuple[tuple[int, str], ...] = ()  # (batch-relative index, why)
 
 
-@dataclass(frozen=True, slots=True)
+# Fetch dataclasses are built per request: not frozen, whose __init__ costs twice as much.
+@dataclass(slots=True)
 class FetchParams:
     replica_id: int = -1  # a follower's broker id; -1 for consumers
     max_wait_ms: int = 0
@@ -128,7 +129,7 @@ class FetchParams:
         return self.replica_id >= 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FetchRequestPartition:
     topic: str
     partition: int
@@ -169,7 +170,7 @@ class RemoteFetch:
     committed: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FollowerPosition:
     leader: int
     leader_epoch: int
@@ -318,7 +319,8 @@ class ReplicaManager:
         self._set_ineligible(tp)
         if leads:
             self.isr_stats.leader_update(partition, part)
-            partition.make_leader(part, replica_log.log_end_offset, self.clock.now_ms())
+            if partition.make_leader(part, replica_log.log_end_offset, self.clock.now_ms()):
+                replica_log.assign_epoch_start_offset(part.leader_epoch)
         else:
             partition.make_follower(part, replica_log.log_end_offset)
         self._high_watermark_changed(tp)
@@ -677,14 +679,67 @@ class ReplicaManager:
         against the leader's replication quota."""
         results = await self._fetch(params, requested)
         if params.from_follower:
-            quota = self.leader_quota
-            size = sum(
-                r.size
-                for p, r in zip(requested, results, strict=True)
-                if quota.is_throttled((p.topic, p.partition))
-            )
-            quota.record(size, self.clock.now_ms())
+            self._record_follower_bytes(requested, results)
         return results
+
+    def follower_fetch(
+        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+    ) -> list[FetchResult] | asyncio.Future[list[FetchResult]]:
+        """A follower's fetch as :meth:`fetch_messages` does it, but its long poll is a
+        purgatory watch (Kafka's DelayedFetch): the results now, or a future set by a
+        callback right after the appends it waits for, with no task parked and woken per
+        follower fetch. The answer is read once the event loop's current turn is over, so
+        it carries every produce handled in that turn."""
+        assert params.from_follower
+        results, total = self._read_all(params, requested)
+        if (
+            not requested
+            or total >= params.min_bytes
+            or params.max_wait_ms <= 0
+            or _respond_now(results)
+        ):
+            self._record_follower_bytes(requested, results)
+            return results
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[FetchResult]] = loop.create_future()
+        keys = [("leo", (p.topic, p.partition)) for p in requested]
+        deadline = self.clock.now_ms() + params.max_wait_ms
+
+        def complete(expired: bool) -> None:
+            if done.done():  # cancelled: its connection closed
+                return
+            try:
+                fresh, size = self._read_all(params, requested)
+                if size < params.min_bytes and not expired and not _respond_now(fresh):
+                    self.purgatory.watch(keys, deadline, check)  # e.g. nothing new after all
+                    return
+                self._record_follower_bytes(requested, fresh)
+                done.set_result(fresh)
+            except Exception as e:  # the fetch's own failure, never the notifier's
+                done.set_exception(e)
+
+        def check(expired: bool) -> bool:
+            if expired:
+                complete(True)
+            elif not done.done():
+                loop.call_soon(complete, False)
+            return True
+
+        self.purgatory.watch(keys, deadline, check)
+        return done
+
+    def _record_follower_bytes(
+        self, requested: Sequence[FetchRequestPartition], results: Sequence[FetchResult]
+    ) -> None:
+        """A follower's bytes of throttled replicas count against the replication quota."""
+        quota = self.leader_quota
+        size = sum(
+            r.size
+            for p, r in zip(requested, results, strict=True)
+            if r.size and quota.is_throttled((p.topic, p.partition))
+        )
+        if size:
+            quota.record(size, self.clock.now_ms())
 
     async def _fetch(
         self, params: FetchParams, requested: Sequence[FetchRequestPartition]
@@ -1146,7 +1201,8 @@ def _divergence(
 ) -> tuple[int, int] | None:
     """Where a follower's log diverges from this leader's, if it does: the leader's end
     of the follower's last epoch is before the follower's fetch offset. An epoch this
-    leader cannot place sends the follower back to the HW (Kafka's fallback)."""
+    leader cannot place (none can be above the one it recorded on becoming leader; Kafka
+    answers OFFSET_OUT_OF_RANGE) sends the follower back to the HW."""
     if p.last_fetched_epoch < 0:
         return None
     epoch, end = replica_log.epoch_cache.end_offset_for(

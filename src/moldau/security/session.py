@@ -97,6 +97,8 @@ class Session:
             if api_key == ApiKey.SASL_AUTHENTICATE:
                 return None
             return f"Unexpected Kafka request of type {_name(api_key)} during SASL authentication."
+        if self.expires_at_ms is None:  # no session lifetime: nothing to look at the clock for
+            return None
         if self.expired(self.clock() if now_ms is None else now_ms) and not (
             api_key == ApiKey.SASL_HANDSHAKE and self.reauth_supported
         ):

@@ -44,6 +44,7 @@ from moldau.security.access import Access
 from moldau.security.client import ClientSecurity
 from moldau.security.quotas import ClientQuotaConfig, ClientQuotas
 from moldau.server.broker_lifecycle import BrokerLifecycle
+from moldau.server.deleted_topics import DeletedTopics
 from moldau.server.dynamic_config import DynamicBrokerConfig
 from moldau.server.fetch_session import FetchSessionCache
 from moldau.server.log_dir_mover import ALTER_LOG_DIRS_INTERVAL_MS, LogDirMover
@@ -295,7 +296,8 @@ class Broker:
     def _share_groups(self) -> ShareGroupService:
         """Share groups (KIP-932): fetches waiting for records wake through the purgatory;
         share-partition state is durable through the share coordinators; a share group's
-        membership comes back when its ``__consumer_offsets`` partition loads."""
+        membership comes back when its ``__consumer_offsets`` partition loads; deleted
+        topics leave both."""
         c = self.config
         self.share_state = ShareCoordinatorService(
             ShareCoordinatorConfig.from_config(c),
@@ -314,7 +316,7 @@ class Broker:
             self.share_network,
             self.inter_broker_listener,
         )
-        return ShareGroupService(
+        shares = ShareGroupService(
             ShareSettings.from_config(c),
             self.clock,
             SYSTEM_IDS,
@@ -323,6 +325,8 @@ class Broker:
             ShareStatePersister(self.share_state, router, self.clock),
             self._write_share_group,
         )
+        self.publisher.add_listener(DeletedTopics(shares, self.share_state))
+        return shares
 
     async def _write_share_group(
         self, group_id: str, records: list[CoordinatorRecord]

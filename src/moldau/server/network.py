@@ -180,11 +180,13 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
         self._dup_fd = -1
         self._task: asyncio.Task[None] | None = None
-        # Responses owed in order, once one came as a future: written by _write_pending.
+        # Responses owed in order, once one came as a future: written as they become
+        # ready (_response_ready), by the writer task when that must wait.
         self._pending: deque[tuple[list[Any] | asyncio.Future[list[Any]] | None, RequestTimer]]
         self._pending = deque()
         self._pending_space = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        self._flush_soon = False  # a write of the owed responses is scheduled
 
     # -- asyncio.BufferedProtocol ------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -390,8 +392,51 @@ class Connection(asyncio.BufferedProtocol):
         while len(self._pending) >= MAX_PENDING_RESPONSES and not self._closed:
             await self._drained()
         self._pending.append((parts, timer))
-        if self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(self._write_pending())
+        if isinstance(parts, asyncio.Future) and not parts.done():
+            parts.add_done_callback(self._response_ready)
+        elif not self._flush_soon:
+            # After the requests read with this one are handled: their responses together.
+            self._flush_soon = True
+            asyncio.get_running_loop().call_soon(self._response_ready, None)
+
+    def _response_ready(self, _: object) -> None:
+        """Write the owed responses ready at the head of the queue right here when they
+        are all bytes and the socket is taking them (an acks=all produce's answer leaves
+        in the callback that framed it: no task, no wake-up); anything else (file ranges,
+        a full socket buffer, a failed response) goes to the writer task."""
+        self._flush_soon = False
+        pending = self._pending
+        if self._writer is not None or self._closed or not pending:
+            return
+        ready: list[Any] = []
+        count = 0
+        for parts, _timer in pending:
+            if isinstance(parts, asyncio.Future):
+                if not parts.done() or parts.cancelled() or parts.exception() is not None:
+                    break
+                parts = parts.result()
+            if parts and not all(isinstance(p, bytes | bytearray | memoryview) for p in parts):
+                break
+            ready += parts or ()
+            count += 1
+        if count and self._can_write.is_set() and self.transport is not None:
+            if ready:
+                try:
+                    self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
+                except (ConnectionError, RuntimeError) as e:  # closing under us
+                    log.debug("connection %s:%s: write failed: %s", *self.peer, e)
+                    self.close()
+                    return
+            for _ in range(count):
+                parts, timer = pending.popleft()
+                if isinstance(parts, asyncio.Future):
+                    timer.response_ready()
+                timer.response_sent()
+            self._pending_space.set()
+        if pending:
+            head = pending[0][0]
+            if not isinstance(head, asyncio.Future) or head.done():
+                self._writer = asyncio.get_running_loop().create_task(self._write_pending())
 
     async def _drained(self) -> None:
         self._pending_space.clear()

@@ -128,14 +128,8 @@ class UnifiedLog:
         """Load (creating if needed) the log in ``directory`` (see ``LogLoader``). A tiered
         log keeps a checkpointed log start offset below its local segments (the remote tier
         holds those records)."""
-        loaded = LogLoader(
-            directory,
-            config,
-            clock,
-            caches or default_caches(),
-            recovery_point,
-            log_start_offset,
-            clean_shutdown,
+        loaded = cls._loader_for(
+            directory, config, clock, caches, recovery_point, log_start_offset, clean_shutdown
         ).load()
         local_start = loaded.log_start_offset
         start = local_start
@@ -174,14 +168,8 @@ class UnifiedLog:
         rewritten without opening the log. After a crash the end is known only once
         recovery ran, so asking for it opens the log."""
         log = cls.__new__(cls)
-        log._loader = LogLoader(
-            directory,
-            config,
-            clock,
-            caches or default_caches(),
-            recovery_point,
-            log_start_offset,
-            clean_shutdown,
+        log._loader = cls._loader_for(
+            directory, config, clock, caches, recovery_point, log_start_offset, clean_shutdown
         )
         log._load_lock = threading.Lock()
         if clean_shutdown and log_start_offset is not None:
@@ -190,6 +178,28 @@ class UnifiedLog:
         log.remote_log_enabled = False
         log._highest_offset_in_remote_storage = -1
         return log
+
+    @staticmethod
+    def _loader_for(
+        directory: Path,
+        config: LogConfig,
+        clock: Callable[[], float],
+        caches: StorageCaches | None,
+        recovery_point: int,
+        log_start_offset: int | None,
+        clean_shutdown: bool,
+    ) -> LogLoader:
+        """The loader of `open` (run at once) and of `lazy` (run at first use): one
+        builder, so an eager and a deferred open recover a log alike."""
+        return LogLoader(
+            directory,
+            config,
+            clock,
+            caches or default_caches(),
+            recovery_point,
+            log_start_offset,
+            clean_shutdown,
+        )
 
     def __getattr__(self, name: str) -> Any:
         """Called only for attributes not set: the state of a lazy log not open yet."""
@@ -474,6 +484,17 @@ class UnifiedLog:
             if changed:
                 self.epoch_cache.write(sync=False)  # as Kafka: on every new epoch
         return AppendResult(infos[0].base_offset, infos[-1].last_offset, -1, self._log_start_offset)
+
+    def assign_epoch_start_offset(self, leader_epoch: int) -> None:
+        """A new leader epoch starts at the log end offset, recorded as this log becomes
+        its leader, before any append (Kafka's Partition.makeLeader): a follower holding
+        entries of an epoch this log never held learns where to truncate, and
+        OffsetForLeaderEpoch places the current epoch."""
+        if leader_epoch < 0:
+            return
+        with self.local_log.lock:
+            if self.epoch_cache.assign(leader_epoch, self.log_end_offset):
+                self.epoch_cache.write(sync=False)
 
     def _append(
         self,

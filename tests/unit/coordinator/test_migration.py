@@ -5,7 +5,7 @@ failover, and group.consumer.migration.policy."""
 
 from __future__ import annotations
 
-from moldau.coordinator.group import GroupCoordinator, MemberIdentity, OffsetCommit
+from moldau.coordinator.group import GroupConfig, GroupCoordinator, MemberIdentity, OffsetCommit
 from moldau.coordinator.group.consumer_group import TopicMetadata
 from moldau.coordinator.group.consumer_groups import ConsumerHeartbeat, HeartbeatResult
 from moldau.coordinator.group.consumer_protocol import (
@@ -253,14 +253,7 @@ def test_consumer_member_session_expiry_downgrades_too() -> None:
 
 def test_restarted_classic_static_member_replaces_its_old_self() -> None:
     h = Harness()
-    first = h.join(protocols=PROTOCOLS, instance="i-a")
-    h.advance(h.coordinator.config.group_initial_rebalance_delay_ms)
-    joined = h.completed[first]
-    old_id, generation = joined.member_id, joined.generation_id
-    assignment = {old_id: encode_assignment({"foo": list(range(6))})}
-    assert h.completed[h.sync(old_id, generation, assignment, instance="i-a")].error is (
-        ErrorCode.NONE
-    )
+    old_id, generation = static_classic_group(h)
     consumer_hb(h, "c", 0)
     # The classic process restarts (a static member sends no LeaveGroup) and rejoins.
     restarted = h.completed[h.join("", protocols=PROTOCOLS, instance="i-a", topics=TOPICS)]
@@ -381,8 +374,10 @@ def test_no_downgrade_beyond_the_classic_group_max_size() -> None:
     group = h.coordinator.consumer_groups["g"]
     assert set(group.members) == {a, b, joined.member_id}
     assert not h.coordinator.groups["g"].members  # (it holds the offsets)
-    h2 = Harness(group_max_size=1)
-    a, b, _ = upgraded_and_settled(h2)
+    h2 = Harness()
+    a, b, _ = upgraded_and_settled(h2)  # then a restart lowers group.max.size
+    h2.coordinator = GroupCoordinator(GroupConfig(group_max_size=1), now_ms=h2.now)
+    h2.coordinator.load([(r.key, r.value) for r in h2.records], h2.now)
     consumer_hb(h2, "c", -1)  # leaves two classic members: more than group.max.size
     assert set(h2.coordinator.consumer_groups["g"].members) == {a, b}
 

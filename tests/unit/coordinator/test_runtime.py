@@ -132,17 +132,7 @@ def test_failed_sync_write_answers_the_parked_request(
     async def test() -> None:
         node = Node(tmp_path)
         await node.start()
-        join = dict(
-            member_id="",
-            group_instance_id=None,
-            client_id="c",
-            client_host="/127.0.0.1",
-            session_timeout_ms=10_000,
-            rebalance_timeout_ms=10_000,
-            protocol_type="consumer",
-            protocols=[("range", SUB)],
-            require_known_member_id=False,
-        )
+        join = join_args()
         joined_ = await joined(node, join)
         assert joined_.error == ErrorCode.NONE
         me = joined_.member_id
@@ -167,6 +157,21 @@ def test_failed_sync_write_answers_the_parked_request(
         assert node.groups.describe_group("g").state == "Stable"
 
     run(test)
+
+
+def join_args(rebalance_timeout_ms: int = 10_000) -> dict:
+    """A JoinGroup's arguments for a new dynamic member (no member id)."""
+    return dict(
+        member_id="",
+        group_instance_id=None,
+        client_id="c",
+        client_host="/127.0.0.1",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        protocol_type="consumer",
+        protocols=[("range", SUB)],
+        require_known_member_id=False,
+    )
 
 
 async def joined(node: Node, join: dict) -> Any:
@@ -224,17 +229,7 @@ def test_a_parked_join_is_answered_when_the_shard_moves(tmp_path: Path) -> None:
     async def test() -> None:
         node = Node(tmp_path)
         await node.start()
-        join = dict(
-            member_id="",
-            group_instance_id=None,
-            client_id="c",
-            client_host="/127.0.0.1",
-            session_timeout_ms=10_000,
-            rebalance_timeout_ms=300_000,
-            protocol_type="consumer",
-            protocols=[("range", SUB)],
-            require_known_member_id=False,
-        )
+        join = join_args(rebalance_timeout_ms=300_000)
         assert (await joined(node, join)).error == ErrorCode.NONE
         second = asyncio.ensure_future(node.groups.join("g", **join))
         for _ in range(20):

@@ -3,6 +3,8 @@ deadline, and leave nothing registered behind them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from moldau.clock import ManualScheduler
 from moldau.replication.purgatory import Purgatory
 
@@ -54,3 +56,30 @@ def test_a_watch_whose_deadline_has_passed_is_checked_expired_at_once() -> None:
     calls: list[bool] = []
     p.watch(["a"], 1_000, lambda expired: calls.append(expired) or True)
     assert calls == [True] and p.watched() == 0
+
+
+def test_watch_deadlines_share_one_timer_and_expire_in_order() -> None:
+    """Deadlines are kept in one heap under a single armed timer: a later watch with an
+    earlier deadline still expires first, and finished watches never expire."""
+    p, scheduler = purgatory()
+    expired: list[int] = []
+
+    def waiting(n: int) -> Callable[[bool], bool]:
+        def check(is_expired: bool) -> bool:
+            if is_expired:
+                expired.append(n)
+            return not is_expired and n % 10 != 0  # every tenth one never satisfied
+
+        return check
+
+    for n in range(200):
+        p.watch([("k", n)], 3_000 + n, waiting(n))
+    p.watch(["early"], 1_500, waiting(1_000))  # earlier than every one before it
+    for n in range(200):
+        p.notify(("k", n))  # satisfies all but every tenth
+    assert len(scheduler._heap) <= 2  # one timer armed (and the one it replaced)
+    scheduler.advance(600)
+    assert expired == [1_000]
+    scheduler.advance(2_000)
+    assert expired == [1_000, *range(0, 200, 10)]
+    assert p.watched() == 0

@@ -25,6 +25,7 @@ from moldau.replication.replica_manager import (
     OffsetLookup,
     ReplicaManager,
 )
+from moldau.storage.epoch_cache import LeaderEpochFileCache
 from moldau.storage.log_manager import LogManager
 from moldau.storage.partition_metadata import read_topic_id
 
@@ -179,6 +180,51 @@ def test_min_insync_replicas(tmp_path: Path) -> None:
         node.publisher.publish(image(replicas=(1, 2), isr=(1,), min_isr=2, epoch=1))
         result = await asyncio.wait_for(waiting, 1)
         assert result.error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+    run(test)
+
+
+def test_a_follower_long_poll_is_answered_in_the_append_it_waits_for(tmp_path: Path) -> None:
+    """A caught-up follower's fetch is a purgatory watch: the leader's append sets its
+    future in a callback right after (no task parked), with the new records, and the
+    follower's next fetch moves the HW."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), min_isr=2))
+        params = FetchParams(replica_id=2, max_wait_ms=500)
+        caught_up = [FetchRequestPartition("t", 0, 0, 1 << 20)]
+        poll = node.rm.follower_fetch(params, caught_up)
+        assert isinstance(poll, asyncio.Future) and not poll.done()
+        batch = bytearray(build_batch([(b"k", b"v0"), (b"k", b"v1")]))
+        await node.rm.append_records({TP: batch}, required_acks=-1)
+        await asyncio.sleep(0)  # one turn of the loop: the callback, no task
+        assert poll.done()
+        (result,) = poll.result()
+        assert result.error == ErrorCode.NONE and result.records.next_offset == 2
+        assert node.rm.high_watermark(TP) == 0
+        again = node.rm.follower_fetch(params, [FetchRequestPartition("t", 0, 2, 1 << 20)])
+        assert node.rm.high_watermark(TP) == 2  # reported by the fetch itself
+        assert isinstance(again, asyncio.Future) and not again.done()
+        node.scheduler.advance(500)  # replica.fetch.wait.max.ms: answered empty
+        (empty,) = again.result()
+        assert empty.size == 0 and empty.high_watermark == 2
+        assert node.rm.purgatory.watched() == 0
+
+    run(test)
+
+
+def test_a_follower_fetch_with_records_or_an_error_is_answered_at_once(tmp_path: Path) -> None:
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), min_isr=1))
+        await node.produce(1, acks=1)
+        params = FetchParams(replica_id=2, max_wait_ms=500)
+        (behind,) = node.rm.follower_fetch(params, [FetchRequestPartition("t", 0, 0, 1 << 20)])
+        assert behind.size > 0
+        stranger = FetchParams(replica_id=7, max_wait_ms=500)
+        (refused,) = node.rm.follower_fetch(stranger, [FetchRequestPartition("t", 0, 1, 1 << 20)])
+        assert refused.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     run(test)
 
@@ -407,5 +453,33 @@ def test_a_stray_log_of_an_earlier_topic_id_is_replaced_at_the_first_image(
         assert replica_log is not None and replica_log.log_end_offset == 0
         assert read_topic_id(replica_log.dir) == b"n" * 16
         assert restarted.rm.partition(TP) is not None
+
+    run(test)
+
+
+def test_a_new_leader_records_its_epoch_at_its_log_end_before_any_append(tmp_path: Path) -> None:
+    """Kafka's Partition.makeLeader assigns the new leader epoch at the log end offset,
+    so a follower holding entries of an epoch this leader never wrote (successive
+    elections) learns where to truncate, and the current epoch has an end offset."""
+
+    async def test() -> None:
+        node = Node(tmp_path)
+        node.publisher.publish(image(replicas=(1, 2), isr=(1,), epoch=5))
+        await node.produce(3, acks=1)
+        node.publisher.publish(image(replicas=(1, 2), isr=(1,), epoch=7))
+        replica_log = node.logs.get_log(*TP)
+        assert replica_log is not None
+        assert replica_log.epoch_cache.entries == [(5, 0), (7, 3)]
+        assert node.rm.end_offset_for_epoch(TP, 7) == (ErrorCode.NONE, 7, 3)
+        # A follower whose last batch is of epoch 6 (written by another leader, never
+        # replicated here) diverges where this leader's epoch 5 ends.
+        (result,) = await node.rm.fetch_messages(
+            FetchParams(replica_id=2, max_wait_ms=0),
+            [FetchRequestPartition("t", 0, 5, 1 << 20, 7, 0, last_fetched_epoch=6)],
+        )
+        assert result.diverging_epoch == (5, 3)
+        await node.produce(2, acks=1)  # appends in epoch 7 change nothing in the cache
+        assert replica_log.epoch_cache.entries == [(5, 0), (7, 3)]
+        assert LeaderEpochFileCache.load(replica_log.epoch_cache.path).entries == [(5, 0), (7, 3)]
 
     run(test)

@@ -241,3 +241,26 @@ def test_responses_to_requests_read_together_leave_in_one_write() -> None:
         conn.connection_lost(None)
 
     run(test)
+
+
+def test_an_owed_response_is_written_in_the_callback_that_readies_it() -> None:
+    """An acks=all produce's answer leaves as its future completes, with no writer task."""
+
+    async def test() -> None:
+        later: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+
+        async def handler(frame: bytearray, conn: Connection) -> Any:
+            return later
+
+        conn, transport, _ = connect(MemoryPool(None), handler)
+        feed(conn, transport, b"\x00\x00\x00\x01a")
+        for _ in range(10):
+            await asyncio.sleep(0)
+        tasks = len(asyncio.all_tasks())
+        later.set_result([b"re:", b"a"])
+        await asyncio.sleep(0)  # only the future's own callback runs
+        assert transport.written == [b"re:a"]
+        assert len(asyncio.all_tasks()) == tasks  # no writer task was started
+        conn.connection_lost(None)
+
+    run(test)

@@ -5,9 +5,11 @@ storage manager and the topic-based metadata manager, whose injected IO (the bro
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,8 @@ from moldau.storage.remote.file_storage import FileRemoteStorageManager
 from moldau.storage.remote.metadata_manager import TopicBasedRemoteLogMetadataManager
 from moldau.storage.remote.metadata_records import deserialize
 from moldau.storage.remote.segment import (
+    LogSegmentData,
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
@@ -435,6 +439,226 @@ def test_an_isr_change_while_copies_run_copies_nothing_twice(tmp_path: Path) -> 
         ]
         assert started == [s.base_offset for s in log.segments[:-1]]  # each once, in order
         assert rlm.stats.failed_copy_requests == 0
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+class LateWrites(FileRemoteStorageManager):
+    """The ``file`` store down until ``up_at_ms`` (every call fails, as timed out on the
+    client) while it keeps the uploads it was sent and applies them ``delay_ms`` after it
+    is up again, as a restarted S3 server applies requests whose clients gave up."""
+
+    def __init__(self, clock: ManualClock, up_at_ms: int, delay_ms: int) -> None:
+        super().__init__()
+        self.clock, self.up_at_ms, self.delay_ms = clock, up_at_ms, delay_ms
+        self.pending: list[tuple[RemoteLogSegmentMetadata, Any]] = []
+
+    def land(self) -> None:
+        if self.clock.now_ms() >= self.up_at_ms + self.delay_ms:
+            for md, data in self.pending:
+                super().copy_log_segment_data(md, data)
+            self.pending.clear()
+
+    def copy_log_segment_data(self, metadata, data):  # type: ignore[no-untyped-def]
+        if self.clock.now_ms() < self.up_at_ms:
+            self.pending.append((metadata, data))
+            raise RemoteStorageError("read timeout")
+        return super().copy_log_segment_data(metadata, data)
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        if self.clock.now_ms() < self.up_at_ms:
+            raise RemoteStorageError("read timeout")
+        super().delete_log_segment_data(metadata)
+
+
+def test_copies_cut_short_are_deleted_after_their_late_writes_land(tmp_path: Path) -> None:
+    """Copies fail while the store is down, yet the store applies them once it is up
+    again: their segments are deleted only after the store has gone the longest retry
+    backoff without a failure, so nothing is left in it but the finished segments."""
+    clock = ManualClock(10_000)
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+
+    async def main() -> None:
+        produce(log, 60)
+        rsm = LateWrites(clock, up_at_ms=15_000, delay_ms=1_000)
+        rsm.configure({"dir": str(tmp_path / "remote")})
+        config = RemoteLogManagerConfig(
+            task_interval_ms=100,
+            thread_pool_size=2,
+            reader_threads=1,
+            retry_backoff_ms=100,
+            retry_backoff_max_ms=2_000,
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        for _ in range(40):
+            rlm.run_once()
+            await drain(rlm)
+            rsm.land()
+            clock.advance(250)
+        assert not rsm.pending and rlm.stats.failed_copy_requests > 0
+        events = [deserialize(v) for values in metadata.partitions.values() for v in values]
+        last = {
+            e.segment_id: e.state
+            for e in events
+            if not isinstance(e, RemotePartitionDeleteMetadata)
+        }
+        finished = {
+            s for s, state in last.items() if state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        }
+        assert [s.start_offset for s in metadata.manager.segments(TP)] == [
+            s.base_offset for s in log.segments[:-1]
+        ]
+        assert set(last.values()) == {
+            RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+            RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
+        }
+        stored = {
+            p.name.split(".")[0].split("-", 1)[1]
+            for p in (tmp_path / "remote").rglob("*")
+            if p.is_file()
+        }
+        assert stored == {str(s.id) for s in finished}
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+class Gated(FileRemoteStorageManager):
+    """The ``file`` store where the first copy of ``fail_at`` fails and the copy of
+    ``hold_at`` and the first delete wait until released."""
+
+    def __init__(self, fail_at: int, hold_at: int) -> None:
+        super().__init__()
+        self.fail_at, self.hold_at = fail_at, hold_at
+        self.copy_held, self.copy_go = threading.Event(), threading.Event()
+        self.delete_held, self.delete_go = threading.Event(), threading.Event()
+
+    def copy_log_segment_data(self, metadata, data):  # type: ignore[no-untyped-def]
+        if metadata.start_offset == self.fail_at:
+            self.fail_at = -1
+            raise RemoteStorageError("connection reset")
+        if metadata.start_offset == self.hold_at:
+            self.copy_held.set()
+            self.copy_go.wait(10)
+        return super().copy_log_segment_data(metadata, data)
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        if not self.delete_held.is_set():
+            self.delete_held.set()
+            self.delete_go.wait(10)
+        super().delete_log_segment_data(metadata)
+
+
+def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
+    tmp_path: Path,
+) -> None:
+    """The expiry pass deletes a failed copy's segment while a later copy, started long
+    enough ago to look dangling, finishes: the pass sees it finished and keeps it."""
+    clock = ManualClock(10_000)
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+
+    async def until(event: threading.Event) -> None:
+        while not event.is_set():
+            await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        produce(log, 60)
+        bases = [s.base_offset for s in log.segments]
+        rsm = Gated(fail_at=bases[0], hold_at=bases[1])
+        rsm.configure({"dir": str(tmp_path / "remote")})
+        config = RemoteLogManagerConfig(
+            task_interval_ms=100,
+            thread_pool_size=1,
+            reader_threads=1,
+            retry_backoff_ms=100,
+            retry_backoff_max_ms=2_000,
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+        rlm.run_once()  # the copy of bases[0] fails: its segment is garbage
+        await drain(rlm)
+        clock.advance(200)
+        rlm.run_once()  # bases[0] again, then bases[1], held
+        await until(rsm.copy_held)
+        clock.advance(3_000)  # the garbage is settled; the held copy looks dangling
+        rlm.run_once()
+        await until(rsm.delete_held)  # the pass deletes the garbage
+        rsm.copy_go.set()
+        while [s.start_offset for s in metadata.manager.segments(TP)][:2] != bases[:2]:
+            await asyncio.sleep(0.01)  # the held copy finished meanwhile
+        rsm.delete_go.set()
+        await drain(rlm)
+        assert rlm.stats.delete_requests == 1
+        kept = metadata.manager.segments(TP)[1]
+        assert kept.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+        assert list((tmp_path / "remote").rglob(f"*{kept.segment_id.id}.log"))
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+def test_a_copy_left_started_by_a_killed_broker_is_deleted_after_its_restart(env) -> None:
+    """A broker killed mid-copy leaves COPY_SEGMENT_STARTED and part of the segment in the
+    store; restarted, its expiry pass deletes that dangling segment (not at once: the
+    margin for late writes), while a copy started by another broker is left alone."""
+    clock, rsm, metadata, log, root = env
+
+    async def main() -> None:
+        produce(log, 60)
+        segment = log.segments[0]
+
+        async def started_by(broker_id: int) -> RemoteLogSegmentMetadata:
+            md = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId.generate(TP),
+                segment.base_offset,
+                log.segments[1].base_offset - 1,
+                -1,
+                broker_id,
+                clock.now_ms(),
+                segment.size,
+                {0: segment.base_offset},
+            )
+            await metadata.manager.add_remote_log_segment_metadata(md)
+            partial = LogSegmentData(
+                segment.path, segment.offset_index.path, segment.time_index.path, None, None, b""
+            )
+            rsm.copy_log_segment_data(md, partial)  # whole, yet never finished
+            return md
+
+        metadata.manager.on_partition_assigned(TP)
+        metadata.feed()
+        mine, theirs = await started_by(1), await started_by(2)
+        config = RemoteLogManagerConfig(
+            thread_pool_size=2, reader_threads=2, retry_backoff_max_ms=2_000
+        )
+        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)  # restarted
+        hw = log.log_end_offset
+        rlm.on_leader(TP, log, 0, lambda: hw)
+        metadata.feed()
+
+        def stored(md: RemoteLogSegmentMetadata) -> bool:
+            return any(root.rglob(f"*{md.segment_id.id}.log"))
+
+        await settle(rlm, clock)
+        assert stored(mine) and stored(theirs)  # within the margin
+        clock.advance(2_000)
+        rlm.run_once()
+        await drain(rlm)
+        assert not stored(mine) and stored(theirs)
+        cache = metadata.manager.cache(TP)
+        assert cache.segment(mine.segment_id) is None  # DELETE_SEGMENT_FINISHED
+        assert cache.segment(theirs.segment_id).state is RemoteLogSegmentState.COPY_SEGMENT_STARTED
+        assert [s.start_offset for s in metadata.manager.segments(TP)] == [
+            s.base_offset for s in log.segments[:-1]
+        ]
         await rlm.close()
 
     asyncio.run(main())

@@ -17,7 +17,8 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 2_147_483_647
-    """group.max.size: a consumer group becomes classic only within it (Kafka's downgrade)."""
+    """group.max.size: members of a classic group (JoinGroup beyond it: GROUP_MAX_SIZE_REACHED);
+    a consumer group becomes classic only within it (Kafka's downgrade)."""
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4_096

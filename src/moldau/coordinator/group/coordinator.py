@@ -330,11 +330,7 @@ class GroupCoordinator:
             self.consumer.delete(group_id)
             if group is None:
                 group = self._groups[group_id] = Group(group_id, now_ms)
-            if member_id:
-                self._current_member_join(group, request_id, joining)
-            else:
-                self._new_member_join(group, request_id, joining, require_known_member_id)
-            self._try_complete_join(group)
+            self._classic_join(group, request_id, joining, require_known_member_id)
         return self._end()
 
     def sync_group(
@@ -604,6 +600,15 @@ class GroupCoordinator:
             self._groups[group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
+            if len(group.members) > self.config.group_max_size:
+                # group.max.size was lowered: the members rejoin and only that many are kept.
+                log.info(
+                    "Freshly-loaded group %s (size %d) is over capacity %d: rebalancing",
+                    group_id,
+                    len(group.members),
+                    self.config.group_max_size,
+                )
+                self._prepare_rebalance(group)
 
     # Undo: the coordinator runtime reverts an operation whose records could not be written
 
@@ -659,6 +664,40 @@ class GroupCoordinator:
         else:
             joining.member_id = new_member_id
             self._add_member_and_rebalance(group, request_id, joining)
+
+    def _classic_join(
+        self, group: Group, request_id: RequestId, joining: Member, require_known_member_id: bool
+    ) -> None:
+        member_id = joining.member_id
+        if not self._accepts_joining_member(group, member_id):
+            self._refuse_joining_member(group, member_id)
+            self._complete(request_id, JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED))
+        elif member_id:
+            self._current_member_join(group, request_id, joining)
+        else:
+            self._new_member_join(group, request_id, joining, require_known_member_id)
+        self._try_complete_join(group)
+
+    def _accepts_joining_member(self, group: Group, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember: ``group.max.size`` bounds who may join. While
+        preparing a rebalance the members that already rejoined are counted (the group may be
+        over a lowered limit: the last to rejoin are left out); otherwise its size."""
+        limit = self.config.group_max_size
+        if group.state is GroupState.EMPTY:
+            return True
+        member = group.members.get(member_id)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            awaiting = sum(m.join_request is not None for m in group.members.values())
+            return (member is not None and member.join_request is not None) or awaiting < limit
+        return member is not None or len(group.members) < limit
+
+    def _refuse_joining_member(self, group: Group, member_id: str) -> None:
+        """A refused member leaves the group (Kafka removes it, pending or not)."""
+        member = group.members.get(member_id)
+        if member is not None:
+            self._remove_member(group, member)
+        elif member_id in group.pending_members:
+            self._remove_pending_member(group, member_id)
 
     def _current_member_join(self, group: Group, request_id: RequestId, joining: Member) -> None:
         member_id = joining.member_id

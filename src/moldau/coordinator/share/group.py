@@ -105,6 +105,15 @@ def remove_partitions(tps: TopicPartitions, gone: TopicPartitions) -> None:
             tps.pop(topic_id, None)
 
 
+def common_partitions(a: TopicPartitions, b: TopicPartitions) -> TopicPartitions:
+    """The partitions in both."""
+    both: TopicPartitions = {}
+    for topic_id, (name, parts) in a.items():
+        if shared := parts & _partitions(b, topic_id):
+            both[topic_id] = (name, shared)
+    return both
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatResult:
     error: ErrorCode

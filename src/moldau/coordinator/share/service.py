@@ -23,7 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Mapping
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Collection,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +44,7 @@ from moldau.coordinator.share.group import (
     ShareGroupCoordinator,
     TopicPartitions,
     add_partitions,
+    common_partitions,
     remove_partitions,
 )
 from moldau.coordinator.share.partition import RecordState, ShareLimits, SharePartition
@@ -115,6 +124,9 @@ PartitionKey = tuple[str, str, int]  # group id, topic name, partition
 # SharePartition initialisation): a deposed leader tells the client to look again.
 _READ_ERRORS = {
     ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    # No state yet: the group coordinator has not initialized it (the member's
+    # assignment is newer than this fetch's view, or the topic was just created again).
+    ErrorCode.INVALID_REQUEST: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
 }
@@ -237,7 +249,7 @@ class ShareGroupService:
 
         async def initialize(topic_id: bytes, partition: int) -> ErrorCode:
             key = (group_id, topic_id, partition)
-            error, state = await store.read(key, UNINITIALIZED)
+            error, state = await self._read_if_any(key)
             if not error and state.start_offset == UNINITIALIZED:
                 error = await store.initialize(key, max(epoch, state.state_epoch), UNINITIALIZED)
             return error
@@ -254,11 +266,32 @@ class ShareGroupService:
         if self.coordinator.groups.get(group_id) is not group:
             return
         before = group_records.view(group)
+        # A topic deleted meanwhile is no longer initializing: it is not recorded.
+        add_partitions(group.initialized, common_partitions(done, group.initializing))
         remove_partitions(group.initializing, initializing)
-        add_partitions(group.initialized, done)
         error = await self._write_group(group_id, before)
         if error:
             log.info("recording share group %s's state partitions failed: %s", group_id, error.name)
+
+    async def on_topics_deleted(self, topic_ids: Collection[bytes]) -> None:
+        """Topics were deleted (Kafka's maybeCleanupShareGroupState): the share groups
+        this node coordinates forget them, so a topic created again under the same name
+        is initialized afresh at ``share.auto.offset.reset``; the share-partitions this
+        node held of them are dropped."""
+        for key in [k for k, d in self._durable.items() if d.topic_id in topic_ids]:
+            self._forget(key)
+        for group in list(self.coordinator.groups.values()):
+            before = group_records.view(group)
+            for held in (group.initialized, group.initializing, group.deleting):
+                for topic_id in topic_ids:
+                    held.pop(topic_id, None)
+            error = await self._write_group(group.group_id, before)
+            if error:
+                log.info(
+                    "recording share group %s's deleted topics failed: %s",
+                    group.group_id,
+                    error.name,
+                )
 
     def load_groups(
         self, records: Iterable[tuple[bytes, bytes | None]], owned: Callable[[str], bool]
@@ -494,10 +527,19 @@ class ShareGroupService:
         store, as this node holds it."""
         if self.store is None:
             return ErrorCode.NONE, self.partitions.get((group_id, topic, partition))
-        error, state = await self.store.read((group_id, topic_id, partition), UNINITIALIZED)
+        error, state = await self._read_if_any((group_id, topic_id, partition))
         if error or state.start_offset == UNINITIALIZED:
             return error, None
         return ErrorCode.NONE, self._restored(group_id, state, state.start_offset)
+
+    async def _read_if_any(self, key: ShareKey) -> tuple[ErrorCode, ShareGroupOffset]:
+        """The state of ``key`` with no leader epoch, or an uninitialized one where none
+        exists (the share coordinator answers INVALID_REQUEST for that)."""
+        assert self.store is not None
+        error, state = await self.store.read(key, UNINITIALIZED)
+        if error == ErrorCode.INVALID_REQUEST:
+            return ErrorCode.NONE, ShareGroupOffset()
+        return error, state
 
     def _restored(self, group_id: str, state: ShareGroupOffset, start: int) -> SharePartition:
         batches = [(b.first, b.last, b.state, b.delivery_count) for b in state.batches]
@@ -516,7 +558,7 @@ class ShareGroupService:
             self._durable[key] = _Durable(topic_id, 0)
             return ErrorCode.NONE
         store_key = (group_id, topic_id, partition)
-        error, state = await self.store.read(store_key, UNINITIALIZED)
+        error, state = await self._read_if_any(store_key)
         if not error:
             error = await self.store.initialize(store_key, state.state_epoch + 1, offset)
         self._forget(key)  # a fetch may have read the old state meanwhile

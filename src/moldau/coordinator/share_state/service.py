@@ -8,7 +8,8 @@ the coordinator runtime, so a write is answered only once its record is committe
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from moldau.clock import Scheduler
@@ -27,6 +28,8 @@ from moldau.metadata.topics import SHARE_STATE_TOPIC
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.storage.partition_metadata import topic_id_str
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SHARE_STATE_TOPIC", "ShareCoordinatorConfig", "ShareCoordinatorService"]
 
@@ -87,6 +90,16 @@ class ShareCoordinatorService:
         except KafkaError as e:
             return e.code, ShareGroupOffset()
 
+    async def read_summary(self, key: ShareKey) -> tuple[ErrorCode, ShareGroupOffset]:
+        """ReadShareGroupStateSummary: start offset -1 where no state exists."""
+        try:
+            return await self.runtime.write(
+                self.partition_for(key),
+                lambda shard: ((ErrorCode.NONE, shard.read_summary(key)), Effects()),
+            )
+        except KafkaError as e:
+            return e.code, ShareGroupOffset()
+
     async def write(self, key: ShareKey, data: WriteState) -> ErrorCode:
         return await self._write(key, lambda shard: shard.write(key, data))
 
@@ -97,6 +110,22 @@ class ShareCoordinatorService:
 
     async def delete(self, key: ShareKey) -> ErrorCode:
         return await self._write(key, lambda shard: (ErrorCode.NONE, shard.delete(key)))
+
+    async def on_topics_deleted(self, topic_ids: Collection[bytes]) -> None:
+        """Forget the state of deleted topics in every shard this node leads (Kafka's
+        onTopicsDeleted); a shard that cannot write now keeps it (logged)."""
+        for partition in self.runtime.active_partitions():
+            try:
+                await self.runtime.write(
+                    partition, lambda shard: (None, shard.remove_topics(topic_ids))
+                )
+            except KafkaError as e:
+                log.warning(
+                    "removing deleted topics' share state from %s-%d failed: %s",
+                    SHARE_STATE_TOPIC,
+                    partition,
+                    e.code.name,
+                )
 
     async def _write(
         self, key: ShareKey, op: Callable[[ShareCoordinatorShard], tuple[ErrorCode, Effects]]

@@ -16,7 +16,7 @@ runtime writes the records and replays them through :class:`ShareStateLoader` on
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -140,12 +140,21 @@ class ShareCoordinatorShard:
 
     # -- reading -------------------------------------------------------------------
     def read(self, key: ShareKey, leader_epoch: int) -> tuple[ErrorCode, ShareGroupOffset]:
-        """ReadShareGroupState: a key never written reads as uninitialised (start offset
-        -1), which is not an error."""
-        state = self.states.get(key, ShareGroupOffset())
+        """ReadShareGroupState (Kafka 4.1's readStateAndMaybeUpdateLeaderEpoch): state
+        that does not exist (never initialized, or deleted) is INVALID_REQUEST, since the
+        group coordinator initializes it before any leader reads it; a reader from an
+        older leader epoch than the last writer's is fenced."""
+        state = self.states.get(key)
+        if state is None:
+            return ErrorCode.INVALID_REQUEST, ShareGroupOffset()
         if leader_epoch != UNINITIALIZED and state.leader_epoch > leader_epoch:
             return ErrorCode.FENCED_LEADER_EPOCH, state
         return ErrorCode.NONE, state
+
+    def read_summary(self, key: ShareKey) -> ShareGroupOffset:
+        """ReadShareGroupStateSummary: state that does not exist reads as uninitialized
+        (start offset -1), which is not an error there."""
+        return self.states.get(key, ShareGroupOffset())
 
     # -- writing -------------------------------------------------------------------
     def write(self, key: ShareKey, data: WriteState) -> tuple[ErrorCode, Effects]:
@@ -201,6 +210,17 @@ class ShareCoordinatorShard:
         ]
         for r in records:
             self._replay(r)
+        return Effects(records=records)
+
+    def remove_topics(self, topic_ids: Collection[bytes]) -> Effects:
+        """Topics were deleted: tombstones for every share-partition of theirs (Kafka's
+        maybeCleanupShareState), so a topic created again under the name starts afresh
+        and nothing of the old one stays in ``__share_group_state``."""
+        records = [
+            r
+            for key in [k for k in self.states if k[1] in topic_ids]
+            for r in self.delete(key).records
+        ]
         return Effects(records=records)
 
     # -- replay --------------------------------------------------------------------

@@ -3,20 +3,20 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.delete_share_group_state_request import (
     DeleteShareGroupStateRequest,
+    PartitionData,
 )
 from moldau.protocol.messages.delete_share_group_state_response import (
     DeleteShareGroupStateResponse,
     DeleteStateResult,
     PartitionResult,
 )
-from moldau.server.handlers.read_share_group_state import share_state_error
+from moldau.server.handlers.read_share_group_state import each_partition, share_state_error
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -30,7 +30,8 @@ async def handle(
 ) -> DeleteShareGroupStateResponse:
     group_id = request.group_id or ""
 
-    async def one(topic_id: bytes, partition: int) -> PartitionResult:
+    async def one(topic_id: bytes, p: PartitionData) -> PartitionResult:
+        partition = p.partition
         error = share_state_error(services, ctx, group_id, topic_id, partition)
         if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             error = ErrorCode.NONE  # the state of a deleted topic may still be forgotten
@@ -40,10 +41,7 @@ async def handle(
 
     return DeleteShareGroupStateResponse(
         results=[
-            DeleteStateResult(
-                t.topic_id,
-                list(await asyncio.gather(*(one(t.topic_id, p.partition) for p in t.partitions))),
-            )
-            for t in request.topics or []
+            DeleteStateResult(topic_id, partitions)
+            for topic_id, partitions in await each_partition(request.topics or [], one)
         ]
     )

@@ -3,7 +3,8 @@ with the aborted transactions the client must drop), long-polled until enough by
 
 No record is read into Python: the response carries the log's file ranges and the network
 layer sends them with sendfile. From v7, incremental fetch sessions (KIP-227) let clients
-send and receive only the partitions that changed.
+send and receive only the partitions that changed. A follower's fetch that must wait
+answers :class:`Pending` (a purgatory watch, ``ReplicaManager.follower_fetch``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from moldau.replication.replica_manager import FetchParams, FetchRequestPartitio
 from moldau.security.acl import AclOperation, ResourceType
 from moldau.security.quotas import FETCH
 from moldau.server.fetch_session import INVALID_SESSION_ID, FetchContext
+from moldau.server.request_context import Pending
 from moldau.storage.local_log import LogReadResult
 
 if TYPE_CHECKING:
@@ -150,7 +152,9 @@ def _refuse_zstd(
     return out
 
 
-async def handle(services: Services, ctx: RequestContext, request: FetchRequest) -> FetchResponse:
+async def handle(
+    services: Services, ctx: RequestContext, request: FetchRequest
+) -> FetchResponse | Pending:
     quotas = services.quotas
     consumer = request.replica_id < 0
     window = (
@@ -193,6 +197,13 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
     if context.error:
         return FetchResponse(error_code=context.error, session_id=INVALID_SESSION_ID)
     readable = _readable(services, ctx, request, context.partitions)
+    if not consumer and readable:  # a follower may read all of them or none
+        # A follower's long poll is answered right after the append it waits for, with no
+        # task parked meanwhile (its position was recorded by the read just done).
+        read = services.replica_manager.follower_fetch(params, context.partitions)
+        if isinstance(read, list):
+            return _answer(services, params, context, read)
+        return Pending(read, lambda: _answer(services, params, context, read.result()))
     results = await _read(services, params, context.partitions, readable)
     if consumer and ctx.api_version < ZSTD_MIN_VERSION:
         results = _refuse_zstd(services, context.partitions, results)
@@ -205,6 +216,12 @@ async def handle(services: Services, ctx: RequestContext, request: FetchRequest)
             quotas.unrecord(FETCH, ctx.principal.name, ctx.client_id or "", size)
             session_id = INVALID_SESSION_ID if context.full else context.session_id
             return FetchResponse(session_id=session_id, responses=[])
+    return _answer(services, params, context, results)
+
+
+def _answer(
+    services: Services, params: FetchParams, context: FetchContext, results: list[FetchResult]
+) -> FetchResponse:
     services.replica_manager.topic_stats.fetched(params.from_follower, context.partitions, results)
     return FetchResponse(
         session_id=context.session_id, responses=_responses(context.select(results))

@@ -3,7 +3,6 @@ state over at a start offset in a new state epoch."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
@@ -16,7 +15,7 @@ from moldau.protocol.messages.initialize_share_group_state_response import (
     InitializeStateResult,
     PartitionResult,
 )
-from moldau.server.handlers.read_share_group_state import share_state_error
+from moldau.server.handlers.read_share_group_state import each_partition, share_state_error
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -40,9 +39,7 @@ async def handle(
 
     return InitializeShareGroupStateResponse(
         results=[
-            InitializeStateResult(
-                t.topic_id, list(await asyncio.gather(*(one(t.topic_id, p) for p in t.partitions)))
-            )
-            for t in request.topics or []
+            InitializeStateResult(topic_id, partitions)
+            for topic_id, partitions in await each_partition(request.topics or [], one)
         ]
     )

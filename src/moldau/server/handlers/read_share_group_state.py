@@ -4,11 +4,16 @@ state of a share-partition from its share coordinator."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from moldau.coordinator.share_state.shard import ShareGroupOffset
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.messages.read_share_group_state_request import ReadShareGroupStateRequest
+from moldau.protocol.messages.read_share_group_state_request import (
+    PartitionData,
+    ReadShareGroupStateRequest,
+)
 from moldau.protocol.messages.read_share_group_state_response import (
     PartitionResult,
     ReadShareGroupStateResponse,
@@ -22,6 +27,19 @@ if TYPE_CHECKING:
     from moldau.server.services import Services
 
 API_KEY, MIN_VERSION, MAX_VERSION = ApiKey.READ_SHARE_GROUP_STATE, 0, 0
+
+_R = TypeVar("_R")
+
+
+async def each_partition(
+    topics: Iterable[Any], one: Callable[[bytes, Any], Awaitable[_R]]
+) -> list[tuple[bytes, list[_R]]]:
+    """``one(topic_id, partition)`` for every partition of a share-state request's topics:
+    a topic's partitions concurrently, the topics in turn; the results in request order."""
+    return [
+        (t.topic_id, list(await asyncio.gather(*(one(t.topic_id, p) for p in t.partitions))))
+        for t in topics
+    ]
 
 
 def share_state_error(
@@ -39,20 +57,33 @@ def share_state_error(
     return ErrorCode.NONE
 
 
+async def read_state(
+    services: Services,
+    ctx: RequestContext,
+    group_id: str,
+    topic_id: bytes,
+    partition: int,
+    leader_epoch: int,
+) -> tuple[ErrorCode, ShareGroupOffset]:
+    """A share-partition's durable state, once `share_state_error`'s checks pass (else
+    their error, with no state: start offset -1)."""
+    error = share_state_error(services, ctx, group_id, topic_id, partition)
+    if error:
+        return error, ShareGroupOffset()
+    return await services.share_state.read((group_id, topic_id, partition), leader_epoch)
+
+
 async def handle(
     services: Services, ctx: RequestContext, request: ReadShareGroupStateRequest
 ) -> ReadShareGroupStateResponse:
     group_id = request.group_id or ""
 
-    async def one(topic_id: bytes, partition: int, leader_epoch: int) -> PartitionResult:
-        error = share_state_error(services, ctx, group_id, topic_id, partition)
-        if error:
-            return PartitionResult(partition, error, start_offset=-1)
-        error, state = await services.share_state.read(
-            (group_id, topic_id, partition), leader_epoch
+    async def one(topic_id: bytes, p: PartitionData) -> PartitionResult:
+        error, state = await read_state(
+            services, ctx, group_id, topic_id, p.partition, p.leader_epoch
         )
         return PartitionResult(
-            partition,
+            p.partition,
             error,
             state_epoch=state.state_epoch,
             start_offset=state.start_offset,
@@ -63,14 +94,7 @@ async def handle(
 
     return ReadShareGroupStateResponse(
         results=[
-            ReadStateResult(
-                t.topic_id,
-                list(
-                    await asyncio.gather(
-                        *(one(t.topic_id, p.partition, p.leader_epoch) for p in t.partitions)
-                    )
-                ),
-            )
-            for t in request.topics or []
+            ReadStateResult(topic_id, partitions)
+            for topic_id, partitions in await each_partition(request.topics or [], one)
         ]
     )

@@ -3,11 +3,11 @@ and state epoch without its batches (what DescribeShareGroupOffsets needs)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.messages.read_share_group_state_summary_request import (
+    PartitionData,
     ReadShareGroupStateSummaryRequest,
 )
 from moldau.protocol.messages.read_share_group_state_summary_response import (
@@ -15,7 +15,7 @@ from moldau.protocol.messages.read_share_group_state_summary_response import (
     ReadShareGroupStateSummaryResponse,
     ReadStateSummaryResult,
 )
-from moldau.server.handlers.read_share_group_state import share_state_error
+from moldau.server.handlers.read_share_group_state import each_partition, share_state_error
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -29,27 +29,18 @@ async def handle(
 ) -> ReadShareGroupStateSummaryResponse:
     group_id = request.group_id or ""
 
-    async def one(topic_id: bytes, partition: int, leader_epoch: int) -> PartitionResult:
-        error = share_state_error(services, ctx, group_id, topic_id, partition)
+    async def one(topic_id: bytes, p: PartitionData) -> PartitionResult:
+        error = share_state_error(services, ctx, group_id, topic_id, p.partition)
         if error:
-            return PartitionResult(partition, error, start_offset=-1)
-        error, state = await services.share_state.read(
-            (group_id, topic_id, partition), leader_epoch
-        )
+            return PartitionResult(p.partition, error, start_offset=-1)
+        error, state = await services.share_state.read_summary((group_id, topic_id, p.partition))
         return PartitionResult(
-            partition, error, state_epoch=state.state_epoch, start_offset=state.start_offset
+            p.partition, error, state_epoch=state.state_epoch, start_offset=state.start_offset
         )
 
     return ReadShareGroupStateSummaryResponse(
         results=[
-            ReadStateSummaryResult(
-                t.topic_id,
-                list(
-                    await asyncio.gather(
-                        *(one(t.topic_id, p.partition, p.leader_epoch) for p in t.partitions)
-                    )
-                ),
-            )
-            for t in request.topics or []
+            ReadStateSummaryResult(topic_id, partitions)
+            for topic_id, partitions in await each_partition(request.topics or [], one)
         ]
     )

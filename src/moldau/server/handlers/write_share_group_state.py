@@ -3,7 +3,6 @@ delivery state of a share-partition to its share coordinator; answered once comm
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from moldau.coordinator.share_state.shard import StateBatch, WriteState
@@ -17,7 +16,7 @@ from moldau.protocol.messages.write_share_group_state_response import (
     WriteShareGroupStateResponse,
     WriteStateResult,
 )
-from moldau.server.handlers.read_share_group_state import share_state_error
+from moldau.server.handlers.read_share_group_state import each_partition, share_state_error
 
 if TYPE_CHECKING:
     from moldau.server.request_context import RequestContext
@@ -48,9 +47,7 @@ async def handle(
 
     return WriteShareGroupStateResponse(
         results=[
-            WriteStateResult(
-                t.topic_id, list(await asyncio.gather(*(one(t.topic_id, p) for p in t.partitions)))
-            )
-            for t in request.topics or []
+            WriteStateResult(topic_id, partitions)
+            for topic_id, partitions in await each_partition(request.topics or [], one)
         ]
     )

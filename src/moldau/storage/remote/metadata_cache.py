@@ -195,6 +195,10 @@ class RemoteLogMetadataCache:
         """Every segment not deleted yet, whatever its state, by start offset."""
         return sorted(self._segments.values(), key=_order)
 
+    def segment(self, sid: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
+        """The segment's metadata as it is now (None: deleted, or never known)."""
+        return self._segments.get(sid)
+
     def segments(self) -> list[RemoteLogSegmentMetadata]:
         """The segments reads use (COPY_SEGMENT_FINISHED and not replaced by a later copy
         of the same offsets), by start offset."""

@@ -265,3 +265,118 @@ def test_the_group_coordinator_initializes_state_and_deletes_it_deleting_first()
         assert again.state_of(0) is None  # nothing in flight: the old acquisitions are gone
 
     asyncio.run(run())
+
+
+def test_a_deleted_topic_is_forgotten_and_its_successor_initialized_afresh() -> None:
+    """Kafka's maybeCleanupShareGroupState / maybeCleanupShareState: a deleted topic
+    leaves the group's initialized topics and the share coordinator's state; the topic
+    created again under its name (a new id) is initialized at the next heartbeat and its
+    leader starts at share.auto.offset.reset, not where the old topic's state was."""
+
+    async def run() -> None:
+        store = ShardStore()
+        written: list[object] = []
+
+        async def write_group(group_id: str, records: list[CoordinatorRecord]) -> ErrorCode:
+            for r in records:
+                record = deserialize(GROUP_RECORD_TYPES, r.key, r.value)
+                if record.record_type == 15:  # ShareGroupStatePartitionMetadata
+                    written.append(record.value)
+            return ErrorCode.NONE
+
+        configs = {"share.auto.offset.reset": "latest"}
+        service = ShareGroupService(
+            ShareSettings(),
+            ManualClock(),
+            SeededIds(1),
+            lambda key: None,
+            lambda g: configs,
+            store,
+            write_group,
+        )
+        shapes = {"t": (TOPIC_ID, 1)}
+        await service.heartbeat(Heartbeat("g", "m", 0, ("t",)), lambda names: shapes)
+        group = service.coordinator.groups["g"]
+        assert group.initialized == {TOPIC_ID: ("t", frozenset({0}))}
+        _, old = await service.share_partition("g", "t", 0, 0, 40, TOPIC_ID, 1)
+        assert old is not None and old.start_offset == 40  # latest: the high watermark
+        other = ("other-group", b"o" * 16, 0)
+        store.shard.initialize(other, 0, 7)
+
+        written.clear()
+        await service.on_topics_deleted({TOPIC_ID})
+        cleanup = store.shard.remove_topics({TOPIC_ID})  # the share coordinator's side
+        assert (group.initialized, group.initializing, group.deleting) == ({}, {}, {})
+        [record] = written
+        assert record.initialized_topics == []  # type: ignore[attr-defined]
+        assert ("g", "t", 0) not in service.partitions
+        assert set(store.shard.states) == {other}  # only the deleted topic's state went
+        assert len(cleanup.records) == 2 and all(r.value is None for r in cleanup.records)
+
+        new_id = b"n" * 16
+        shapes["t"] = (new_id, 1)
+        beat = await service.heartbeat(Heartbeat("g", "m", 1), lambda names: shapes)
+        assert beat.error == ErrorCode.NONE and beat.assignment == {"t": (0,)}
+        assert group.initialized == {new_id: ("t", frozenset({0}))}
+        assert store.shard.states[("g", new_id, 0)].start_offset == -1
+        _, fresh = await service.share_partition("g", "t", 0, 0, 3, new_id, 1)
+        assert fresh is not None and fresh.start_offset == 3
+
+    asyncio.run(run())
+
+
+def test_a_topic_deleted_while_being_initialized_is_not_recorded_initialized() -> None:
+    async def run() -> None:
+        store = ShardStore()
+        gate = asyncio.Event()
+        initialize = store.initialize
+
+        async def slow_initialize(key: ShareKey, state_epoch: int, start_offset: int) -> ErrorCode:
+            await gate.wait()
+            return await initialize(key, state_epoch, start_offset)
+
+        store.initialize = slow_initialize  # type: ignore[method-assign]
+        service = ShareGroupService(
+            ShareSettings(), ManualClock(), SeededIds(1), lambda key: None, lambda g: {}, store
+        )
+        joining = asyncio.ensure_future(
+            service.heartbeat(Heartbeat("g", "m", 0, ("t",)), lambda n: {"t": (TOPIC_ID, 1)})
+        )
+        await asyncio.sleep(0.01)
+        group = service.coordinator.groups["g"]
+        assert group.initializing == {TOPIC_ID: ("t", frozenset({0}))}
+        await service.on_topics_deleted({TOPIC_ID})
+        gate.set()
+        await joining
+        assert (group.initialized, group.initializing) == ({}, {})
+
+    asyncio.run(run())
+
+
+def test_a_leader_reading_state_never_initialized_tells_the_member_to_retry() -> None:
+    """The share coordinator answers INVALID_REQUEST for state that does not exist; the
+    leader holds nothing and answers COORDINATOR_NOT_AVAILABLE (retried by clients) until
+    the group coordinator initializes it. Describe reads it as no information; Alter
+    initializes it."""
+
+    async def run() -> None:
+        store = ShardStore()
+        service = _service(store)
+        error, sp = await service.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert (error, sp) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+        assert ("g", "t", 0) not in service.partitions and store.shard.states == {}
+        assert store.writes == 0
+        assert await service.read_offset("g", "t", 0, TOPIC_ID) == (ErrorCode.NONE, None)
+
+        _initialized(store)
+        error, sp = await service.share_partition("g", "t", 0, 0, 100, TOPIC_ID, 1)
+        assert error == ErrorCode.NONE and sp is not None and sp.start_offset == 0
+
+        other = ("g", TOPIC_ID, 1)
+        assert await service.alter_start_offset("g", "t", 1, 42, TOPIC_ID) == ErrorCode.NONE
+        assert (store.shard.states[other].start_offset, store.shard.states[other].state_epoch) == (
+            42,
+            1,
+        )
+
+    asyncio.run(run())

@@ -79,13 +79,19 @@ def test_initialize_is_a_snapshot_then_updates_then_a_snapshot_again() -> None:
     )
 
 
-def test_an_unknown_key_reads_uninitialised_is_not_written_and_fences() -> None:
+def test_an_unknown_key_is_not_read_nor_written_and_a_known_one_fences() -> None:
+    """Kafka 4.1: reading state that does not exist is INVALID_REQUEST (the group
+    coordinator initializes it first); its summary reads start offset -1."""
     shard = ShareCoordinatorShard()
     error, state = shard.read(KEY, 0)
-    assert (error, state.start_offset) == (ErrorCode.NONE, -1)
+    assert (error, state.start_offset) == (ErrorCode.INVALID_REQUEST, -1)
+    assert shard.read(KEY, -1)[0] == ErrorCode.INVALID_REQUEST
+    assert shard.read_summary(KEY).start_offset == -1
     assert shard.write(KEY, WriteState(2, 5, 100, ()))[0] == ErrorCode.INVALID_REQUEST
     assert KEY not in shard.states
     shard, log = _initialized(state_epoch=2)
+    error, state = shard.read(KEY, 0)  # initialized at -1: the leader picks the start
+    assert (error, state.start_offset, state.state_epoch) == (ErrorCode.NONE, -1, 2)
     _write(shard, WriteState(2, 5, 100, ()), log)
     assert shard.read(KEY, 4)[0] == ErrorCode.FENCED_LEADER_EPOCH
     assert shard.write(KEY, WriteState(2, 4, 120, ()))[0] == ErrorCode.FENCED_LEADER_EPOCH
@@ -106,7 +112,8 @@ def test_initialize_starts_a_new_state_epoch_and_delete_leaves_tombstones() -> N
     assert [r.value for r in tombstones] == [None, None]
     assert KEY not in shard.states
     assert KEY not in _reload(log + tombstones, 500).states
-    # A leader still holding the deleted state cannot write it back.
+    # A leader still holding the deleted state can neither read nor write it back.
+    assert shard.read(KEY, 1)[0] == ErrorCode.INVALID_REQUEST
     assert shard.write(KEY, WriteState(1, 1, 60, ()))[0] == ErrorCode.INVALID_REQUEST
     assert KEY not in shard.states
 
