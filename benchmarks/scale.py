@@ -572,6 +572,7 @@ def main() -> None:
         args.data_dir.mkdir(parents=True, exist_ok=True)
         result = measure_restarts(args.restarts, args.data_dir, overrides, rnd, args.profile)
         print(result, flush=True)
+        args.data_dir = str(args.data_dir)
         print(write_result(f"scale-restart-{args.restarts}", args, result))
         return
     results: dict[str, Any] = {"sizes": []}
