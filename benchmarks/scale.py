@@ -24,6 +24,7 @@ Results go to ``benchmarks/results/scale-*.json`` and a plot of cost against siz
 ``scale-*.png`` (``--plot RESULT.json`` redraws one); nothing is asserted.
 
     python -m benchmarks.scale [--sizes 1000,10000,50000] [--connections 10000] [--groups 10000]
+    python -m benchmarks.scale --restarts 50000 --data-dir DIR [--profile]
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ import json
 import os
 import random
 import resource
+import signal
 import socket
 import statistics
 import struct
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -225,19 +228,33 @@ def cpu_seconds(broker: BrokerProcess) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def restart_time(broker: BrokerProcess, *, kill: bool) -> dict[str, float]:
+def restart_time(
+    broker: BrokerProcess, *, kill: bool, profile: Path | None = None
+) -> dict[str, float]:
     """Seconds to stop, to listen, to serve (the broker is unfenced: its logs are loaded
     and its metadata is current) and until every replica is open (the slices after a
-    large change), and the broker's CPU seconds when it serves."""
+    large change), and the broker's CPU seconds when it serves (and, clean, when it was
+    asked to stop). ``profile``: py-spy flame graphs of the stop and of the start to
+    ``<profile>-stop.svg`` and ``<profile>-start.svg``."""
+    stop_cpu_s = cpu_seconds(broker)
+    spy = _py_spy(broker, profile, "stop") if profile and not kill else None
     stop_s = timed(broker.kill) if kill else timed(lambda: broker.stop(timeout=600))
+    if spy is not None:
+        spy.wait()
     seen = broker.lines_seen
     start = time.monotonic()
-    broker.start()
+    listening = broker.launch()
+    spy = _py_spy(broker, profile, "start") if profile else None
+    broker.wait_listening(listening)
     start_s = time.monotonic() - start
     serving_s = _until_logged(broker, seen, "is serving", start)
     serving_cpu_s = cpu_seconds(broker)
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes the flame graph and exits
+        spy.wait()
     return {
         "stop_s": round(stop_s, 2),
+        "cpu_s_before_stop": round(stop_cpu_s, 2),
         "start_s": round(start_s, 2),
         "serving_s": round(serving_s, 2),
         "serving_cpu_s": round(serving_cpu_s, 2),
@@ -246,6 +263,16 @@ def restart_time(broker: BrokerProcess, *, kill: bool) -> dict[str, float]:
         ),
         "load_1m": round(os.getloadavg()[0], 1),
     }
+
+
+def _py_spy(broker: BrokerProcess, profile: Path, what: str) -> subprocess.Popen[bytes]:
+    assert broker.proc is not None
+    return subprocess.Popen(
+        ["py-spy", "record", "--pid", str(broker.proc.pid), "--rate", "100", "--nonblocking"]
+        + ["--output", f"{profile}-{what}.svg"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _until_logged(broker: BrokerProcess, seen: int, text: str, start: float) -> float:
@@ -290,6 +317,46 @@ def measure_size(partitions: int, overrides: dict[str, str], rnd: random.Random)
         out["kill9_restart"] = restart_time(broker, kill=True)
         out["after_kill9_restart"] = broker_stats(broker)
         out["spot_check_after_kill9"] = spot_check(broker.bootstrap, names, rnd)
+    return out
+
+
+def measure_restarts(
+    partitions: int, data_dir: Path, overrides: dict[str, str], rnd: random.Random, profile: bool
+) -> dict:
+    """Clean restart and restart after kill -9 on a data dir kept between runs (made on the
+    first run: topics, and one acknowledged record in each of the first 1,000 partitions,
+    which the spot checks look for)."""
+    names = [f"scale-{i:05d}" for i in range(partitions // PARTITIONS_PER_TOPIC)]
+    produced = names[: 1000 // PARTITIONS_PER_TOPIC]
+    out: dict[str, Any] = {"partitions": partitions, "data_dir": str(data_dir)}
+    made = data_dir / "made"
+    stem = RESULTS / f"scale-restart-{partitions}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    broker = BrokerProcess(data_dir / "logs", overrides, startup_timeout=1800)
+    broker.start()
+    try:
+        if not made.exists():
+            seen = broker.lines_seen
+            start = time.monotonic()
+            create_topics(broker.bootstrap, names)
+            out["create_s"] = round(time.monotonic() - start, 2)
+            _until_logged(broker, seen, "the new replicas are open", start)
+            out["all_logs_created_s"] = round(time.monotonic() - start, 2)
+            raw_produce(broker.bootstrap, produced)
+            made.write_text("")
+        else:
+            _until_logged(broker, 0, "is serving", time.monotonic())
+        out["spot_check_before"] = spot_check(broker.bootstrap, produced, rnd)
+        out["clean_restart"] = restart_time(
+            broker, kill=False, profile=stem.with_name(stem.name + "-clean") if profile else None
+        )
+        out["spot_check_after_clean_restart"] = spot_check(broker.bootstrap, produced, rnd)
+        out["kill9_restart"] = restart_time(broker, kill=True)
+        out["spot_check_after_kill9"] = spot_check(broker.bootstrap, produced, rnd)
+        out["cpu_s_before_last_stop"] = round(cpu_seconds(broker), 2)
+        out["last_clean_stop_s"] = round(timed(lambda: broker.stop(timeout=600)), 2)
+        out["load_1m"] = round(os.getloadavg()[0], 1)
+    finally:
+        broker.stop(timeout=600)
     return out
 
 
@@ -481,6 +548,10 @@ def main() -> None:
     parser.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--plot", type=Path, metavar="RESULT.json", help="only redraw a result")
+    parser.add_argument("--restarts", type=int, metavar="SIZE", help="only restarts at SIZE")
+    parser.add_argument("--data-dir", type=Path, help="--restarts: the data dir, kept")
+    parser.add_argument("--profile", action="store_true", help="--restarts: py-spy graphs")
+    parser.add_argument("--label", default="", help="--restarts: what this run measures")
     args = parser.parse_args()
     if args.plot:
         plot(json.loads(args.plot.read_text())["results"], args.plot.with_suffix(".png"))
@@ -495,6 +566,15 @@ def main() -> None:
         **dict(pair.split("=", 1) for pair in args.broker_override),
     }
     rnd = random.Random(args.seed)
+    if args.restarts:
+        if args.data_dir is None:
+            parser.error("--restarts needs --data-dir")
+        args.data_dir.mkdir(parents=True, exist_ok=True)
+        result = measure_restarts(args.restarts, args.data_dir, overrides, rnd, args.profile)
+        print(result, flush=True)
+        args.data_dir = str(args.data_dir)
+        print(write_result(f"scale-restart-{args.restarts}", args, result))
+        return
     results: dict[str, Any] = {"sizes": []}
     for size in (int(s) for s in args.sizes.split(",")):
         results["sizes"].append(measure_size(size, overrides, rnd))

@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from moldau.clock import AsyncioScheduler
+from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
+from moldau.metadata.snapshot import image_to_records
 from moldau.protocol.client import NetworkClient
 from moldau.protocol.framing import is_flexible
 from moldau.protocol.messages import REQUESTS, RESPONSES
@@ -35,14 +37,20 @@ class RecordingListener:
     """Everything a node's metadata listener was told, in order."""
 
     commits: list[tuple[list[MetadataRecord], int]] = field(default_factory=list)
-    snapshots: list[tuple[list[MetadataRecord], int]] = field(default_factory=list)
+    snapshots: list[MetadataImage] = field(default_factory=list)
     leaders: list[tuple[int | None, int]] = field(default_factory=list)
+    image: MetadataImage = field(default_factory=MetadataImage)  # the last one given
 
-    def handle_commit(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
+    def handle_commit(
+        self, records: Sequence[MetadataRecord], last_offset: int, image: MetadataImage
+    ) -> None:
+        assert image.offset == last_offset
         self.commits.append((list(records), last_offset))
+        self.image = image
 
-    def handle_snapshot(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
-        self.snapshots.append((list(records), last_offset))
+    def handle_snapshot(self, image: MetadataImage) -> None:
+        self.snapshots.append(image)
+        self.image = image
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         self.leaders.append((leader_id, epoch))
@@ -52,8 +60,9 @@ class RecordingListener:
         after it."""
         if not self.snapshots:
             return [r for records, _ in self.commits for r in records]
-        records, offset = self.snapshots[-1]
-        return list(records) + [r for rs, last in self.commits if last > offset for r in rs]
+        snapshot = self.snapshots[-1]
+        after = [r for rs, last in self.commits if last > snapshot.offset for r in rs]
+        return image_to_records(snapshot) + after
 
 
 class RaftServer:

@@ -167,8 +167,9 @@ def test_restart_after_the_log_was_snapshotted_catches_up_from_the_snapshot(
             await all_have(cluster, expected)
             for node in (back, new):
                 assert len(node.listener.snapshots) == 1, node.node_id
-                records, last_offset = node.listener.snapshots[0]
-                assert last_offset > stopped_at and len(records) == last_offset, (
+                image = node.listener.snapshots[0]
+                last_offset = image.offset
+                assert last_offset > stopped_at and len(image.topics) == last_offset, (
                     "the snapshot is past what the node had; one topic per offset after the "
                     "LeaderChange at 0"
                 )

@@ -82,11 +82,14 @@ class QuorumController:
         await self.log_writer.wait_committed(offset)
         return result.response
 
-    def handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
-        """A batch the quorum committed, in log order."""
+    def handle_commit(
+        self, records: Sequence[MetadataRecord], offset: int, image: MetadataImage | None = None
+    ) -> None:
+        """Batches the quorum committed, in log order; `image`, the committed image after
+        them if the metadata log replica built it already (else it is built here)."""
         if offset <= self.committed.offset:
             return
-        self.committed = self.committed.apply(records, offset)
+        self.committed = image if image is not None else self.committed.apply(records, offset)
         if not self.active:
             self.latest = self.committed
         for listener in self._listeners:

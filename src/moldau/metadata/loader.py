@@ -30,10 +30,16 @@ class MetadataLoader:
         self._caught_up = quorum_high_watermark is None
         self._unpublished: MetadataImage | None = None  # folded, not published yet
 
-    def handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
-        image = self._unpublished or self.publisher.image
-        if offset > image.offset:
-            self._publish_when_caught_up(image.apply(records, offset))
+    def handle_commit(
+        self, records: Sequence[MetadataRecord], offset: int, image: MetadataImage | None = None
+    ) -> None:
+        """Committed records up to `offset`; `image`, the image after them if the metadata
+        log replica built it already (its cluster id included)."""
+        current = self._unpublished or self.publisher.image
+        if offset > current.offset:
+            self._publish_when_caught_up(
+                image if image is not None else current.apply(records, offset)
+            )
 
     def load_snapshot(self, image: MetadataImage) -> None:
         """A snapshot replaces everything this node knew (it was far behind, or new)."""

@@ -2,7 +2,8 @@
 
 Replaying `image_to_records(image)` onto an empty image gives `image` back (its
 `cluster_id`, which comes from `meta.properties`, and the log offset aside): brokers,
-topics with their configs and partitions, broker configs and the next producer id. A
+topics with their configs and partitions, broker and group configs, ACLs, SCRAM
+credentials, client quotas, finalized features and the next producer id. A
 config resource whose every key was deleted (an empty mapping) has no record, as in Kafka.
 """
 
@@ -72,6 +73,7 @@ def _records(image: MetadataImage) -> Iterator[MetadataRecord]:
             yield ConfigRecord(
                 resource_type=GROUP_RESOURCE, resource_name=name, name=key, value=value
             )
+    yield from image.security.records()  # ACLs, SCRAM credentials, client quotas
     if image.next_producer_id:
         yield ProducerIdsRecord(
             broker_id=NO_BROKER, broker_epoch=-1, next_producer_id=image.next_producer_id

@@ -92,11 +92,17 @@ INLINE_DECODE_BYTES = 128 << 10  # committed data decoded on the loop; more goes
 class RaftListener(Protocol):
     """The node's side: committed metadata in log order, and who leads."""
 
-    def handle_commit(self, records: Sequence[MetadataRecord], last_offset: int) -> None: ...
+    def handle_commit(
+        self, records: Sequence[MetadataRecord], last_offset: int, image: MetadataImage
+    ) -> None:
+        """Committed records up to `last_offset` (a large run of batches comes at once) and
+        the committed image after them, built once (in a worker thread when large) for
+        every part of the node to share."""
+        ...
 
-    def handle_snapshot(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
-        """Replace all state with the snapshot's records; `last_offset` is the last log
-        offset it covers (its id's end offset - 1)."""
+    def handle_snapshot(self, image: MetadataImage) -> None:
+        """Replace all state with a snapshot's image (its offset is the last log offset the
+        snapshot covers: its id's end offset - 1)."""
         ...
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None: ...
@@ -178,11 +184,13 @@ def decode_committed(item: Committed, image: MetadataImage, epoch: int, timestam
     return Decoded(out, image, item.end_offset, epoch, timestamp, batches.size)
 
 
-def decode_snapshot(snapshot: SnapshotData) -> Decoded:
+def decode_snapshot(snapshot: SnapshotData, empty: MetadataImage) -> Decoded:
+    """The snapshot's image, replayed in one pass onto `empty` (an image with only the
+    cluster id)."""
     started = time.perf_counter()
     records = read_snapshot_records(snapshot.data)
     snapshot_id = snapshot.snapshot_id
-    delta = MetadataDelta(MetadataImage())
+    delta = MetadataDelta(empty)
     for record in records:
         delta.replay(record)
     last = snapshot_id.offset - 1
@@ -244,7 +252,8 @@ class RaftManager:
         self._applied_end = 0  # end offset of what the listener has been given
         self._applied_epoch = 0
         self._last_timestamp = -1
-        self._image = MetadataImage()
+        self._empty = MetadataImage(cluster_id=cluster_id or "")
+        self._image = self._empty
         self._bytes_since_snapshot = 0
         self._snapshotting = False
         self.closed = False
@@ -602,7 +611,7 @@ class RaftManager:
 
     def _decode(self, item: Committed | SnapshotData) -> Decoded:
         if isinstance(item, SnapshotData):
-            return decode_snapshot(item)
+            return decode_snapshot(item, self._empty)
         return decode_committed(item, self._image, self._applied_epoch, self._last_timestamp)
 
     async def _decode_off_loop(self, item: Committed | SnapshotData) -> None:
@@ -627,12 +636,14 @@ class RaftManager:
         self._last_timestamp = max(self._last_timestamp, decoded.last_timestamp)
         if decoded.is_snapshot:
             self._bytes_since_snapshot = 0
-            for records, last in decoded.batches:
-                self._notify(self._listener.handle_snapshot, records, last)
+            self._notify(self._listener.handle_snapshot, decoded.image)
             return
         for records, last in decoded.batches:
             self._notify(self._commit_callback, records, last)
-            self._notify(self._listener.handle_commit, records, last)
+        if decoded.batches:
+            records = [r for batch, _ in decoded.batches for r in batch]
+            last = decoded.batches[-1][1]
+            self._notify(self._listener.handle_commit, records, last, decoded.image)
         self._bytes_since_snapshot += decoded.log_bytes
         if self._bytes_since_snapshot >= self.log_config.max_record_bytes_between_snapshots:
             self._start_snapshot()

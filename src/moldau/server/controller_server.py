@@ -76,8 +76,10 @@ class ControllerServer:
             self.activate()
 
     # -- following the log ---------------------------------------------------------------
-    def handle_commit(self, records: Sequence[MetadataRecord], offset: int) -> None:
-        self.quorum.handle_commit(records, offset)
+    def handle_commit(
+        self, records: Sequence[MetadataRecord], offset: int, image: MetadataImage
+    ) -> None:
+        self.quorum.handle_commit(records, offset, image)
 
     def load_snapshot(self, image: MetadataImage) -> None:
         self.quorum.load_snapshot(image)

@@ -250,16 +250,16 @@ class Node:
         return None if image is None else image.security.scram_credential(user, mechanism.type)
 
     # -- RaftManager's listener: the committed metadata log, in order --------------------
-    def handle_commit(self, records: Sequence[MetadataRecord], last_offset: int) -> None:
+    def handle_commit(
+        self, records: Sequence[MetadataRecord], last_offset: int, image: MetadataImage
+    ) -> None:
         if self.controller is not None:
-            self.controller.handle_commit(records, last_offset)
+            self.controller.handle_commit(records, last_offset, image)
         if self.broker is not None:
-            self.broker.loader.handle_commit(records, last_offset)
+            self.broker.loader.handle_commit(records, last_offset, image)
 
-    def handle_snapshot(self, records: Sequence[MetadataRecord], snapshot_offset: int) -> None:
-        image = MetadataImage().apply(records, snapshot_offset)
+    def handle_snapshot(self, image: MetadataImage) -> None:
         if self.broker is not None:
-            image = image.with_cluster_id(self.broker.cluster_id)
             self.broker.loader.load_snapshot(image)
         if self.controller is not None:
             self.controller.load_snapshot(image)
@@ -278,9 +278,12 @@ class Node:
 
     # -- stop ------------------------------------------------------------------------
     async def stop(self) -> None:
-        """Controlled shutdown of the broker, then every part closes in order."""
+        """Controlled shutdown of the broker, then every part closes in order. The
+        metadata log is snapshotted meanwhile (in a worker thread), so the next start loads
+        one image instead of replaying every record since the last snapshot."""
         if self.broker is not None:
             await self.broker.controlled_shutdown()
+        snapshot = asyncio.ensure_future(self.raft.create_snapshot()) if self.raft else None
         for server in self._servers:
             server.close()
         if self.broker is not None:
@@ -288,6 +291,8 @@ class Node:
             self.broker.shutdown()
         if self.controller is not None:
             self.controller.deactivate()
+        if snapshot is not None:
+            await snapshot
         if self.raft is not None:
             await self.raft.shutdown(self.raft.config.request_timeout_ms / 1000)
         self.scheduler.close()

@@ -46,6 +46,7 @@ class _Index:
         self._capacity = self._capacity_bytes()  # bytes of entries a writable index takes
         self._synced = True  # False once the file was written and not fsynced since
         self._untrimmed = False  # loaded from a preallocated file (after a crash)
+        self._file_made = True  # False for a new index until its first write
         self._load_lock = threading.RLock()  # loading, unloading, becoming writable
         self._file_lock = threading.RLock()  # file writes: flush threads vs truncation
 
@@ -60,6 +61,7 @@ class _Index:
         index = cls(path, base_offset, max_bytes, cache)
         index._data = bytearray()
         index._writable = True
+        index._file_made = False
         return index
 
     def exists(self) -> bool:
@@ -81,6 +83,7 @@ class _Index:
                 fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
             except FileNotFoundError:
                 data = b""
+                self._file_made = False
             else:
                 try:
                     file_size = os.fstat(fd).st_size
@@ -165,12 +168,16 @@ class _Index:
         self._persisted = len(data) // self._entry.size
         self._preallocated = False  # on the first write: reopening a log writes nothing
 
-    def trim(self) -> None:
-        """Write every entry, shrink the file to them and stop taking appends."""
+    def trim(self, *, make_file: bool = True) -> None:
+        """Write every entry, shrink the file to them and stop taking appends. Without
+        ``make_file`` (the segment is empty), an index that never had an entry or a file
+        stays without one: it reads as empty, and closing an idle partition's log (most
+        of them, at 50,000 partitions) creates nothing."""
         if not (self._writable or self._untrimmed):
             return
         data = self._entries_data()
-        self._sync_file(data, truncate=len(data))
+        if data or make_file or self._file_made or self.path.exists():
+            self._sync_file(data, truncate=len(data))
         self._data = bytes(data)
         self._untrimmed = self._writable = False
         if self._cache is not None:
@@ -193,6 +200,7 @@ class _Index:
             if self._writable and not self._preallocated and truncate is None:
                 extend = max(extend or 0, self._capacity, len(data))
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._file_made = True
             try:
                 if end > start:
                     os.pwrite(fd, bytes(data[start * size : end * size]), start * size)
@@ -277,7 +285,10 @@ class _Index:
         self.path.unlink(missing_ok=True)
 
     def rename(self, path: Path) -> None:
-        os.rename(self.path, path)
+        if self._file_made:
+            os.rename(self.path, path)
+        else:  # no file of ours: none may be left at the new name either
+            path.unlink(missing_ok=True)
         self.path = path
 
 

@@ -171,6 +171,9 @@ class LogManager:
         # Log dirs whose partition.metadata awaits its fsync (the event loop appends, a
         # worker thread pops: a deque is safe for that).
         self._unsynced_topic_ids: deque[Path] = deque()
+        # The topic id each log's partition.metadata was found to hold (or was given), with
+        # the log it was read for: a leadership change need not read the file again.
+        self._topic_ids: dict[TopicPartition, tuple[UnifiedLog, bytes]] = {}
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # cleaning failed: skipped till restart
         self._cleaner_lock = threading.Lock()
@@ -382,7 +385,7 @@ class LogManager:
         log = self._logs.get((topic, partition))
         if log is None:
             log = self._create([(topic, partition, config)])[0]
-        if topic_id is not None:
+        if topic_id is not None and self._topic_ids.get((topic, partition)) != (log, topic_id):
             held = read_topic_id(log.dir)
             if held is None:
                 write_topic_id(log.dir, topic_id, sync=False)
@@ -393,6 +396,7 @@ class LogManager:
                     f" not {topic_id_str(topic_id)}",
                     ErrorCode.INCONSISTENT_TOPIC_ID,
                 )
+            self._topic_ids[(topic, partition)] = (log, topic_id)
         return log
 
     def create_logs(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[UnifiedLog]:
@@ -494,6 +498,7 @@ class LogManager:
 
     def _remove(self, tp: TopicPartition) -> None:
         del self._logs[tp]
+        self._topic_ids.pop(tp, None)
         self._hosted[self._dir_of.pop(tp)] -= 1
 
     def update_config(self, topic: str, config: LogConfig) -> None:
@@ -724,11 +729,16 @@ class LogManager:
         """Delete the logs whose ``partition.metadata`` names another id than the one
         ``topic_ids`` gives their topic: an incarnation deleted while this node was away
         (Kafka's stray logs). Only for an image known to be current. Returns them."""
-        stray = [
-            tp
-            for tp, log in self._logs.items()
-            if tp[0] in topic_ids and read_topic_id(log.dir) not in (None, topic_ids[tp[0]])
-        ]
+        stray = []
+        for tp, log in self._logs.items():
+            topic_id = topic_ids.get(tp[0])
+            if topic_id is None:
+                continue
+            held = read_topic_id(log.dir)
+            if held == topic_id:
+                self._topic_ids[tp] = (log, held)
+            elif held is not None:
+                stray.append(tp)
         for tp in stray:
             logger.warning("%s-%d: deleting the stray log of an earlier topic id", *tp)
             self.delete_log(*tp)
@@ -904,6 +914,7 @@ class LogManager:
                 (log_dir / CLEAN_SHUTDOWN_FILE).touch()
                 fsync_dir(log_dir)
             self._logs.clear()
+            self._topic_ids.clear()
             self._dir_of.clear()
             self._future.clear()
             self._future_dir_of.clear()

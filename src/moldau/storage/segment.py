@@ -447,8 +447,9 @@ class Segment:
             return  # sealed already
         max_ts, offset = self._timestamps()
         self.time_index.maybe_append(max_ts, offset, force=True)
-        self.offset_index.trim()
-        self.time_index.trim()
+        make_files = self.size > 0  # an empty segment's indexes need no files
+        self.offset_index.trim(make_file=make_files)
+        self.time_index.trim(make_file=make_files)
 
     def flush(self) -> None:
         """fsync the log and both index files (nothing if the segment was deleted

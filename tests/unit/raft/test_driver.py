@@ -80,7 +80,9 @@ def test_a_quorum_of_one_takes_over_a_log_of_earlier_releases(tmp_path: Path) ->
         raft = manager(tmp_path, listener)
         await raft.start()
         assert raft.is_leader and raft.leader() == (1, 1)
-        assert [offset for _, offset in listener.commits] == [1, 2]
+        assert listener.commits == [([topic(0), topic(1), topic(2)], 2)], (
+            "the log found at start is handed over as one run"
+        )
         assert listener.leaders == [(1, 1)], "leadership is announced after the old log"
         callback: list[int] = []
         raft.set_commit_callback(lambda records, offset: callback.append(offset))
@@ -125,9 +127,10 @@ def test_snapshots_bound_the_log_and_a_restart_starts_from_the_latest(tmp_path: 
         while raft.committed_offset < 61:  # a snapshot is decoded in a worker thread
             await asyncio.sleep(0.01)
         assert len(again.snapshots) == 1
-        records, last_offset = again.snapshots[0]
+        last_offset = again.snapshots[0].offset
         latest = int(snapshots[-1].name.split("-")[0])
         assert last_offset == latest - 1
+        assert again.snapshots[0].cluster_id == "cluster"
         assert all(last > last_offset for _, last in again.commits)
         assert topics_of(again) == [f"topic-{i}" for i in range(60)]
         assert raft.image.topics == image.topics

@@ -26,6 +26,12 @@ from moldau.metadata.records import (
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
 )
+from moldau.metadata.security import (
+    ClientQuotaRecord,
+    EntityData,
+    StandardAcl,
+    UserScramCredentialRecord,
+)
 from moldau.metadata.snapshot import image_to_records
 from moldau.protocol.metadata_record_serde import encode_metadata_record
 from moldau.raft.driver import encode_snapshot, read_snapshot_records
@@ -118,6 +124,15 @@ def rich_image() -> MetadataImage:
         ),
         ConfigRecord(resource_type=BROKER_RESOURCE, resource_name="1", name="a", value="b"),
         ProducerIdsRecord(broker_id=1, broker_epoch=7, next_producer_id=5000),
+        StandardAcl(2, "orders", 3, "User:alice", "*", 3, 3).to_record(b"\x05" * 16),
+        UserScramCredentialRecord(
+            name="alice", mechanism=1, salt=b"s", stored_key=b"k", server_key=b"v", iterations=4096
+        ),
+        ClientQuotaRecord(
+            entity=[EntityData(entity_type="user", entity_name="alice")],
+            key="producer_byte_rate",
+            value=1024.0,
+        ),
     ]
     return replay([(records, 41)])
 
@@ -127,6 +142,8 @@ def test_a_rich_image_survives_the_round_trip() -> None:
     part = image.partition("orders", 1)
     assert part is not None and part.adding_replicas == (3,) and part.removing_replicas == (1,)
     assert image.brokers[1].in_controlled_shutdown and image.brokers[2].fenced
+    security = image.security
+    assert len(security.acls) == len(security.scram) == len(security.quotas) == 1
     again = round_trip(image)
     assert again == image
     assert again.topics_by_id == image.topics_by_id and again.offset == 41

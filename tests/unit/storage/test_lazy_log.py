@@ -180,3 +180,27 @@ def test_periodic_passes_leave_unused_logs_unopened(tmp_path: Path) -> None:
         assert sizes[tp] == (log.size_bytes, len(log.segments)), tp
     assert read_checkpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT)[("many", 0)] == 61
     manager.shutdown()
+
+
+def test_a_shutdown_makes_index_files_only_for_segments_with_records(tmp_path: Path) -> None:
+    """Closing an idle partition's log creates nothing (at 50,000 partitions most are
+    idle), and a log without index files for its empty segment opens cleanly, as often
+    as it is closed and opened again."""
+    stored = shut_down_with_logs(tmp_path)
+    for _ in range(2):
+        for tp in stored:
+            directory = tmp_path / f"{tp[0]}-{tp[1]}"
+            for segment in directory.glob("*.log"):
+                indexes = [segment.with_suffix(s).exists() for s in (".index", ".timeindex")]
+                assert indexes == [segment.stat().st_size > 0] * 2, segment
+        assert not list((tmp_path / "empty-0").glob("*index"))
+        manager = LogManager([tmp_path], PROPS)
+        manager.load_logs()
+        for tp, batches in stored.items():
+            log = manager.get_log(*tp)
+            assert log is not None
+            data = log.read_bytes(log.log_start_offset, 1 << 30)  # opens it
+            assert log.loaded and data.endswith(b"".join(batches[-1:])), tp
+            ends = {"many": 160, "empty": 0, "producer": 3}  # batches of 2, 0, 1 records
+            assert log.log_end_offset == ends[tp[0]], tp
+        manager.shutdown()
