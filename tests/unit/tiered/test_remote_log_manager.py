@@ -263,6 +263,20 @@ def test_total_retention_and_topic_deletion_delete_remote_objects(env) -> None:
     asyncio.run(main())
 
 
+def leading(
+    log: UnifiedLog,
+    rsm: FileRemoteStorageManager,
+    metadata: MetadataTopic,
+    clock: ManualClock,
+    **config: int,
+) -> RemoteLogManager:
+    """Broker 1's remote log manager, leading ``log`` at epoch 0 with its HW at its end."""
+    rlm = RemoteLogManager(1, RemoteLogManagerConfig(**config), rsm, metadata.manager, clock)
+    hw = log.log_end_offset
+    rlm.on_leader(TP, log, 0, lambda: hw)
+    return rlm
+
+
 async def drain(rlm: RemoteLogManager) -> None:
     while rlm._tasks:
         await asyncio.gather(*list(rlm._tasks))
@@ -363,12 +377,15 @@ def test_concurrent_uploads_finish_in_offset_order_and_a_failed_one_is_cleaned(
         bases = [s.base_offset for s in log.segments]
         rsm = UnevenUploads(fail_at=bases[2])
         rsm.configure({"dir": str(tmp_path / "remote")})
-        config = RemoteLogManagerConfig(
-            thread_pool_size=1, reader_threads=1, copier_thread_pool_size=4
+        rlm = leading(
+            log,
+            rsm,
+            metadata,
+            clock,
+            thread_pool_size=1,
+            reader_threads=1,
+            copier_thread_pool_size=4,
         )
-        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
-        hw = log.log_end_offset
-        rlm.on_leader(TP, log, 0, lambda: hw)
         metadata.feed()
         for _ in range(10):  # past the retry backoff: the copy again, then its cleanup
             rlm.run_once()
@@ -417,16 +434,19 @@ def test_an_isr_change_while_copies_run_copies_nothing_twice(tmp_path: Path) -> 
         produce(log, 60)
         rsm = UnevenUploads(fail_at=-1)  # slow uploads: the change comes while they run
         rsm.configure({"dir": str(tmp_path / "remote")})
-        config = RemoteLogManagerConfig(
-            thread_pool_size=1, reader_threads=1, copier_thread_pool_size=4
+        rlm = leading(
+            log,
+            rsm,
+            metadata,
+            clock,
+            thread_pool_size=1,
+            reader_threads=1,
+            copier_thread_pool_size=4,
         )
-        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
-        hw = log.log_end_offset
-        rlm.on_leader(TP, log, 0, lambda: hw)
         metadata.feed()
         rlm.run_once()
         await asyncio.sleep(0.05)
-        rlm.on_leader(TP, log, 0, lambda: hw)  # same epoch: an ISR change
+        rlm.on_leader(TP, log, 0, lambda: log.log_end_offset)  # same epoch: an ISR change
         for _ in range(5):
             rlm.run_once()
             await drain(rlm)
@@ -484,16 +504,17 @@ def test_copies_cut_short_are_deleted_after_their_late_writes_land(tmp_path: Pat
         produce(log, 60)
         rsm = LateWrites(clock, up_at_ms=15_000, delay_ms=1_000)
         rsm.configure({"dir": str(tmp_path / "remote")})
-        config = RemoteLogManagerConfig(
+        rlm = leading(
+            log,
+            rsm,
+            metadata,
+            clock,
             task_interval_ms=100,
             thread_pool_size=2,
             reader_threads=1,
             retry_backoff_ms=100,
             retry_backoff_max_ms=2_000,
         )
-        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
-        hw = log.log_end_offset
-        rlm.on_leader(TP, log, 0, lambda: hw)
         metadata.feed()
         for _ in range(40):
             rlm.run_once()
@@ -572,16 +593,17 @@ def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
         bases = [s.base_offset for s in log.segments]
         rsm = Gated(fail_at=bases[0], hold_at=bases[1])
         rsm.configure({"dir": str(tmp_path / "remote")})
-        config = RemoteLogManagerConfig(
+        rlm = leading(
+            log,
+            rsm,
+            metadata,
+            clock,
             task_interval_ms=100,
             thread_pool_size=1,
             reader_threads=1,
             retry_backoff_ms=100,
             retry_backoff_max_ms=2_000,
         )
-        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)
-        hw = log.log_end_offset
-        rlm.on_leader(TP, log, 0, lambda: hw)
         metadata.feed()
         rlm.run_once()  # the copy of bases[0] fails: its segment is garbage
         await drain(rlm)
@@ -636,12 +658,16 @@ def test_a_copy_left_started_by_a_killed_broker_is_deleted_after_its_restart(env
         metadata.manager.on_partition_assigned(TP)
         metadata.feed()
         mine, theirs = await started_by(1), await started_by(2)
-        config = RemoteLogManagerConfig(
-            thread_pool_size=2, reader_threads=2, retry_backoff_max_ms=2_000
+        # restarted
+        rlm = leading(
+            log,
+            rsm,
+            metadata,
+            clock,
+            thread_pool_size=2,
+            reader_threads=2,
+            retry_backoff_max_ms=2_000,
         )
-        rlm = RemoteLogManager(1, config, rsm, metadata.manager, clock)  # restarted
-        hw = log.log_end_offset
-        rlm.on_leader(TP, log, 0, lambda: hw)
         metadata.feed()
 
         def stored(md: RemoteLogSegmentMetadata) -> bool:
