@@ -263,6 +263,15 @@ def test_total_retention_and_topic_deletion_delete_remote_objects(env) -> None:
     asyncio.run(main())
 
 
+# Quick passes and retries: a failed copy is tried again within 2 s of the manual clock.
+RETRYING = {
+    "task_interval_ms": 100,
+    "reader_threads": 1,
+    "retry_backoff_ms": 100,
+    "retry_backoff_max_ms": 2_000,
+}
+
+
 def leading(
     log: UnifiedLog,
     rsm: FileRemoteStorageManager,
@@ -509,11 +518,8 @@ def test_copies_cut_short_are_deleted_after_their_late_writes_land(tmp_path: Pat
             rsm,
             metadata,
             clock,
-            task_interval_ms=100,
             thread_pool_size=2,
-            reader_threads=1,
-            retry_backoff_ms=100,
-            retry_backoff_max_ms=2_000,
+            **RETRYING,
         )
         metadata.feed()
         for _ in range(40):
@@ -598,11 +604,8 @@ def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
             rsm,
             metadata,
             clock,
-            task_interval_ms=100,
             thread_pool_size=1,
-            reader_threads=1,
-            retry_backoff_ms=100,
-            retry_backoff_max_ms=2_000,
+            **RETRYING,
         )
         metadata.feed()
         rlm.run_once()  # the copy of bases[0] fails: its segment is garbage
@@ -645,12 +648,9 @@ def test_a_retried_copy_finishes_after_the_slow_copy_before_it(tmp_path: Path) -
             rsm,
             metadata,
             clock,
-            task_interval_ms=100,
             thread_pool_size=1,
             copier_thread_pool_size=3,
-            reader_threads=1,
-            retry_backoff_ms=100,
-            retry_backoff_max_ms=2_000,
+            **RETRYING,
         )
         metadata.feed()
         rlm.run_once()  # bases[0] held, bases[1] fails, bases[2] abandoned
