@@ -21,7 +21,8 @@ by ``benchmarks/build_rdkafka_performance.sh``):
 
 The machine is shared: every result carries the load average before and after it.
 ``--profile CASE`` records py-spy flame graphs into ``benchmarks/results/``: ``cluster``
-(leader and a follower at the highest rate) or ``single`` (the Moldau broker while it
+(leader and a follower at the highest rate), ``alone`` (leader and a follower while the
+messages go one at a time; its CPU figures then include py-spy's sampling) or ``single`` (the Moldau broker while it
 serves the consume). Nothing is asserted; results go to
 ``benchmarks/results/request_rate-<label>-<UTC time>.json``.
 
@@ -184,15 +185,16 @@ def run_alone(args: argparse.Namespace) -> dict:
         }
         before, cpu = load(), {role: cpu_seconds(pid) for role, pid in pids.items()}
         samples, failed = [], []
-        started = time.monotonic()
-        for _ in range(args.alone):
-            sent = time.monotonic()
-            producer.produce(
-                topic, value, partition=0, on_delivery=lambda e, m: e and failed.append(e)
-            )
-            producer.flush(30)
-            samples.append(int((time.monotonic() - sent) * 1e6))
-        elapsed = time.monotonic() - started
+        with py_spy(args, "alone", True, c, leader, followers[0]):
+            started = time.monotonic()
+            for _ in range(args.alone):
+                sent = time.monotonic()
+                producer.produce(
+                    topic, value, partition=0, on_delivery=lambda e, m: e and failed.append(e)
+                )
+                producer.flush(30)
+                samples.append(int((time.monotonic() - sent) * 1e6))
+            elapsed = time.monotonic() - started
         cpu = {role: cpu_seconds(pid) - cpu[role] for role, pid in pids.items()}
         result = {
             "messages": args.alone,
@@ -448,7 +450,7 @@ def main() -> None:
         type=lambda s: s.split(","),
         help="cases, comma-separated: cluster,single,pacing,alone",
     )
-    parser.add_argument("--profile", choices=("cluster", "single"))
+    parser.add_argument("--profile", choices=("cluster", "single", "alone"))
     parser.add_argument("--label", default="run", help="names the result (e.g. before/after)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = parser.parse_args()

@@ -709,7 +709,9 @@ class ReplicaManager:
             if done.done():  # cancelled: its connection closed
                 return
             try:
-                fresh, size = self._read_all(params, requested)
+                # As Kafka's DelayedFetch: the follower's position was recorded when its
+                # fetch arrived; the read that answers it records nothing again.
+                fresh, size = self._read_all(params, requested, bookkeeping=False)
                 if size < params.min_bytes and not expired and not _respond_now(fresh):
                     self.purgatory.watch(keys, deadline, check)  # e.g. nothing new after all
                     return
@@ -766,18 +768,29 @@ class ReplicaManager:
         return results
 
     def _read_all(
-        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+        self,
+        params: FetchParams,
+        requested: Sequence[FetchRequestPartition],
+        *,
+        bookkeeping: bool = True,
     ) -> tuple[list[FetchResult], int]:
         total = 0
         results = []
         for p in requested:
-            result = self._read(params, p, max(params.max_bytes - total, 0), first=total == 0)
+            budget = max(params.max_bytes - total, 0)
+            result = self._read(params, p, budget, first=total == 0, bookkeeping=bookkeeping)
             total += result.size
             results.append(result)
         return results, total
 
     def _read(
-        self, params: FetchParams, p: FetchRequestPartition, budget: int, *, first: bool
+        self,
+        params: FetchParams,
+        p: FetchRequestPartition,
+        budget: int,
+        *,
+        first: bool,
+        bookkeeping: bool = True,
     ) -> FetchResult:
         tp = (p.topic, p.partition)
         try:
@@ -788,7 +801,7 @@ class ReplicaManager:
         except KafkaError as e:
             return FetchResult(e.code)
         if params.from_follower:
-            refused = self._follower_fetched(params, p, partition, replica_log)
+            refused = self._follower_fetched(params, p, partition, replica_log, bookkeeping)
             if refused is not None:
                 return refused
         hw = partition.high_watermark
@@ -825,10 +838,12 @@ class ReplicaManager:
         p: FetchRequestPartition,
         partition: Partition,
         replica_log: UnifiedLog,
+        bookkeeping: bool,
     ) -> FetchResult | None:
-        """A follower's fetch as the leader's bookkeeping: its fetch offset is its log end
-        offset, which may move the HW and bring it back into the ISR. The answer when it
-        gets no records: it is not a replica, or it must truncate first."""
+        """A follower's fetch as the leader's bookkeeping (unless ``bookkeeping`` is
+        False): its fetch offset is its log end offset, which may move the HW and bring
+        it back into the ISR. The answer when it gets no records: it is not a replica, or
+        it must truncate first."""
         tp = (p.topic, p.partition)
         if not partition.is_known_replica(params.replica_id):
             return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -842,6 +857,8 @@ class ReplicaManager:
                 log_start_offset=replica_log.log_start_offset,
                 diverging_epoch=diverging,
             )
+        if not bookkeeping:
+            return None
         if partition.update_follower_fetch(
             params.replica_id,
             p.fetch_offset,

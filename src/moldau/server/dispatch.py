@@ -31,6 +31,7 @@ from moldau.security.listeners import ListenerSecurity
 from moldau.security.quotas import REQUEST, ClientQuotas
 from moldau.security.session import CredentialLookup, Session, open_session
 from moldau.server.handlers import HANDLERS, advertised_versions
+from moldau.server.network import Later, Response
 from moldau.server.request_context import Pending, RequestContext
 from moldau.stats.requests import RequestStats
 
@@ -93,9 +94,7 @@ class Dispatcher:
                 conn.max_frame = min(conn.max_frame, listener.max_receive)
         return conn.session
 
-    async def __call__(
-        self, frame: bytearray, conn: Connection
-    ) -> list[Any] | asyncio.Future[list[Any]] | None:
+    async def __call__(self, frame: bytearray, conn: Connection) -> Response:
         if self.serving is not None and not self.serving.is_set():
             await self.serving.wait()
         session = self._session(conn)
@@ -165,7 +164,10 @@ class Dispatcher:
         if isinstance(response, Pending):
             if ctx.throttle_ms:
                 return asyncio.ensure_future(self._later(ctx, response))
-            return response.then(lambda r: frame_response(api_key, version, correlation_id, r))
+            respond = response.respond
+            return Later(
+                response.done, lambda: frame_response(api_key, version, correlation_id, respond())
+            )
         if ctx.throttle_ms:
             await self._throttle(ctx, response)
         return frame_response(api_key, version, correlation_id, response)
