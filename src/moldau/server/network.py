@@ -207,7 +207,8 @@ class Connection(asyncio.BufferedProtocol):
         self._wanted = 0  # the buffer size waited for while the pool is exhausted
         self._frames: deque[bytearray] = deque()  # whole frames, each holding len() pool bytes
         self._arrivals: deque[float] = deque()  # when each of _frames was complete
-        self._wakeup = asyncio.Event()
+        # Set when a frame arrives or the connection closes, while the task waits for that.
+        self._wakeup: asyncio.Future[None] | None = None
         self._closed = False
         self._paused = 0
         self._busy = False  # a request is being handled or its response written
@@ -342,9 +343,14 @@ class Connection(asyncio.BufferedProtocol):
         self._frames.append(self._frame)  # its len() is what it holds of the pool
         self._arrivals.append(self.last_io)
         self._size, self._filled, self._reserved, self._frame = -1, 0, 0, bytearray()
-        self._wakeup.set()
+        self._wake()
         if len(self._frames) >= _MAX_QUEUED_FRAMES:
             self._pause(_QUEUE_FULL)
+
+    def _wake(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     def _pause(self, reason: int) -> None:
         if not self._paused and self.transport is not None and not self.transport.is_closing():
@@ -364,7 +370,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._wakeup.set()
+        self._wake()
         self._can_write.set()
         self._pending_space.set()
         for parts, _ in self._pending:
@@ -421,8 +427,9 @@ class Connection(asyncio.BufferedProtocol):
         try:
             while not self._closed:
                 if not self._frames:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
+                    self._wakeup = asyncio.get_running_loop().create_future()
+                    await self._wakeup
+                    self._wakeup = None
                     continue
                 frame = self._frames.popleft()
                 # Kafka reads a connection's next request once the last one is answered.
@@ -684,7 +691,7 @@ class Connection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._wakeup.set()
+            self._wake()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
