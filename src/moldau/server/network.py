@@ -217,6 +217,7 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
         self._dup_fd = -1
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop  # the loop it was made on
         # Responses owed in order, once one came as a future: written as they become
         # ready (_response_ready), by the writer task when that must wait.
         self._pending: deque[tuple[Response, RequestTimer]] = deque()
@@ -240,7 +241,9 @@ class Connection(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=high, low=0)  # type: ignore[attr-defined]
         if self.on_open is not None:
             self.on_open(self)
-        self._task = asyncio.get_running_loop().create_task(self._process())
+        # Kept: on Python 3.11 every get_running_loop() is a getpid() syscall.
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._size < 0:
@@ -427,7 +430,7 @@ class Connection(asyncio.BufferedProtocol):
         try:
             while not self._closed:
                 if not self._frames:
-                    self._wakeup = asyncio.get_running_loop().create_future()
+                    self._wakeup = self._loop.create_future()
                     await self._wakeup
                     self._wakeup = None
                     continue
@@ -483,7 +486,7 @@ class Connection(asyncio.BufferedProtocol):
         elif not self._flush_soon:
             # After the requests read with this one are handled: their responses together.
             self._flush_soon = True
-            asyncio.get_running_loop().call_soon(self._response_ready, None)
+            self._loop.call_soon(self._response_ready, None)
 
     def _resolve(self, i: int) -> list[Any] | None:
         """The parts of the ``i``-th owed response, or :data:`_NOT_READY`; raises what
@@ -552,7 +555,7 @@ class Connection(asyncio.BufferedProtocol):
             self._pending_space.set()
             count = 0
         if count or failed:  # ready but not written here
-            self._writer = asyncio.get_running_loop().create_task(self._write_pending())
+            self._writer = self._loop.create_task(self._write_pending())
 
     async def _drained(self) -> None:
         self._pending_space.clear()
