@@ -576,7 +576,7 @@ class Connection(asyncio.BufferedProtocol):
                 for _ in range(count):
                     pending.popleft()[1].response_sent()
                 self._pending_space.set()
-        except (ConnectionError, asyncio.CancelledError):
+        except ConnectionError:
             self.close()
         except Exception:
             log.exception("connection %s:%s failed; closing it", *self.peer)
