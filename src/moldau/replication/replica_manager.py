@@ -735,6 +735,8 @@ class ReplicaManager:
     ) -> None:
         """A follower's bytes of throttled replicas count against the replication quota."""
         quota = self.leader_quota
+        if not quota.throttles_any:  # the common case: no throttled replica at all
+            return
         size = sum(
             r.size
             for p, r in zip(requested, results, strict=True)
