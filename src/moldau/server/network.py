@@ -1,6 +1,8 @@
 """The asyncio edge: connections accepted within quotas, frames in, response parts out.
 
-Memory follows what has arrived. Each connection reads straight into its frame's
+Memory follows what has arrived. Between frames a connection reads ahead into a buffer
+shared by its event loop's connections and copies out the whole frames it got (one
+``recv`` per small request); a frame that does not fit is read into its own
 ``bytearray`` (``BufferedProtocol``), but that buffer starts at most
 :data:`INITIAL_FRAME_BUFFER` long and doubles only once the client has filled it, so a
 connection that declares 100 MB and sends nothing holds 64 KiB. Every step is reserved
@@ -11,9 +13,9 @@ stops reading until some is released. The finished frame is still one writable
 at most what has arrived), so produce batches are stamped in place as before.
 
 Requests on one connection are processed one at a time, in order, as Kafka does; a
-handler may answer with a future (acks=all produce, once appended), and the next requests
-are handled while it waits, their responses queued behind it: responses always leave in
-request order. A response is queued the same way when the next request has already
+handler may answer later (a :class:`Later`: acks=all produce, once appended, framed and
+written in the callback that completes it), and the next requests are handled while it
+waits, their responses queued behind it: responses always leave in request order. A response is queued the same way when the next request has already
 arrived (a client with requests in flight), so the responses of requests read in one
 event-loop turn go out in one write rather than one send each.
 Connections stalled mid-frame past ``socket.request.read.timeout.ms`` and idle ones past
