@@ -297,7 +297,7 @@ class Broker:
         """Share groups (KIP-932): fetches waiting for records wake through the purgatory;
         share-partition state is durable through the share coordinators; a share group's
         membership comes back when its ``__consumer_offsets`` partition loads; deleted
-        topics leave both."""
+        topics leave both, and the groups' committed offsets (DeletedTopics)."""
         c = self.config
         self.share_state = ShareCoordinatorService(
             ShareCoordinatorConfig.from_config(c),
@@ -325,7 +325,7 @@ class Broker:
             ShareStatePersister(self.share_state, router, self.clock),
             self._write_share_group,
         )
-        self.publisher.add_listener(DeletedTopics(shares, self.share_state))
+        self.publisher.add_listener(DeletedTopics(self.groups, shares, self.share_state))
         return shares
 
     async def _write_share_group(
