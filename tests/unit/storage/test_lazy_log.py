@@ -13,6 +13,7 @@ from moldau.records.record import Record, build_batch
 from moldau.storage.checkpoint import read_checkpoint
 from moldau.storage.log_loader import LoadedLog, LogLoader
 from moldau.storage.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
@@ -125,18 +126,32 @@ def test_a_crash_after_lazy_open_recovers(tmp_path: Path) -> None:
     assert recovered.epoch_cache.latest_epoch == 5
     untouched = crashed.get_log("producer", 0)
     assert not untouched.loaded
-    crashed.shutdown()  # recovers what was never used, so the next start is clean
+    crashed.shutdown()  # recovers nothing that was never used: the dir stays unclean
+    assert not untouched.loaded
+    assert not (tmp_path / "crash" / CLEAN_SHUTDOWN_FILE).exists()
 
     again = LogManager([tmp_path / "crash"], PROPS)
     again.load_logs()
     for tp, batches in stored.items():
         log = again.get_log(*tp)
+        assert not log.loaded
+        end = log.log_end_offset  # still owed: this recovers it
+        assert log.loaded
+        assert log.read_bytes(log.log_start_offset, 1 << 30).endswith(b"".join(batches[-1:]))
+        assert log.log_end_offset == end
+    assert again.get_log("producer", 0).producer_state.producers.keys() == {7}
+    again.shutdown()  # every log is open: now the dir is marked clean
+    assert (tmp_path / "crash" / CLEAN_SHUTDOWN_FILE).exists()
+
+    last = LogManager([tmp_path / "crash"], PROPS)
+    last.load_logs()
+    for tp, batches in stored.items():
+        log = last.get_log(*tp)
         end = log.log_end_offset
         assert not log.loaded  # known from the clean shutdown's checkpoints
         assert log.read_bytes(log.log_start_offset, 1 << 30).endswith(b"".join(batches[-1:]))
         assert log.log_end_offset == end
-    assert again.get_log("producer", 0).producer_state.producers.keys() == {7}
-    again.shutdown()
+    last.shutdown()
 
 
 def test_first_uses_from_two_threads_open_once(tmp_path: Path, monkeypatch) -> None:
