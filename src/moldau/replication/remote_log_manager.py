@@ -38,7 +38,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from moldau.clock import Clock
@@ -185,8 +185,10 @@ class _Replica:
     high_watermark: Callable[[], int]
     scheduler: CopyScheduler | None = None
     expiring: bool = False  # an expiry pass is running
-    # done when the copy started last has finished or failed: the next one finishes after
-    last_copy: asyncio.Future[None] | None = None
+    # id of each copy in flight -> done when that copy has finished or failed: a copy
+    # finishes after the one before it in the scheduler's in-flight list (not after the
+    # copy started last, which may be an abandoned one of an earlier round)
+    copy_done: dict[int, asyncio.Future[None]] = field(default_factory=dict)
     deleted: bool = False  # its topic was deleted: a copy in flight deletes its upload
 
 
@@ -380,11 +382,11 @@ class RemoteLogManager:
             return
         now = self.clock.now_ms()
         while (candidate := self._next_copy(replica, now)) is not None:
-            previous, replica.last_copy = (
-                replica.last_copy,
-                asyncio.get_running_loop().create_future(),
-            )
-            self._background(self._copy(replica, candidate, previous, replica.last_copy))
+            in_flight = replica.scheduler.in_flight if replica.scheduler else []
+            before = in_flight[-2] if len(in_flight) > 1 else None
+            previous = None if before is None else replica.copy_done.get(id(before))
+            done = replica.copy_done[id(candidate)] = asyncio.get_running_loop().create_future()
+            self._background(self._copy(replica, candidate, previous, done))
         if expire and not replica.expiring and replica.log.config.delete_enabled:
             replica.expiring = True
             self._background(self._expire(replica))
@@ -488,6 +490,7 @@ class RemoteLogManager:
             )
         finally:
             self._copying.discard(copying)
+            replica.copy_done.pop(id(candidate), None)
             done.set_result(None)
         self._step(replica, expire=False)  # the next one may start
 

@@ -263,6 +263,15 @@ def test_total_retention_and_topic_deletion_delete_remote_objects(env) -> None:
     asyncio.run(main())
 
 
+# Quick passes and retries: a failed copy is tried again within 2 s of the manual clock.
+RETRYING = {
+    "task_interval_ms": 100,
+    "reader_threads": 1,
+    "retry_backoff_ms": 100,
+    "retry_backoff_max_ms": 2_000,
+}
+
+
 def leading(
     log: UnifiedLog,
     rsm: FileRemoteStorageManager,
@@ -509,11 +518,8 @@ def test_copies_cut_short_are_deleted_after_their_late_writes_land(tmp_path: Pat
             rsm,
             metadata,
             clock,
-            task_interval_ms=100,
             thread_pool_size=2,
-            reader_threads=1,
-            retry_backoff_ms=100,
-            retry_backoff_max_ms=2_000,
+            **RETRYING,
         )
         metadata.feed()
         for _ in range(40):
@@ -598,11 +604,8 @@ def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
             rsm,
             metadata,
             clock,
-            task_interval_ms=100,
             thread_pool_size=1,
-            reader_threads=1,
-            retry_backoff_ms=100,
-            retry_backoff_max_ms=2_000,
+            **RETRYING,
         )
         metadata.feed()
         rlm.run_once()  # the copy of bases[0] fails: its segment is garbage
@@ -622,6 +625,46 @@ def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
         kept = metadata.manager.segments(TP)[1]
         assert kept.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
         assert list((tmp_path / "remote").rglob(f"*{kept.segment_id.id}.log"))
+        await rlm.close()
+
+    asyncio.run(main())
+
+
+def test_a_retried_copy_finishes_after_the_slow_copy_before_it(tmp_path: Path) -> None:
+    """Copies of three segments run at once: the first is slow, the second fails, the
+    third is abandoned. The retry of the second must wait for the first (still running),
+    not for the abandoned third: the remote tier grows in offset order."""
+    clock = ManualClock(10_000)
+    metadata = MetadataTopic()
+    log = UnifiedLog.open(tmp_path / "orders-0", CONFIG, clock=clock.time, remote_log_enabled=True)
+
+    async def main() -> None:
+        produce(log, 80)
+        bases = [s.base_offset for s in log.segments]
+        rsm = Gated(fail_at=bases[1], hold_at=bases[0])
+        rsm.configure({"dir": str(tmp_path / "remote")})
+        rlm = leading(
+            log,
+            rsm,
+            metadata,
+            clock,
+            thread_pool_size=1,
+            copier_thread_pool_size=3,
+            **RETRYING,
+        )
+        metadata.feed()
+        rlm.run_once()  # bases[0] held, bases[1] fails, bases[2] abandoned
+        while len(rlm._tasks) > 1:
+            await asyncio.sleep(0.01)
+        clock.advance(200)
+        rlm.run_once()  # bases[1] and bases[2] again, behind the held bases[0]
+        await asyncio.sleep(0.2)
+        assert [s.start_offset for s in metadata.manager.segments(TP)] == []
+        rsm.copy_go.set()
+        await drain(rlm)  # a copy finishing out of order would raise here
+        await settle(rlm, clock)
+        copied = [s.start_offset for s in metadata.manager.segments(TP)]
+        assert copied == bases[: len(copied)] and len(copied) >= 3, (copied, bases)
         await rlm.close()
 
     asyncio.run(main())
