@@ -807,8 +807,13 @@ class UnifiedLog:
         """Remove everything from the batch holding ``offset`` on (follower truncation,
         recovery); the epoch cache and producer state follow. Below the local log start
         the log is emptied and restarts at ``offset``; a tiered log keeps its log start
-        offset there (the remote tier still holds the records before it)."""
+        offset there (the remote tier still holds the records before it). At or past the
+        end no record goes, but an epoch entry at the end does, as in Kafka: this replica
+        led that epoch without appending to it, and a new leader's log diverges there (kept,
+        the follower would fetch with that epoch and be told to truncate again, forever)."""
         if offset >= self.log_end_offset:
+            with self.local_log.lock:
+                self._truncate_epoch_cache()
             return
         if offset < self._local_log_start_offset:
             self.truncate_fully_and_start_at(
