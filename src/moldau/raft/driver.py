@@ -209,6 +209,11 @@ def decode_snapshot(snapshot: SnapshotData, empty: MetadataImage) -> Decoded:
     )
 
 
+def _close_opened(opening: asyncio.Future[FileRaftLog]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
+
+
 class RaftManager:
     """One node's replica of the metadata log: a voter if listed in the quorum, else an
     observer (a broker-only node)."""
@@ -269,8 +274,17 @@ class RaftManager:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Open (recovering) the log and the quorum state, then join the quorum."""
-        log = await asyncio.to_thread(FileRaftLog.open, self.dir, self.log_config)
+        """Open (recovering) the log and the quorum state, then join the quorum. Cancelled
+        meanwhile (a stop during the start), the open runs to its end in its thread and
+        the log it opened is closed: a recovery is never left half done."""
+        opening = asyncio.ensure_future(
+            asyncio.to_thread(FileRaftLog.open, self.dir, self.log_config)
+        )
+        try:
+            log = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_opened)
+            raise
         try:
             store = FileQuorumStateStore(self.dir / QUORUM_STATE_FILE, self.config.voter_ids)
             self._client = RaftClient(
