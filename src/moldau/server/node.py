@@ -115,6 +115,7 @@ class Node:
         self._servers: list[Acceptor] = []
         self._locks: LogDirLocks | None = None
         self.starting = "nothing (not started)"  # what the start waits for, for its errors
+        self._broker_closed = False
 
     # -- start ---------------------------------------------------------------------------
     def lock_log_dirs(self) -> None:
@@ -281,11 +282,11 @@ class Node:
     ) -> None:
         if self.controller is not None:
             self.controller.handle_commit(records, last_offset, image)
-        if self.broker is not None:
+        if self.broker is not None and not self._broker_closed:
             self.broker.loader.handle_commit(records, last_offset, image)
 
     def handle_snapshot(self, image: MetadataImage) -> None:
-        if self.broker is not None:
+        if self.broker is not None and not self._broker_closed:
             self.broker.loader.load_snapshot(image)
         if self.controller is not None:
             self.controller.load_snapshot(image)
@@ -315,6 +316,10 @@ class Node:
         for server in self._servers:
             server.close()
         if self.broker is not None:
+            # As Kafka's broker removes its metadata publishers first: what the metadata
+            # log commits from here on (it runs until the end of the stop) must not host
+            # or open a log once the logs are closed.
+            self._broker_closed = True
             log.info("closing the logs")
             self.broker.shutdown()
         if self.controller is not None:
