@@ -60,7 +60,6 @@ from moldau.storage.resources import DescriptorBudget
 
 log = logging.getLogger(__name__)
 
-UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
 TOPIC_ID_SYNC_MS = 100  # how soon a new log's partition.metadata is fsynced
@@ -190,11 +189,7 @@ class Broker:
         """Register where clients reach this broker (advertised listeners) and wait until
         the controller unfences it and its coordinators have loaded."""
         self.lifecycle.start([(li.name, li.host, li.port) for li in listeners])
-        if not await self.lifecycle.wait_unfenced(UNFENCE_TIMEOUT_S):
-            raise KafkaError(
-                f"broker {self.node_id} was not unfenced within {UNFENCE_TIMEOUT_S:.0f} s",
-                ErrorCode.BROKER_NOT_AVAILABLE,
-            )
+        await self.lifecycle.unfenced.wait()  # bounded by server.max.startup.time.ms
         await self.groups.runtime.wait_loaded()
         await self.transactions.runtime.wait_loaded()
         await self.share_state.runtime.wait_loaded()
@@ -202,7 +197,12 @@ class Broker:
 
     async def controlled_shutdown(self) -> None:
         """Move this broker's leaderships away before it stops (Kafka's controlled
-        shutdown); gives up after ``controlled.shutdown.timeout`` and stops anyway."""
+        shutdown); gives up after ``controlled.shutdown.timeout`` and stops anyway. A
+        fenced broker (a start cut short, say) leads nothing: it skips it, as Kafka's
+        does while starting."""
+        if not self.lifecycle.unfenced.is_set():
+            self.lifecycle.close()
+            return
         if self.config.bool(
             "controlled.shutdown.enable"
         ) and not await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
