@@ -113,30 +113,32 @@ def measure_size(args: argparse.Namespace, partitions: int, overrides: dict[str,
         raw_produce(broker.bootstrap, names)  # every log exists from here on
         out["settle_s"] = settle(broker)
         for run in range(args.repeat):
-            spy = None
-            if args.profile and run == 0:
-                svg = RESULTS / f"spread_produce-{args.label}-{len(every)}-flame.svg"
-                spy = profiled(broker.proc.pid, svg)
-            spread_figures = measured(
-                broker, len(spread), lambda: client_produce(broker.bootstrap, spread, value)
-            )
-            if spy is not None:
-                spy.send_signal(signal.SIGINT)  # py-spy writes its graph on SIGINT
-                spy.wait(60)
-            one_figures = measured(
-                broker, len(one), lambda: client_produce(broker.bootstrap, one, value)
-            )
-            raw = measured(broker, len(every), lambda: raw_produce(broker.bootstrap, names))
-            out["runs"].append(
-                {
-                    "spread": spread_figures,
-                    "one_partition": one_figures,
-                    "raw_1000_partitions_a_request": raw,
-                    "spread_to_one_partition": round(
-                        spread_figures["records_per_s"] / one_figures["records_per_s"], 3
-                    ),
-                }
-            )
+            phases = {
+                "spread": (len(spread), lambda: client_produce(broker.bootstrap, spread, value)),
+                "one_partition": (len(one), lambda: client_produce(broker.bootstrap, one, value)),
+                "raw_1000_partitions_a_request": (
+                    len(every),
+                    lambda: raw_produce(broker.bootstrap, names),
+                ),
+            }
+            figures: dict[str, Any] = {}
+            for phase, (records, produce) in phases.items():
+                if phase.split("_")[0] not in args.phases:
+                    continue
+                spy = None
+                if args.profile == phase.split("_")[0] and run == 0:
+                    svg = RESULTS / f"spread_produce-{args.label}-{len(every)}-{phase}-flame.svg"
+                    spy = profiled(broker.proc.pid, svg)
+                figures[phase] = measured(broker, records, produce)
+                if spy is not None:
+                    spy.send_signal(signal.SIGINT)  # py-spy writes its graph on SIGINT
+                    spy.wait(60)
+            if "spread" in figures and "one_partition" in figures:
+                figures["spread_to_one_partition"] = round(
+                    figures["spread"]["records_per_s"] / figures["one_partition"]["records_per_s"],
+                    3,
+                )
+            out["runs"].append(figures)
             print(len(every), out["runs"][-1], flush=True)
     return out
 
@@ -147,7 +149,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="records per partition (spread)")
     parser.add_argument("--size", type=int, default=100, help="record value bytes")
     parser.add_argument("--repeat", type=int, default=2, help="runs of the three phases")
-    parser.add_argument("--profile", action="store_true", help="py-spy flame graph of run 1")
+    parser.add_argument(
+        "--phases", default="spread,one,raw", help="which of spread, one, raw to run"
+    )
+    parser.add_argument(
+        "--profile", choices=("spread", "one", "raw"), help="py-spy flame graph of run 1's phase"
+    )
     parser.add_argument("--label", default="run", help="names the flame graphs")
     parser.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
