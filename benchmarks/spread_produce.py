@@ -23,11 +23,15 @@ into ``benchmarks/results/``. Results go to ``benchmarks/results/spread_produce-
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,45 +39,132 @@ from confluent_kafka import Producer
 
 from benchmarks.harness import RESULTS, write_result
 from benchmarks.scale import PARTITIONS_PER_TOPIC, cpu_seconds, create_topics, raw_produce, started
+from tests.java.jars import cache_dir, fetch_jars, find_javac, java_command
 
 PRODUCER = {
     "linger.ms": 20,
     "queue.buffering.max.messages": 1_000_000,
     "topic.metadata.refresh.interval.ms": 600_000,
 }
+# The Java client's defaults otherwise (acks=all, idempotence on, batch.size 16 KiB).
+JAVA_PRODUCER = {"linger.ms": 20, "buffer.memory": 256 << 20, "max.block.ms": 600_000}
+JAVA_MAIN = "SpreadProducer"
+# Phase key in the results -> its name in --phases / --profile.
+PHASE_NAMES = {
+    "spread": "spread",
+    "one_partition": "one",
+    "java_spread": "java-spread",
+    "java_one_partition": "java-one",
+    "raw_1000_partitions_a_request": "raw",
+}
 
 
-def client_produce(bootstrap: str, targets: list[tuple[str, int]], value: bytes) -> float:
-    """Every (topic, partition) of ``targets`` gets one record, in order; records/s until
-    all are acknowledged (a failed delivery raises)."""
+Window = Callable[[], AbstractContextManager[dict[str, float]]]
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` (all its threads), from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def window_of(broker: Any, client_pid: int) -> Window:
+    """A timed window: wall seconds and the broker's and the client's CPU seconds in it."""
+
+    @contextmanager
+    def window() -> Iterator[dict[str, float]]:
+        out: dict[str, float] = {}
+        broker_cpu, client_cpu = cpu_seconds(broker), proc_cpu_seconds(client_pid)
+        start = time.monotonic()
+        yield out
+        out["seconds"] = time.monotonic() - start
+        out["broker_cpu_s"] = cpu_seconds(broker) - broker_cpu
+        out["client_cpu_s"] = proc_cpu_seconds(client_pid) - client_cpu
+
+    return window
+
+
+def client_produce(broker: Any, targets: list[tuple[str, int]], value: bytes) -> dict[str, float]:
+    """librdkafka (confluent-kafka, in this process): every (topic, partition) of
+    ``targets`` gets one record, in order, timed until all are acknowledged (a failed
+    delivery raises)."""
     failed = 0
 
     def on_delivery(err: object, _msg: object) -> None:
         nonlocal failed
         failed += err is not None
 
-    producer = Producer({"bootstrap.servers": bootstrap, "on_delivery": on_delivery, **PRODUCER})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "on_delivery": on_delivery, **PRODUCER}
+    )
     producer.list_topics(timeout=120)  # metadata first: measure produce, not discovery
-    start = time.monotonic()
-    for i, (topic, partition) in enumerate(targets):
-        producer.produce(topic, value, partition=partition)
-        if i % 1000 == 0:
-            producer.poll(0)
-    remaining = producer.flush(900)
-    elapsed = time.monotonic() - start
+    with window_of(broker, os.getpid())() as timed:
+        for i, (topic, partition) in enumerate(targets):
+            producer.produce(topic, value, partition=partition)
+            if i % 1000 == 0:
+                producer.poll(0)
+        remaining = producer.flush(900)
     if remaining or failed:
         raise RuntimeError(f"{remaining} records unacknowledged, {failed} failed")
-    return len(targets) / elapsed
+    return timed
 
 
-def measured(broker: Any, records: int, run: Any) -> dict[str, float]:
-    """Run one phase; records/s, broker CPU µs per record and the load average."""
-    cpu = cpu_seconds(broker)
-    rate = run()
-    cpu = cpu_seconds(broker) - cpu
+def java_program() -> list[str]:
+    """``java -cp ... SpreadProducer``, compiled once per source into the Java tests'
+    cache (the Kafka Java client 3.9.0 jars ``tests/java/jars.py`` fetches)."""
+    javac = find_javac()
+    if javac is None:
+        raise SystemExit("--java needs a JDK (javac)")
+    jars = [str(p) for p in fetch_jars()]
+    source = Path(__file__).parent / "java" / f"{JAVA_MAIN}.java"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    classes = cache_dir() / "benchmarks" / digest
+    if not (classes / f"{JAVA_MAIN}.class").is_file():
+        subprocess.run(
+            [javac, "-d", str(classes), "-cp", os.pathsep.join(jars), str(source)], check=True
+        )
+    classpath = os.pathsep.join([str(classes), *jars])
+    return [java_command(javac), "-Xmx512m", "-cp", classpath, JAVA_MAIN]
+
+
+def java_produce(
+    broker: Any, names: list[str], records: int, spread: bool, value_size: int
+) -> dict[str, float]:
+    """The Java producer (its defaults, ``linger.ms`` as librdkafka's here): ``records``
+    records spread over every partition of ``names`` or all to the first one."""
+    args = [broker.bootstrap, ",".join(names), str(PARTITIONS_PER_TOPIC), str(records)]
+    settings = [f"{k}={v}" for k, v in JAVA_PRODUCER.items()]
+    command = [*java_program(), *args, "spread" if spread else "one", str(value_size), *settings]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as java:
+        assert java.stdin is not None and java.stdout is not None
+        if java.stdout.readline().strip() != "ready":
+            raise RuntimeError("the Java producer did not start")
+        with window_of(broker, java.pid)() as timed:
+            java.stdin.write("go\n")
+            java.stdin.flush()
+            result = json.loads(java.stdout.readline())
+        java.stdin.close()
+    if result["failed"] or result["records"] != records:
+        raise RuntimeError(f"Java producer: {result}")
+    return timed
+
+
+def raw_phase(broker: Any, names: list[str]) -> dict[str, float]:
+    """Raw ProduceRequests of 1,000 one-record partitions (``benchmarks.scale``'s)."""
+    with window_of(broker, os.getpid())() as timed:
+        raw_produce(broker.bootstrap, names)
+    return timed
+
+
+def measured(records: int, run: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """Run one phase; records/s, broker and client CPU µs per record, the load average."""
+    timed = run()
     return {
-        "records_per_s": round(rate),
-        "broker_cpu_us_per_record": round(1e6 * cpu / records, 1),
+        "records_per_s": round(records / timed["seconds"]),
+        "broker_cpu_us_per_record": round(1e6 * timed["broker_cpu_s"] / records, 1),
+        "client_cpu_us_per_record": round(1e6 * timed["client_cpu_s"] / records, 1),
         "load_1m": round(os.getloadavg()[0], 1),
     }
 
@@ -112,32 +203,41 @@ def measure_size(args: argparse.Namespace, partitions: int, overrides: dict[str,
         create_topics(broker.bootstrap, names)
         raw_produce(broker.bootstrap, names)  # every log exists from here on
         out["settle_s"] = settle(broker)
+        count = len(spread)
+        phases: dict[str, tuple[int, Callable[[], dict[str, float]]]] = {
+            "spread": (count, lambda: client_produce(broker, spread, value)),
+            "one_partition": (count, lambda: client_produce(broker, one, value)),
+            "java_spread": (
+                count,
+                lambda: java_produce(broker, names, count, True, args.size),
+            ),
+            "java_one_partition": (
+                count,
+                lambda: java_produce(broker, names, count, False, args.size),
+            ),
+            "raw_1000_partitions_a_request": (len(every), lambda: raw_phase(broker, names)),
+        }
         for run in range(args.repeat):
-            phases = {
-                "spread": (len(spread), lambda: client_produce(broker.bootstrap, spread, value)),
-                "one_partition": (len(one), lambda: client_produce(broker.bootstrap, one, value)),
-                "raw_1000_partitions_a_request": (
-                    len(every),
-                    lambda: raw_produce(broker.bootstrap, names),
-                ),
-            }
             figures: dict[str, Any] = {}
             for phase, (records, produce) in phases.items():
-                if phase.split("_")[0] not in args.phases:
+                short = PHASE_NAMES[phase]
+                if short not in args.phases.split(","):
                     continue
                 spy = None
-                if args.profile == phase.split("_")[0] and run == 0:
+                if args.profile == short and run == 0:
                     svg = RESULTS / f"spread_produce-{args.label}-{len(every)}-{phase}-flame.svg"
                     spy = profiled(broker.proc.pid, svg)
-                figures[phase] = measured(broker, records, produce)
+                figures[phase] = measured(records, produce)
                 if spy is not None:
                     spy.send_signal(signal.SIGINT)  # py-spy writes its graph on SIGINT
                     spy.wait(60)
-            if "spread" in figures and "one_partition" in figures:
-                figures["spread_to_one_partition"] = round(
-                    figures["spread"]["records_per_s"] / figures["one_partition"]["records_per_s"],
-                    3,
-                )
+            for prefix in ("", "java_"):
+                if f"{prefix}spread" in figures and f"{prefix}one_partition" in figures:
+                    figures[f"{prefix}spread_to_one_partition"] = round(
+                        figures[f"{prefix}spread"]["records_per_s"]
+                        / figures[f"{prefix}one_partition"]["records_per_s"],
+                        3,
+                    )
             out["runs"].append(figures)
             print(len(every), out["runs"][-1], flush=True)
     return out
@@ -150,10 +250,12 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="record value bytes")
     parser.add_argument("--repeat", type=int, default=2, help="runs of the three phases")
     parser.add_argument(
-        "--phases", default="spread,one,raw", help="which of spread, one, raw to run"
+        "--phases",
+        default="spread,one,raw",
+        help=f"which of {', '.join(PHASE_NAMES.values())} to run",
     )
     parser.add_argument(
-        "--profile", choices=("spread", "one", "raw"), help="py-spy flame graph of run 1's phase"
+        "--profile", choices=tuple(PHASE_NAMES.values()), help="py-spy flame graph of run 1's phase"
     )
     parser.add_argument("--label", default="run", help="names the flame graphs")
     parser.add_argument("--broker-override", action="append", default=[], metavar="KEY=VALUE")
@@ -167,6 +269,7 @@ def main() -> None:
     results = {
         "sizes": [measure_size(args, int(s), overrides) for s in args.sizes.split(",")],
         "producer": PRODUCER,
+        "java_producer": JAVA_PRODUCER,
     }
     print(write_result(f"spread_produce-{args.label}", args, results))
 

@@ -438,7 +438,8 @@ class ReplicaManager:
     ) -> tuple[Partition, UnifiedLog]:
         """The partition and its log if this node leads it (or, ``follower_ok``, follows
         it), else the Kafka error."""
-        self._open_now(tp)
+        if self._pending:
+            self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None:
@@ -584,12 +585,10 @@ class ReplicaManager:
         append then finds them in the topic's codec (smaller ones it recompresses itself)."""
         work = {}
         for tp, records in entries.items():
+            if len(records) < RECOMPRESS_INLINE_MAX:
+                continue  # the common case, decided without looking the log up
             replica_log = self.log_manager.get_log(*tp)
-            if (
-                replica_log is not None
-                and len(records) >= RECOMPRESS_INLINE_MAX
-                and replica_log.config.compression_type != "producer"
-            ):
+            if replica_log is not None and replica_log.config.compression_type != "producer":
                 work[tp] = asyncio.to_thread(replica_log.recompressed, records)
         if not work:
             return entries
@@ -970,7 +969,8 @@ class ReplicaManager:
     # -- follower side -------------------------------------------------------------
     def follower_position(self, tp: TopicPartition) -> FollowerPosition | None:
         """Where this follower fetches ``tp`` from (None: it does not follow it now)."""
-        self._open_now(tp)
+        if self._pending:
+            self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None or partition.role is not Role.FOLLOWER:
