@@ -49,6 +49,7 @@ PRODUCER = {
 # The Java client's defaults otherwise (acks=all, idempotence on, batch.size 16 KiB).
 JAVA_PRODUCER = {"linger.ms": 20, "buffer.memory": 256 << 20, "max.block.ms": 600_000}
 JAVA_MAIN = "SpreadProducer"
+IDLE_S = 20
 # Phase key in the results -> its name in --phases / --profile.
 PHASE_NAMES = {
     "spread": "spread",
@@ -203,6 +204,11 @@ def measure_size(args: argparse.Namespace, partitions: int, overrides: dict[str,
         create_topics(broker.bootstrap, names)
         raw_produce(broker.bootstrap, names)  # every log exists from here on
         out["settle_s"] = settle(broker)
+        idle = cpu_seconds(broker)
+        time.sleep(IDLE_S)
+        # The per-second work over every log (flush checks, checkpoints) goes on during the
+        # phases: its share of their CPU per record is idle rate × phase time / records.
+        out["idle_cpu_percent"] = round(100 * (cpu_seconds(broker) - idle) / IDLE_S, 2)
         count = len(spread)
         phases: dict[str, tuple[int, Callable[[], dict[str, float]]]] = {
             "spread": (count, lambda: client_produce(broker, spread, value)),
