@@ -4,20 +4,28 @@ For each size (default 1,000 and 10,000 partitions, topics of 10 partitions, as 
 ``benchmarks.scale``) a fresh broker is started, the topics are created and every log is
 made by one raw record per partition (not measured: the first produce creates the files;
 ``benchmarks.scale`` measures that), and the broker is left to settle (its CPU under 5%:
-the new files' fsyncs are done). Then, alternately, the same confluent-kafka producer
-load (same settings, records of ``--size`` bytes, ``--rounds`` records per partition):
+the new files' fsyncs are done); its idle CPU with every log open is recorded. Then, in
+turn, the phases of ``--phases`` (same load each, records of ``--size`` bytes, ``--rounds``
+records per partition):
 
-- spread: record i goes to partition i mod N, so each request carries every partition
-  with a batch of about ``rounds`` records (librdkafka batches per partition),
-- one partition: the same number of records, all to partition 0 of the first topic,
+- spread: confluent-kafka (librdkafka, in this process) sends record i to partition
+  i mod N, so each request carries every partition with a batch of about ``rounds``
+  records (librdkafka batches per partition),
+- one: the same number of records, all to partition 0 of the first topic,
+- java-spread, java-one: the same two loads from the Kafka Java producer 3.9.0
+  (``benchmarks/java/SpreadProducer.java``, compiled at run time against the jars the
+  Java tests use; its defaults, with the same ``linger.ms``; a warm-up of the same load
+  first, so the JIT is not timed),
 - raw: ProduceRequests of 1,000 partitions with one record each (the broker alone).
 
-Each phase reports records/s and the broker's CPU (user + system, from ``/proc``) per
-record, with the load average; the machine is shared, so CPU per record is the figure to
-compare. ``--profile`` records a py-spy flame graph of the broker during the spread phase
-into ``benchmarks/results/``. Results go to ``benchmarks/results/spread_produce-*.json``.
+Each phase reports records/s and the CPU (user + system, from ``/proc``) per record of
+the broker and of the client process, with the load average; the machine is shared, so
+CPU per record is the figure to compare. ``--profile PHASE`` records a py-spy flame
+graph of the broker during that phase of the first run into ``benchmarks/results/``.
+Results go to ``benchmarks/results/spread_produce-*.json``.
 
-    python -m benchmarks.spread_produce [--sizes 1000,10000] [--rounds 3] [--profile]
+    python -m benchmarks.spread_produce [--sizes 1000,10000] [--rounds 3]
+        [--phases spread,one,java-spread,java-one,raw] [--profile raw]
 """
 
 from __future__ import annotations
