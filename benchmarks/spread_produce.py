@@ -46,7 +46,14 @@ from typing import Any
 from confluent_kafka import Producer
 
 from benchmarks.harness import RESULTS, write_result
-from benchmarks.scale import PARTITIONS_PER_TOPIC, cpu_seconds, create_topics, raw_produce, started
+from benchmarks.scale import (
+    PARTITIONS_PER_TOPIC,
+    cpu_seconds,
+    create_topics,
+    proc_cpu_seconds,
+    raw_produce,
+    started,
+)
 from tests.java.jars import cache_dir, fetch_jars, find_javac, java_command
 
 PRODUCER = {
@@ -69,12 +76,6 @@ PHASE_NAMES = {
 
 
 Window = Callable[[], AbstractContextManager[dict[str, float]]]
-
-
-def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU of process ``pid`` (all its threads), from ``/proc``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def window_of(broker: Any, client_pid: int) -> Window:
