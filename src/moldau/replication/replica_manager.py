@@ -438,7 +438,8 @@ class ReplicaManager:
     ) -> tuple[Partition, UnifiedLog]:
         """The partition and its log if this node leads it (or, ``follower_ok``, follows
         it), else the Kafka error."""
-        self._open_now(tp)
+        if self._pending:
+            self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None:
@@ -474,12 +475,15 @@ class ReplicaManager:
         required_acks: int = 1,
         allow_zstd: bool = True,
         verification: Guard | None = None,
+        now_ms: int | None = None,
     ) -> AppendResult:
         """Validate and append one partition's batches now (no waiting for followers).
 
         Errors come back in the result, never as exceptions: one bad partition does not
         fail the others of a request. ``verification``: the guard of a transaction start
-        the coordinator confirmed; a marker written since voids it."""
+        the coordinator confirmed; a marker written since voids it. ``now_ms``: the
+        request's time (one clock read for all its partitions)."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
         verifier = self.transaction_verifier
         try:
             partition, replica_log = self._leader(tp)
@@ -517,7 +521,7 @@ class ReplicaManager:
             if origin is AppendOrigin.TXN_MARKER and not all(i.is_control for i in infos):
                 raise KafkaError("markers must be control batches", ErrorCode.INVALID_RECORD)
             appended = replica_log.append_as_leader(
-                records, infos, leader_epoch=partition.leader_epoch
+                records, infos, leader_epoch=partition.leader_epoch, now_ms=now
             )
         except KafkaError as e:
             return AppendResult(e.code, str(e))
@@ -530,9 +534,7 @@ class ReplicaManager:
             for info in infos:
                 verifier.done(tp, info.producer_id)
         self.purgatory.notify(("leo", tp))
-        if partition.maybe_increment_high_watermark(
-            replica_log.log_end_offset, self.clock.now_ms()
-        ):
+        if partition.maybe_increment_high_watermark(replica_log.log_end_offset, now):
             self._high_watermark_changed(tp)
         return AppendResult(
             base_offset=appended.base_offset,
@@ -559,6 +561,7 @@ class ReplicaManager:
             refused, guards = await self._verify(transactional_id, entries)
         if origin is AppendOrigin.CLIENT:
             entries = await self._recompress_big_batches(entries)
+        now = self.clock.now_ms()
         results = {
             tp: AppendResult(refused[tp], "the partition is not in the transaction")
             if tp in refused
@@ -569,6 +572,7 @@ class ReplicaManager:
                 required_acks=required_acks,
                 allow_zstd=allow_zstd,
                 verification=guards.get(tp),
+                now_ms=now,
             )
             for tp, records in entries.items()
         }
@@ -581,12 +585,10 @@ class ReplicaManager:
         append then finds them in the topic's codec (smaller ones it recompresses itself)."""
         work = {}
         for tp, records in entries.items():
+            if len(records) < RECOMPRESS_INLINE_MAX:
+                continue  # the common case, decided without looking the log up
             replica_log = self.log_manager.get_log(*tp)
-            if (
-                replica_log is not None
-                and len(records) >= RECOMPRESS_INLINE_MAX
-                and replica_log.config.compression_type != "producer"
-            ):
+            if replica_log is not None and replica_log.config.compression_type != "producer":
                 work[tp] = asyncio.to_thread(replica_log.recompressed, records)
         if not work:
             return entries
@@ -986,7 +988,8 @@ class ReplicaManager:
     # -- follower side -------------------------------------------------------------
     def follower_position(self, tp: TopicPartition) -> FollowerPosition | None:
         """Where this follower fetches ``tp`` from (None: it does not follow it now)."""
-        self._open_now(tp)
+        if self._pending:
+            self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None or partition.role is not Role.FOLLOWER:
