@@ -296,10 +296,17 @@ class LogManager:
         start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
         found, future_logs = self._list_dir(log_dir, keep)
-        # per topic: its partitions share one
-        config_of: Callable[[str], LogConfig] = functools.cache(
-            lambda topic: self.config_for(topic_configs(topic))
-        )
+        # One per distinct set of overrides (most topics have none), looked up per topic
+        by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+
+        @functools.cache
+        def config_of(topic: str) -> LogConfig:
+            overrides = topic_configs(topic)
+            key = tuple(sorted(overrides.items()))
+            config = by_overrides.get(key)
+            if config is None:
+                config = by_overrides[key] = self.config_for(overrides)
+            return config
 
         def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
             config = config_of(tp[0])
