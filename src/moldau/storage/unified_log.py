@@ -235,6 +235,12 @@ class UnifiedLog:
             self._loader = None
 
     @property
+    def recovery_owed(self) -> bool:
+        """Registered after a crash and not opened since: its end is known only once it
+        is recovered, so its log dir must not be marked clean."""
+        return self._loader is not None and self._known_end < 0
+
+    @property
     def loaded(self) -> bool:
         """False for a lazy log not opened yet: nothing of it changed since it was
         registered (periodic passes skip it)."""
@@ -787,10 +793,11 @@ class UnifiedLog:
         """Flush, trim indexes, write the epoch checkpoint and a producer snapshot: the
         next open needs no recovery. With ``sync=False`` nothing is fsynced; the caller
         makes everything durable at once (``sync_filesystems``) before it says so. A
-        lazy log not opened since a clean shutdown is as that shutdown left it; one
-        registered after a crash is opened (recovered) first, so that this close is a
-        clean one."""
-        if self._loader is not None and self._known_end >= 0:
+        lazy log never opened is left as it is: after a clean shutdown it is as that
+        shutdown left it; after a crash its recovery is still owed (``recovery_owed``),
+        and recovering every such log here would make a stop right after a crash restart
+        as long as opening them all."""
+        if self._loader is not None:
             return
         local = self.local_log
         with local.lock:
@@ -817,8 +824,13 @@ class UnifiedLog:
         """Remove everything from the batch holding ``offset`` on (follower truncation,
         recovery); the epoch cache and producer state follow. Below the local log start
         the log is emptied and restarts at ``offset``; a tiered log keeps its log start
-        offset there (the remote tier still holds the records before it)."""
+        offset there (the remote tier still holds the records before it). At or past the
+        end no record goes, but an epoch entry at the end does, as in Kafka: this replica
+        led that epoch without appending to it, and a new leader's log diverges there (kept,
+        the follower would fetch with that epoch and be told to truncate again, forever)."""
         if offset >= self.log_end_offset:
+            with self.local_log.lock:
+                self._truncate_epoch_cache()
             return
         if offset < self._local_log_start_offset:
             self.truncate_fully_and_start_at(
