@@ -355,13 +355,20 @@ def measure_restarts(
             broker, kill=False, profile=stem.with_name(stem.name + "-clean") if profile else None
         )
         out["spot_check_after_clean_restart"] = spot_check(broker.bootstrap, produced, rnd)
-        out["kill9_restart"] = restart_time(broker, kill=True)
+        out["kill9_restart"] = restart_time(
+            broker, kill=True, profile=stem.with_name(stem.name + "-kill9") if profile else None
+        )
         out["spot_check_after_kill9"] = spot_check(broker.bootstrap, produced, rnd)
         out["cpu_s_before_last_stop"] = round(cpu_seconds(broker), 2)
+        spy = _py_spy(broker, stem.with_name(stem.name + "-last"), "stop") if profile else None
         out["last_clean_stop_s"] = round(timed(lambda: broker.stop(timeout=600)), 2)
+        if spy is not None:
+            spy.wait()
         out["load_1m"] = round(os.getloadavg()[0], 1)
     finally:
         broker.stop(timeout=600)
+        # the broker's last lines, next to the data it ran on (the results stay small)
+        (data_dir / f"{stem.name}-broker.log").write_text("\n".join(broker.output) + "\n")
     return out
 
 

@@ -89,8 +89,17 @@ class MetadataPublisher:
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
 
+    def close(self) -> None:
+        """The broker is stopping: later images reach no listener (Kafka removes its
+        publishers before the replica and log managers shut down). An image committed
+        during the stop, say the controlled shutdown's own, must not make the replica
+        manager host partitions again after their logs were closed."""
+        self._listeners.clear()
+
     def publish(self, image: MetadataImage) -> LocalChanges:
         old, self.image = self.image, image
+        if not self._listeners:
+            return LocalChanges()
         changes = local_changes(old, image, self.node_id)
         for listener in self._listeners:
             listener.on_metadata_update(old, image, changes)

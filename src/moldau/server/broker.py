@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from moldau.clock import AsyncioScheduler
+from moldau.clock import AsyncioScheduler, TimerHandle
 from moldau.config.broker import BrokerConfig, Listener
 from moldau.config.topic import LogConfig
 from moldau.coordinator.effects import CoordinatorRecord, Effects
@@ -85,6 +85,7 @@ class Broker:
         self.dynamic_config = DynamicBrokerConfig(config)
         self._log_configs: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self.serving = asyncio.Event()  # registered, unfenced, coordinators loaded
+        self._background: list[TimerHandle] = []  # periodic tasks, cancelled at shutdown
         self.budget = DescriptorBudget.from_config(config)
         self.log_manager = self._log_manager()
         self.publisher = MetadataPublisher(self.node_id)
@@ -213,7 +214,11 @@ class Broker:
         a large compaction must not stall requests); a busy worker hands the GIL back to
         request handling within 0.5 ms instead of the interpreter's default 5 ms."""
         sys.setswitchinterval(0.0005)
-        c, every = self.config, self.scheduler.every
+        c = self.config
+
+        def every(interval_ms: int, fn: Callable[[], object], *, in_thread: bool = False) -> None:
+            self._background.append(self.scheduler.every(interval_ms, fn, in_thread=in_thread))
+
         every(c.int("log.retention.check.interval.ms"), self._retention)
         every(c.int("log.flush.scheduler.interval.ms"), self._flush, in_thread=True)
         every(TOPIC_ID_SYNC_MS, self.log_manager.sync_topic_ids, in_thread=True)
@@ -256,7 +261,15 @@ class Broker:
         self.log_manager.flush_due(self.clock.now_ms())
 
     def shutdown(self) -> None:
-        """Flush everything and write checkpoints, so the next start needs no recovery."""
+        """Flush everything and write checkpoints, so the next start needs no recovery.
+        First nothing may reach the logs any more: metadata images committed from now on
+        (the controlled shutdown's own may be decoded after it was allowed) and the
+        periodic checkpoints, which would host partitions again or overwrite the
+        checkpoints this stop writes."""
+        self.publisher.close()
+        for task in self._background:
+            task.cancel()
+        self._background.clear()
         self.lifecycle.close()
         self.transactions.close()
         self.txn_network.close()

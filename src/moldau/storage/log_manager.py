@@ -181,6 +181,7 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._copy_lock = threading.Lock()  # future logs' copy steps vs shutdown
         self._stopping = threading.Event()
+        self._closed = False  # shut down: no log is created, no checkpoint written again
         self._resources_checked = -RESOURCE_CHECK_INTERVAL_S  # monotonic time of a pass
         self.cleaner_stats = CleanerStats()
         for log_dir in self.log_dirs:
@@ -295,10 +296,17 @@ class LogManager:
         start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
         found, future_logs = self._list_dir(log_dir, keep)
-        # per topic: its partitions share one
-        config_of: Callable[[str], LogConfig] = functools.cache(
-            lambda topic: self.config_for(topic_configs(topic))
-        )
+        # One per distinct set of overrides (most topics have none), looked up per topic
+        by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+
+        @functools.cache
+        def config_of(topic: str) -> LogConfig:
+            overrides = topic_configs(topic)
+            key = tuple(sorted(overrides.items()))
+            config = by_overrides.get(key)
+            if config is None:
+                config = by_overrides[key] = self.config_for(overrides)
+            return config
 
         def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
             config = config_of(tp[0])
@@ -409,6 +417,10 @@ class LogManager:
         return [self._logs[(t, p)] for t, p, _ in partitions]
 
     def _create(self, partitions: Sequence[tuple[str, int, LogConfig]]) -> list[UnifiedLog]:
+        if self._stopping.is_set():
+            # The logs are closed (or closing): a partition hosted now would find its own
+            # directory and take it for a leftover to remove.
+            raise StorageError("the log manager is shut down")
         created: list[tuple[TopicPartition, UnifiedLog]] = []
         try:
             for topic, partition, config in partitions:
@@ -860,11 +872,17 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write each log dir's recovery-point and log-start-offset checkpoints."""
+        self._checkpoint(final=False)
+
+    def _checkpoint(self, *, final: bool) -> None:
         logs = list(self._logs.items())
-        self._write_per_dir(RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs})
+        recovery_points = {tp: log.recovery_point for tp, log in logs}
+        self._write_per_dir(RECOVERY_POINT_CHECKPOINT, recovery_points, final=final)
         starts = ((tp, log.log_start_checkpoint) for tp, log in logs)
         self._write_per_dir(
-            LOG_START_OFFSET_CHECKPOINT, {tp: start for tp, start in starts if start is not None}
+            LOG_START_OFFSET_CHECKPOINT,
+            {tp: start for tp, start in starts if start is not None},
+            final=final,
         )
 
     def read_replication_checkpoint(self) -> dict[TopicPartition, int]:
@@ -878,8 +896,12 @@ class LogManager:
         """Write each log dir's ``replication-offset-checkpoint`` for its partitions."""
         self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT, hws)
 
-    def _write_per_dir(self, name: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def _write_per_dir(
+        self, name: str, offsets: Mapping[TopicPartition, int], *, final: bool = False
+    ) -> None:
         with self._checkpoint_lock:
+            if self._closed and not final:
+                return  # shut down: the shutdown's checkpoints are the last ones
             # Read under the lock: offsets gathered before a log was deleted must not put
             # it back into a checkpoint written after its deletion.
             dir_of = dict(self._dir_of)
@@ -912,7 +934,11 @@ class LogManager:
             started = time.monotonic()
             sync_filesystems(self.online_dirs)
             logger.info("log dirs synced in %.2f s", time.monotonic() - started)
-            self.checkpoint()
+            # The last checkpoints: a periodic pass that read the logs before they closed
+            # must not overwrite them.
+            with self._checkpoint_lock:
+                self._closed = True
+            self._checkpoint(final=True)
             for log_dir in self.online_dirs:
                 if log_dir not in owed:
                     (log_dir / CLEAN_SHUTDOWN_FILE).touch()

@@ -87,6 +87,7 @@ class UnifiedLog:
     _known_end = -1  # a lazy log's end offset known without opening it (-1: unknown)
     _known_start: int  # and its log start offset, when the end is known
     _disk_usage: tuple[int, int] | None = None  # a lazy log's bytes and segments, once listed
+    _pending_epoch = -1  # a leader epoch assigned to a lazy log, recorded as it opens
     _load_lock: threading.Lock
 
     def __init__(
@@ -223,6 +224,10 @@ class UnifiedLog:
                 loaded = loader.load()
             except OSError as e:
                 raise storage_error(e, f"cannot open the log in {loader.directory}") from e
+            if self._pending_epoch >= 0 and loaded.epoch_cache.assign(
+                self._pending_epoch, loaded.local_log.log_end_offset
+            ):
+                loaded.epoch_cache.write(sync=False)
             self.epoch_cache = loaded.epoch_cache
             self.producer_state = loaded.producer_state
             self._log_start_offset = self._local_log_start_offset = loaded.log_start_offset
@@ -498,9 +503,21 @@ class UnifiedLog:
         """A new leader epoch starts at the log end offset, recorded as this log becomes
         its leader, before any append (Kafka's Partition.makeLeader): a follower holding
         entries of an epoch this log never held learns where to truncate, and
-        OffsetForLeaderEpoch places the current epoch."""
+        OffsetForLeaderEpoch places the current epoch.
+
+        A lazy log not open yet whose end is known (a clean restart) only notes the
+        epoch: it is assigned at that end as the log opens, before anything reads the
+        cache or appends. A broker becoming leader of 50,000 partitions at its unfence
+        then opens no log and writes no file; a log never used before the next stop
+        held no record of that epoch, and the next leader epoch starts at the same
+        offset (as after a crash, where Kafka too rebuilds the cache from the batches)."""
         if leader_epoch < 0:
             return
+        if self._loader is not None and self._known_end >= 0:
+            with self._load_lock:
+                if self._loader is not None:
+                    self._pending_epoch = max(self._pending_epoch, leader_epoch)
+                    return
         with self.local_log.lock:
             if self.epoch_cache.assign(leader_epoch, self.log_end_offset):
                 self.epoch_cache.write(sync=False)

@@ -104,6 +104,32 @@ def test_a_lazy_log_answers_as_an_eager_open(tmp_path: Path) -> None:
     manager.shutdown()
 
 
+def test_a_leader_epoch_assigned_before_the_open_is_the_eager_one(tmp_path: Path) -> None:
+    """Becoming leader opens no lazy log (50,000 of them at an unfence): the epoch is
+    noted and assigned as the log opens, with the same cache and file as an eager log."""
+    shut_down_with_logs(tmp_path / "lazy")
+    shutil.copytree(tmp_path / "lazy", tmp_path / "eager")
+    manager = LogManager([tmp_path / "lazy"], PROPS)
+    manager.load_logs()
+    config = manager.config_for({})
+    for tp in (("many", 0), ("empty", 0)):
+        log = manager.get_log(*tp)
+        eager = eager_open(tmp_path / "eager", tp, config)
+        for epoch in (4, 5):  # two leaderships before the first use: the later one counts
+            log.assign_epoch_start_offset(epoch)
+            eager.assign_epoch_start_offset(epoch)
+        assert not log.loaded
+        assert log.epoch_cache.entries == eager.epoch_cache.entries, tp
+        assert log.epoch_cache.entries[-1] == (5, eager.log_end_offset)
+        file = f"{tp[0]}-{tp[1]}/leader-epoch-checkpoint"
+        assert (tmp_path / "lazy" / file).read_text() == (tmp_path / "eager" / file).read_text()
+        end = log.log_end_offset
+        fill(log, 1, leader_epoch=5)
+        assert log.epoch_cache.end_offset_for(5, log.log_end_offset) == (5, end + 2)
+        eager.close()
+    manager.shutdown()
+
+
 def test_a_crash_after_lazy_open_recovers(tmp_path: Path) -> None:
     stored = shut_down_with_logs(tmp_path / "live")
     manager = LogManager([tmp_path / "live"], PROPS)

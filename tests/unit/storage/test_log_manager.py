@@ -79,6 +79,35 @@ def test_clean_shutdown_round_trip(tmp_path: Path) -> None:
     reloaded.shutdown()
 
 
+def test_after_shutdown_no_log_is_created_and_no_checkpoint_written(tmp_path: Path) -> None:
+    """What a stop leaves stays: a partition hosted after the shutdown (an image committed
+    during the stop) must not take its own log dir for a leftover and remove it, nor a
+    late periodic checkpoint overwrite the shutdown's (the next start trusts them)."""
+    manager = LogManager([tmp_path], PROPS)
+    config = manager.config_for({})
+    stored = fill(manager.get_or_create_log("t", 0, config), 10)
+    manager.shutdown()
+    checkpoints = {
+        name: (tmp_path / name).read_bytes()
+        for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint")
+    }
+    assert read_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {("t", 0): 20}
+
+    with pytest.raises(KafkaError) as raised:
+        manager.get_or_create_log("t", 0, config)
+    assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    manager.checkpoint()  # the periodic passes, late
+    manager.write_replication_checkpoint({("t", 0): 20})
+    for name, data in checkpoints.items():
+        assert (tmp_path / name).read_bytes() == data
+    assert not (tmp_path / "replication-offset-checkpoint").exists()
+
+    reloaded = LogManager([tmp_path], PROPS)
+    reloaded.load_logs()
+    assert reloaded.get_log("t", 0).read_bytes(0, 1 << 30) == b"".join(stored)
+    reloaded.shutdown()
+
+
 def test_crash_recovers_from_checkpoint(tmp_path: Path) -> None:
     manager = LogManager([tmp_path / "live"], PROPS)
     log = manager.get_or_create_log("t", 0, manager.config_for({}))
