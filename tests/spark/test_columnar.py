@@ -153,7 +153,9 @@ def test_fetched_batches_skip_aborted_transactions_and_markers_and_decompress():
         ]
     )
     data = PartitionData(records=memoryview(log), aborted_transactions=[AbortedTransaction(7, 2)])
-    answer = _Answer(data, memoryview(log), scan_log_prefix(log, verify_crc=False)[0])
+    answer = _Answer(
+        data, memoryview(log), columnar.padded(log), scan_log_prefix(log, verify_crc=False)[0]
+    )
     r = OffsetRange("t", 0, 1, 10)
     table = pa.Table.from_batches(list(_decode(answer, r, True, arrow_schema(False))))
     rows = list(zip(table["offset"].to_pylist(), table["value"].to_pylist(), strict=True))
