@@ -21,7 +21,8 @@ by ``benchmarks/build_rdkafka_performance.sh``):
 
 The machine is shared: every result carries the load average before and after it.
 ``--profile CASE`` records py-spy flame graphs into ``benchmarks/results/``: ``cluster``
-(leader and a follower at the highest rate) or ``single`` (the Moldau broker while it
+(leader and a follower at the highest rate), ``alone`` (leader and a follower while the
+messages go one at a time; its CPU figures then include py-spy's sampling) or ``single`` (the Moldau broker while it
 serves the consume). Nothing is asserted; results go to
 ``benchmarks/results/request_rate-<label>-<UTC time>.json``.
 
@@ -171,44 +172,52 @@ def run_alone(args: argparse.Namespace) -> dict:
         producer = Producer(
             {"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0}
         )
-        value = b"x" * 100
-        for _ in range(200):  # warm-up: connections, metadata
-            producer.produce(topic, value, partition=0)
+        try:
+            value = b"x" * 100
+            for _ in range(200):  # warm-up: connections, metadata
+                producer.produce(topic, value, partition=0)
+                producer.flush(30)
+            # What the brokers burn doing nothing (heartbeats, the controller quorum...): at a
+            # few hundred messages a second it is a good part of the CPU per message.
+            idle = {role: cpu_seconds(pid) for role, pid in pids.items()}
+            time.sleep(args.idle_seconds)
+            idle = {
+                role: (cpu_seconds(pid) - idle[role]) / args.idle_seconds
+                for role, pid in pids.items()
+            }
+            before, cpu = load(), {role: cpu_seconds(pid) for role, pid in pids.items()}
+            samples, failed = [], []
+            with py_spy(args, "alone", True, c, leader, followers[0]):
+                started = time.monotonic()
+                for _ in range(args.alone):
+                    sent = time.monotonic()
+                    producer.produce(
+                        topic, value, partition=0, on_delivery=lambda e, m: e and failed.append(e)
+                    )
+                    producer.flush(30)
+                    samples.append(int((time.monotonic() - sent) * 1e6))
+                elapsed = time.monotonic() - started
+            cpu = {role: cpu_seconds(pid) - cpu[role] for role, pid in pids.items()}
+            result = {
+                "messages": args.alone,
+                "failed": len(failed),
+                "msgs_s": round(args.alone / elapsed),
+                **percentiles(samples),
+                "cpu_us_per_msg": {role: round(t * 1e6 / args.alone) for role, t in cpu.items()},
+                "idle_cpu_share": {role: round(share, 4) for role, share in idle.items()},
+                # Less the idle share over the run's time: the cost of the requests themselves.
+                "net_cpu_us_per_msg": {
+                    role: round((t - idle[role] * elapsed) * 1e6 / args.alone)
+                    for role, t in cpu.items()
+                },
+                "load_before": before,
+                "load_after": load(),
+            }
+        finally:
+            # Gone with its cluster, not at the next garbage collection: a client left
+            # behind reconnects to the dead nodes every second for the rest of the run.
             producer.flush(30)
-        # What the brokers burn doing nothing (heartbeats, the controller quorum...): at a
-        # few hundred messages a second it is a good part of the CPU per message.
-        idle = {role: cpu_seconds(pid) for role, pid in pids.items()}
-        time.sleep(args.idle_seconds)
-        idle = {
-            role: (cpu_seconds(pid) - idle[role]) / args.idle_seconds for role, pid in pids.items()
-        }
-        before, cpu = load(), {role: cpu_seconds(pid) for role, pid in pids.items()}
-        samples, failed = [], []
-        started = time.monotonic()
-        for _ in range(args.alone):
-            sent = time.monotonic()
-            producer.produce(
-                topic, value, partition=0, on_delivery=lambda e, m: e and failed.append(e)
-            )
-            producer.flush(30)
-            samples.append(int((time.monotonic() - sent) * 1e6))
-        elapsed = time.monotonic() - started
-        cpu = {role: cpu_seconds(pid) - cpu[role] for role, pid in pids.items()}
-        result = {
-            "messages": args.alone,
-            "failed": len(failed),
-            "msgs_s": round(args.alone / elapsed),
-            **percentiles(samples),
-            "cpu_us_per_msg": {role: round(t * 1e6 / args.alone) for role, t in cpu.items()},
-            "idle_cpu_share": {role: round(share, 4) for role, share in idle.items()},
-            # Less the idle share over the run's time: the cost of the requests themselves.
-            "net_cpu_us_per_msg": {
-                role: round((t - idle[role] * elapsed) * 1e6 / args.alone)
-                for role, t in cpu.items()
-            },
-            "load_before": before,
-            "load_after": load(),
-        }
+            del producer
     print(f"alone: {result}", flush=True)
     return result
 
@@ -448,7 +457,7 @@ def main() -> None:
         type=lambda s: s.split(","),
         help="cases, comma-separated: cluster,single,pacing,alone",
     )
-    parser.add_argument("--profile", choices=("cluster", "single"))
+    parser.add_argument("--profile", choices=("cluster", "single", "alone"))
     parser.add_argument("--label", default="run", help="names the result (e.g. before/after)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     args = parser.parse_args()

@@ -224,7 +224,12 @@ def cpu_seconds(broker: BrokerProcess) -> float:
     """User + system CPU the broker process has used (the machine is shared: wall times
     alone mislead)."""
     assert broker.proc is not None
-    fields = Path(f"/proc/{broker.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return proc_cpu_seconds(broker.proc.pid)
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` (all its threads), from ``/proc``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

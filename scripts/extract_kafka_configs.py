@@ -115,6 +115,21 @@ def parse(page: str, kind: str) -> list[dict[str, object]]:
     return sorted(rows, key=lambda r: str(r["name"]))
 
 
+# Kafka's internal broker configs (ConfigDef.defineInternal, so not in the rendered docs)
+# that Moldau acts upon, as Kafka's KRaftConfigs defines them.
+INTERNAL_BROKER_CONFIGS: list[dict[str, object]] = [
+    {
+        "name": "server.max.startup.time.ms",
+        "type": "long",
+        "default": "9223372036854775807",
+        "valid_values": "[0,...]",
+        "minimum": 0,
+        "importance": "medium",
+        "update_mode": "read-only",
+    }
+]
+
+
 def broker_quota_configs(kafka: Path, ref: str) -> list[dict[str, object]]:
     """The dynamic-only replication throttles of ``QuotaConfig.brokerQuotaConfigs()``."""
     source = read(kafka, _QUOTA_FILE, ref)
@@ -150,11 +165,12 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     page = f"{args.version}/generated/{{}}"
     broker = parse(read(args.site, page.format("kafka_config.html")), "broker")
-    broker += broker_quota_configs(args.kafka, args.ref)
+    broker += broker_quota_configs(args.kafka, args.ref) + INTERNAL_BROKER_CONFIGS
     data = {
         "kafka_version": f"{args.version[0]}.{args.version[1:]}",
         "source": f"apache/kafka-site {args.version}/generated/{{kafka,topic}}_config.html; "
-        f"apache/kafka {_QUOTA_FILE} brokerQuotaConfigs()",
+        f"apache/kafka {_QUOTA_FILE} brokerQuotaConfigs(); server.max.startup.time.ms: "
+        "KRaftConfigs (an internal config, not in the rendered docs)",
         "broker": sorted(broker, key=lambda r: str(r["name"])),
         "topic": parse(read(args.site, page.format("topic_config.html")), "topic"),
     }

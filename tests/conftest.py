@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +19,20 @@ from tests.registry.conftest import RegistryBroker
 # into a failure (hypothesis' default deadline is 200 ms per example).
 settings.register_profile("moldau", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("moldau")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The last test of a module: collect garbage before its fixtures stop its brokers.
+
+    A test's frame that ends in a reference cycle (``pytest.raises(...) as info`` keeps
+    the traceback, which keeps the frame; a helper's frame keeps its caller's) keeps the
+    test's clients, module-scoped ones included, alive until the next full collection,
+    which a long run may not do for many modules: a librdkafka client left so reconnects
+    to its stopped broker every second across later tests. Collected here, the clients
+    go while their broker still runs."""
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
 
 
 @pytest.fixture(scope="session")

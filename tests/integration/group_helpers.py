@@ -83,14 +83,16 @@ def group_consumer(
     def on_error(err: KafkaError) -> None:
         member.errors.append(err)
 
+    settings = {**MEMBER_CONFIG, **config}
+    if settings.get("group.protocol") == "consumer":  # KIP-848: the broker times members
+        del settings["session.timeout.ms"], settings["heartbeat.interval.ms"]
     consumer = _Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "client.id": name,
             "error_cb": on_error,
-            **MEMBER_CONFIG,
-            **config,
+            **settings,
         }
     )
     member = Member(name, consumer)

@@ -47,6 +47,7 @@ from tests.integration.helpers import (
     admin,
     confluent_consumer,
     create_topic,
+    delete_topic,
     make_records,
     produce_confluent,
     roundtrip_ok,
@@ -626,6 +627,69 @@ def test_group_admin_list_delete_and_offset_delete(
         }
     finally:
         member.consumer.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_committed_offsets_go_with_their_deleted_topic(
+    gbroker: BrokerProcess, names: tuple[str, str], protocol: str
+) -> None:
+    """Kafka's onPartitionsDeleted: every group's offsets of a deleted topic are deleted,
+    an Empty group's as a Stable one's (whose member keeps its other topic), so the topic
+    created again under the same name is read from ``auto.offset.reset``. The stale
+    offsets (2 and 1) would lie inside the new topic's log: the new records would be
+    skipped, not reset."""
+    topic, group = names
+    other = f"{topic}-other"
+    bootstrap = gbroker.bootstrap
+    create_topic(bootstrap, topic, 2)
+    create_topic(bootstrap, other, 1)
+    produce(bootstrap, topic, 10, 2, seed=81)
+    empty, stable = f"{group}-empty", f"{group}-stable"
+    stale = {0: 2, 1: 1}
+    commit_as_member(bootstrap, topic, empty, stale)
+    member = group_consumer(
+        bootstrap, stable, [topic, other], "stable", **{"group.protocol": protocol}
+    )
+    try:
+        poll_all(
+            [member],
+            lambda: len(member.consumer.assignment()) == 3,
+            "the stable member's assignment",
+        )
+        member.consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in stale.items()]
+            + [TopicPartition(other, 0, 0)],
+            asynchronous=False,
+        )
+        for g in (empty, stable):
+            assert committed(bootstrap, topic, g, 2) == stale
+
+        delete_topic(bootstrap, topic)
+        gone = dict.fromkeys(range(2), -1001)  # OffsetFetch answers -1
+        wait_until(
+            lambda: all(committed(bootstrap, topic, g, 2) == gone for g in (empty, stable)),
+            "the deleted topic's offsets to go",
+        )
+        assert committed(bootstrap, other, stable, 1) == {0: 0}
+        poll_all(
+            [member],
+            lambda: describe_group(bootstrap, stable).state == ConsumerGroupState.STABLE,
+            "the stable group, its member left with the other topic",
+        )
+    finally:
+        member.consumer.close()
+
+    create_topic(bootstrap, topic, 2)
+    expected = produce(bootstrap, topic, 5, 2, seed=82)
+    for g in (empty, stable):
+        resumed = group_consumer(bootstrap, g, [topic], "resumer")
+        try:
+            poll_all([resumed], lambda m=resumed: len(m.records) >= 5, f"{g}'s 5 records")
+            resumed.consumer.commit(asynchronous=False)
+        finally:
+            resumed.consumer.close()
+        assert_processed(resumed.records, expected)
+        assert committed(bootstrap, topic, g, 2) == {0: 3, 1: 2}
 
 
 # --- 8. bad input -------------------------------------------------------------------------------

@@ -165,3 +165,27 @@ def test_metadata_survives_restarts_from_snapshots(restarted: BrokerProcess, top
         assert sorted((r.partition, r.offset, r.value) for r in got) == sorted(
             (r.partition, r.offset, r.value) for r in records
         ), name
+
+
+def test_a_snapshot_is_taken_once_the_interval_passed(tmp_path: Path) -> None:
+    """metadata.log.max.snapshot.interval.ms (KIP-876), the bytes threshold out of reach:
+    a topic created, then nothing; a snapshot is written while the broker runs, and a
+    start after kill -9 (no stop snapshot) loads it and has the topic."""
+    configs = {
+        **TEST_DEFAULTS,
+        "metadata.log.max.record.bytes.between.snapshots": str(1 << 30),
+        "metadata.log.max.snapshot.interval.ms": "1000",
+    }
+    with BrokerProcess(tmp_path, configs, startup_timeout=TIMEOUT_S) as broker:
+        first = snapshot_offsets(broker)
+        topic = broker.create_topic("snapshot-interval", 2)
+        acked = broker.produce(topic, *(f"r{n}" for n in range(10)))
+        wait_until(lambda: snapshot_offsets(broker)[-1:] != first[-1:])
+        assert any("time trigger" in line for line in broker.output)
+        written = snapshot_offsets(broker)[-1]
+        loaded = restart(broker, kill=True)
+        assert len(loaded) == 1 and str(written) in loaded[0], loaded
+        got = broker.consume(topic, len(acked))
+        assert [(r.partition, r.offset, r.value) for r in got] == sorted(
+            (r.partition, r.offset, r.value) for r in acked
+        )

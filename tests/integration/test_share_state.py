@@ -413,6 +413,12 @@ def test_a_topic_deleted_and_created_again_starts_afresh_for_the_share_group(
 
             delete_topic(bootstrap, topic)
             wait_until(lambda: _share_state_topics(bootstrap, group)[0] == set(), "state gone")
+            # As Kafka 4.1's share coordinator: the state is looked up before the topic.
+            read_old = rq.ReadShareGroupStateRequest(
+                group, [rq.ReadStateData(old_id, [rq.PartitionData(0, -1)])]
+            )
+            [result] = raw.request(read_old, 0).results[0].partitions
+            assert (result.error_code, result.start_offset) == (ErrorCode.INVALID_REQUEST, -1)
             create_topic(bootstrap, topic, partitions=1)
             [meta] = raw.request(metadata_request([topic]), 12).topics
             new_id = meta.topic_id

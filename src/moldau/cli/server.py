@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import signal
@@ -18,6 +19,7 @@ from moldau.protocol.errors import KafkaError
 
 if TYPE_CHECKING:
     from moldau.metadata.security import ScramCredential
+    from moldau.metrics.endpoint import MetricsEndpoint
     from moldau.registry.auth import RegistryAccess
     from moldau.registry.runner import RegistryNode
     from moldau.security.scram import ScramMechanism
@@ -216,10 +218,51 @@ async def _serve(config: BrokerConfig) -> None:
     from moldau.storage.resources import raise_open_files_limit
 
     node = Node(config)
+    # SIGTERM/SIGINT stop the node from here on: one during the start cuts it short
+    # and stops what had started, as cleanly as a stop of a running node.
+    stop = node.failed
+    signals: list[str] = []
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, sig, signals, stop)
     node.lock_log_dirs()  # before anything else: a second process on these dirs stops here
     raise_open_files_limit()
     metrics = start_metrics(config)  # binds next: a taken port fails before the node starts
-    bound = await node.start()
+    try:
+        await _run_node(config, node, stop, signals, metrics)
+    finally:
+        if metrics is not None:
+            metrics.close()
+
+
+def _on_signal(sig: signal.Signals, signals: list[str], stop: asyncio.Event) -> None:
+    signals.append(sig.name)
+    stop.set()
+
+
+async def _run_node(
+    config: BrokerConfig,
+    node: Node,
+    stop: asyncio.Event,
+    signals: list[str],
+    metrics: MetricsEndpoint | None,
+) -> None:
+    """Start the node (cut short by ``stop``), serve until ``stop``, then stop it cleanly;
+    a start that fails or times out stops what had started before the error goes up."""
+    try:
+        bound = await _start(node, stop)
+    except BaseException:
+        await node.stop()
+        raise
+    if bound is None:
+        log.info(
+            "%s during the start (waiting for %s): stopping what had started",
+            signals[0] if signals else "the metadata log replica failed",
+            node.starting,
+        )
+        await node.stop()
+        print("shut down cleanly: start cut short, logs flushed, checkpoints written", flush=True)
+        return
     for b in bound:
         print(f"listening on {b.host}:{b.port}", flush=True)
     if metrics is not None:
@@ -232,15 +275,24 @@ async def _serve(config: BrokerConfig) -> None:
         raise
     if registry is not None and node.broker is not None:
         node.broker.schema_validation.attach(registry)
-    stop = node.failed
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
     if registry is not None:
         await asyncio.to_thread(registry.stop)
     await node.stop()
-    if metrics is not None:
-        metrics.close()
     print("shut down cleanly: logs flushed, checkpoints written", flush=True)
+
+
+async def _start(node: Node, stop: asyncio.Event) -> list[Listener] | None:
+    """``node.start()``, or None once ``stop`` is set before it is done: the start is
+    cancelled at its next await (nothing is half written at one)."""
+    start = asyncio.ensure_future(node.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([start, stopping], return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if not stop.is_set():
+        return start.result()
+    start.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await start
+    return None

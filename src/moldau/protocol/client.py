@@ -53,7 +53,9 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
-        self._task = asyncio.get_running_loop().create_task(self._read_loop())
+        # Kept: on Python 3.11 every get_running_loop() is a getpid() syscall.
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._read_loop())
         self.closed = False
         self.renew_at: float | None = None  # monotonic time to log in afresh
         self._retired = False
@@ -118,7 +120,7 @@ class Connection:
     def send(
         self, message: Any, version: int, correlation_id: int, client_id: str
     ) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Any] = self._loop.create_future()
         if self.closed:
             fut.set_exception(ConnectionError("connection closed"))
             return fut

@@ -13,6 +13,7 @@ REQUEST_TIMEOUT_MS = "controller.quorum.request.timeout.ms"
 RETRY_BACKOFF_MS = "controller.quorum.retry.backoff.ms"
 METADATA_LOG_SEGMENT_BYTES = "metadata.log.segment.bytes"
 MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS = "metadata.log.max.record.bytes.between.snapshots"
+MAX_SNAPSHOT_INTERVAL_MS = "metadata.log.max.snapshot.interval.ms"
 
 
 class QuorumConfigError(ValueError):
@@ -101,10 +102,13 @@ class MetadataLogConfig:
 
     segment_bytes: int = 1 << 30
     max_record_bytes_between_snapshots: int = 20 << 20
+    max_snapshot_interval_ms: int = 3_600_000  # 0: no time-based snapshots
 
     def __post_init__(self) -> None:
         if self.segment_bytes <= 0 or self.max_record_bytes_between_snapshots <= 0:
             raise QuorumConfigError("metadata.log sizes must be positive")
+        if self.max_snapshot_interval_ms < 0:
+            raise QuorumConfigError(f"{MAX_SNAPSHOT_INTERVAL_MS} must be at least 0")
 
     @classmethod
     def from_props(cls, props: Mapping[str, str]) -> MetadataLogConfig:
@@ -115,5 +119,8 @@ class MetadataLogConfig:
                 props,
                 MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
                 defaults.max_record_bytes_between_snapshots,
+            ),
+            max_snapshot_interval_ms=_number(
+                props, MAX_SNAPSHOT_INTERVAL_MS, defaults.max_snapshot_interval_ms
             ),
         )

@@ -12,8 +12,9 @@ batches is decoded in a worker thread meanwhile, so the node keeps serving.
 For the controller it is a `MetadataLogWriter` (`append`, `wait_committed`,
 `set_commit_callback`), so `QuorumController` runs on Raft unchanged. For the node it
 decodes committed batches into metadata records for its listener, and every
-`metadata.log.max.record.bytes.between.snapshots` of committed records it writes a
-snapshot of the committed metadata image (in a worker thread), which lets the log before
+`metadata.log.max.record.bytes.between.snapshots` of committed records, or once
+`metadata.log.max.snapshot.interval.ms` passed with new ones (`SnapshotTrigger`), it writes
+a snapshot of the committed metadata image (in a worker thread), which lets the log before
 the previous snapshot go. A node too far behind loads the leader's snapshot
 (FetchSnapshot) and its listener gets `handle_snapshot`.
 """
@@ -60,6 +61,7 @@ from moldau.raft.messages import (
     VoteResponse,
 )
 from moldau.raft.records import Batches, iter_snapshot_batches, snapshot_bytes
+from moldau.raft.snapshot_trigger import SnapshotTrigger
 from moldau.raft.state import Leader
 from moldau.raft.store import QUORUM_STATE_FILE, FileQuorumStateStore
 from moldau.raft.wire import (
@@ -207,6 +209,11 @@ def decode_snapshot(snapshot: SnapshotData, empty: MetadataImage) -> Decoded:
     )
 
 
+def _close_opened(opening: asyncio.Future[FileRaftLog]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()
+
+
 class RaftManager:
     """One node's replica of the metadata log: a voter if listed in the quorum, else an
     observer (a broker-only node)."""
@@ -254,7 +261,12 @@ class RaftManager:
         self._last_timestamp = -1
         self._empty = MetadataImage(cluster_id=cluster_id or "")
         self._image = self._empty
-        self._bytes_since_snapshot = 0
+        self._snapshots = SnapshotTrigger(
+            self.log_config.max_record_bytes_between_snapshots,
+            self.log_config.max_snapshot_interval_ms,
+            self._now(),
+        )
+        self._snapshot_timer: TimerHandle | None = None
         self._snapshotting = False
         self.closed = False
         self.failure: BaseException | None = None
@@ -262,8 +274,17 @@ class RaftManager:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Open (recovering) the log and the quorum state, then join the quorum."""
-        log = await asyncio.to_thread(FileRaftLog.open, self.dir, self.log_config)
+        """Open (recovering) the log and the quorum state, then join the quorum. Cancelled
+        meanwhile (a stop during the start), the open runs to its end in its thread and
+        the log it opened is closed: a recovery is never left half done."""
+        opening = asyncio.ensure_future(
+            asyncio.to_thread(FileRaftLog.open, self.dir, self.log_config)
+        )
+        try:
+            log = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            opening.add_done_callback(_close_opened)
+            raise
         try:
             store = FileQuorumStateStore(self.dir / QUORUM_STATE_FILE, self.config.voter_ids)
             self._client = RaftClient(
@@ -286,9 +307,10 @@ class RaftManager:
         if self.closed:
             return
         self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._snapshot_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._snapshot_timer = None
         for task in list(self._tasks):
             task.cancel()
         self._applying.clear()
@@ -417,10 +439,10 @@ class RaftManager:
             return None
         snapshot_id = OffsetAndEpoch(self._applied_end, self._applied_epoch)
         latest = log.latest_snapshot_id()
+        self._snapshots.reset(self._now())
         if latest is not None and latest.offset >= snapshot_id.offset:
             return None
         self._snapshotting = True
-        self._bytes_since_snapshot = 0
         return self._spawn(self._write_snapshot(snapshot_id, self._image, self._last_timestamp))
 
     async def _write_snapshot(
@@ -443,6 +465,7 @@ class RaftManager:
             return snapshot_id
         finally:
             self._snapshotting = False
+            self._maybe_snapshot()  # what was committed meanwhile may be due already
 
     # ------------------------------------------------------------------ inbound RPCs
 
@@ -635,7 +658,7 @@ class RaftManager:
         self._applied_epoch = decoded.last_epoch
         self._last_timestamp = max(self._last_timestamp, decoded.last_timestamp)
         if decoded.is_snapshot:
-            self._bytes_since_snapshot = 0
+            self._snapshots.reset(self._now())
             self._notify(self._listener.handle_snapshot, decoded.image)
             return
         for records, last in decoded.batches:
@@ -644,9 +667,26 @@ class RaftManager:
             records = [r for batch, _ in decoded.batches for r in batch]
             last = decoded.batches[-1][1]
             self._notify(self._listener.handle_commit, records, last, decoded.image)
-        self._bytes_since_snapshot += decoded.log_bytes
-        if self._bytes_since_snapshot >= self.log_config.max_record_bytes_between_snapshots:
+        self._snapshots.published(decoded.log_bytes)
+        self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        """Snapshot if a trigger is due, else arm the timer of the time-based one."""
+        if self.closed or self._snapshotting:
+            return  # the snapshot being written asks again once it is done
+        now = self._now()
+        reason = self._snapshots.due(now)
+        if reason is not None:
+            logger.info("%s: snapshotting the metadata log (%s trigger)", METADATA_DIR, reason)
             self._start_snapshot()
+            return
+        deadline = self._snapshots.deadline_ms()
+        if deadline is not None and self._snapshot_timer is None:
+            self._snapshot_timer = self._scheduler.call_at(deadline, self._snapshot_timer_fired)
+
+    def _snapshot_timer_fired(self) -> None:
+        self._snapshot_timer = None
+        self._maybe_snapshot()
 
     def _settle_waiters(self) -> None:
         """Answer `wait_committed` callers: committed, or leadership lost."""

@@ -141,8 +141,12 @@ def read_batch_header(buf: Buffer, pos: int = 0) -> BatchInfo:
     """Parse the header at ``pos`` without validating it (index rebuilding, decoding)."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
         raise CorruptRecordError(f"truncated batch header at position {pos}")
-    base_offset, batch_length, *rest = _HEADER.unpack_from(buf, pos)
-    return BatchInfo(pos, LOG_OVERHEAD + batch_length, base_offset, *rest)
+    (offset, length, epoch, magic, crc, attributes, delta, base_ts, max_ts, pid, producer_epoch,
+     sequence, count) = _HEADER.unpack_from(buf, pos)  # fmt: skip
+    return BatchInfo(
+        pos, LOG_OVERHEAD + length, offset, epoch, magic, crc, attributes, delta, base_ts,
+        max_ts, pid, producer_epoch, sequence, count,
+    )  # fmt: skip
 
 
 def _validate(
@@ -206,6 +210,14 @@ def scan_batches(
     markers) pass ``strict=False``.
     Raises CorruptRecordError, InvalidRecordError or RecordTooLargeError.
     """
+    if strict and len(buf) >= BATCH_HEADER_SIZE:
+        # A produced partition: one batch, checked without the general loop's generator
+        # (this runs once per partition of every produce request).
+        info = read_batch_header(buf)
+        if info.size == len(buf):
+            with memoryview(buf) as mv:
+                _validate(mv, info, info.size, verify_crc, max_batch_size, strict)
+            return [info]
     infos = list(_iter_valid(buf, verify_crc, max_batch_size, strict))
     if strict and len(infos) != 1:
         raise InvalidRecordError(f"produce requests must hold exactly one batch, not {len(infos)}")

@@ -51,6 +51,10 @@ class ReplicationQuota:
         self.rate = Rate(samples, window_ms)
         self._throttled: dict[str, frozenset[int] | None] = {}
 
+    @property
+    def throttles_any(self) -> bool:
+        return bool(self._throttled)
+
     def is_throttled(self, tp: TopicPartition) -> bool:
         if tp[0] not in self._throttled:
             return False

@@ -438,7 +438,8 @@ class ReplicaManager:
     ) -> tuple[Partition, UnifiedLog]:
         """The partition and its log if this node leads it (or, ``follower_ok``, follows
         it), else the Kafka error."""
-        self._open_now(tp)
+        if self._pending:
+            self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None:
@@ -474,12 +475,15 @@ class ReplicaManager:
         required_acks: int = 1,
         allow_zstd: bool = True,
         verification: Guard | None = None,
+        now_ms: int | None = None,
     ) -> AppendResult:
         """Validate and append one partition's batches now (no waiting for followers).
 
         Errors come back in the result, never as exceptions: one bad partition does not
         fail the others of a request. ``verification``: the guard of a transaction start
-        the coordinator confirmed; a marker written since voids it."""
+        the coordinator confirmed; a marker written since voids it. ``now_ms``: the
+        request's time (one clock read for all its partitions)."""
+        now = self.clock.now_ms() if now_ms is None else now_ms
         verifier = self.transaction_verifier
         try:
             partition, replica_log = self._leader(tp)
@@ -517,7 +521,7 @@ class ReplicaManager:
             if origin is AppendOrigin.TXN_MARKER and not all(i.is_control for i in infos):
                 raise KafkaError("markers must be control batches", ErrorCode.INVALID_RECORD)
             appended = replica_log.append_as_leader(
-                records, infos, leader_epoch=partition.leader_epoch
+                records, infos, leader_epoch=partition.leader_epoch, now_ms=now
             )
         except KafkaError as e:
             return AppendResult(e.code, str(e))
@@ -530,9 +534,7 @@ class ReplicaManager:
             for info in infos:
                 verifier.done(tp, info.producer_id)
         self.purgatory.notify(("leo", tp))
-        if partition.maybe_increment_high_watermark(
-            replica_log.log_end_offset, self.clock.now_ms()
-        ):
+        if partition.maybe_increment_high_watermark(replica_log.log_end_offset, now):
             self._high_watermark_changed(tp)
         return AppendResult(
             base_offset=appended.base_offset,
@@ -559,6 +561,7 @@ class ReplicaManager:
             refused, guards = await self._verify(transactional_id, entries)
         if origin is AppendOrigin.CLIENT:
             entries = await self._recompress_big_batches(entries)
+        now = self.clock.now_ms()
         results = {
             tp: AppendResult(refused[tp], "the partition is not in the transaction")
             if tp in refused
@@ -569,6 +572,7 @@ class ReplicaManager:
                 required_acks=required_acks,
                 allow_zstd=allow_zstd,
                 verification=guards.get(tp),
+                now_ms=now,
             )
             for tp, records in entries.items()
         }
@@ -581,12 +585,10 @@ class ReplicaManager:
         append then finds them in the topic's codec (smaller ones it recompresses itself)."""
         work = {}
         for tp, records in entries.items():
+            if len(records) < RECOMPRESS_INLINE_MAX:
+                continue  # the common case, decided without looking the log up
             replica_log = self.log_manager.get_log(*tp)
-            if (
-                replica_log is not None
-                and len(records) >= RECOMPRESS_INLINE_MAX
-                and replica_log.config.compression_type != "producer"
-            ):
+            if replica_log is not None and replica_log.config.compression_type != "producer":
                 work[tp] = asyncio.to_thread(replica_log.recompressed, records)
         if not work:
             return entries
@@ -709,7 +711,9 @@ class ReplicaManager:
             if done.done():  # cancelled: its connection closed
                 return
             try:
-                fresh, size = self._read_all(params, requested)
+                # As Kafka's DelayedFetch: the follower's position was recorded when its
+                # fetch arrived; the read that answers it records nothing again.
+                fresh, size = self._read_all(params, requested, bookkeeping=False)
                 if size < params.min_bytes and not expired and not _respond_now(fresh):
                     self.purgatory.watch(keys, deadline, check)  # e.g. nothing new after all
                     return
@@ -733,6 +737,8 @@ class ReplicaManager:
     ) -> None:
         """A follower's bytes of throttled replicas count against the replication quota."""
         quota = self.leader_quota
+        if not quota.throttles_any:  # the common case: no throttled replica at all
+            return
         size = sum(
             r.size
             for p, r in zip(requested, results, strict=True)
@@ -766,18 +772,29 @@ class ReplicaManager:
         return results
 
     def _read_all(
-        self, params: FetchParams, requested: Sequence[FetchRequestPartition]
+        self,
+        params: FetchParams,
+        requested: Sequence[FetchRequestPartition],
+        *,
+        bookkeeping: bool = True,
     ) -> tuple[list[FetchResult], int]:
         total = 0
         results = []
         for p in requested:
-            result = self._read(params, p, max(params.max_bytes - total, 0), first=total == 0)
+            budget = max(params.max_bytes - total, 0)
+            result = self._read(params, p, budget, first=total == 0, bookkeeping=bookkeeping)
             total += result.size
             results.append(result)
         return results, total
 
     def _read(
-        self, params: FetchParams, p: FetchRequestPartition, budget: int, *, first: bool
+        self,
+        params: FetchParams,
+        p: FetchRequestPartition,
+        budget: int,
+        *,
+        first: bool,
+        bookkeeping: bool = True,
     ) -> FetchResult:
         tp = (p.topic, p.partition)
         try:
@@ -788,7 +805,7 @@ class ReplicaManager:
         except KafkaError as e:
             return FetchResult(e.code)
         if params.from_follower:
-            refused = self._follower_fetched(params, p, partition, replica_log)
+            refused = self._follower_fetched(params, p, partition, replica_log, bookkeeping)
             if refused is not None:
                 return refused
         hw = partition.high_watermark
@@ -825,10 +842,12 @@ class ReplicaManager:
         p: FetchRequestPartition,
         partition: Partition,
         replica_log: UnifiedLog,
+        bookkeeping: bool,
     ) -> FetchResult | None:
-        """A follower's fetch as the leader's bookkeeping: its fetch offset is its log end
-        offset, which may move the HW and bring it back into the ISR. The answer when it
-        gets no records: it is not a replica, or it must truncate first."""
+        """A follower's fetch as the leader's bookkeeping (unless ``bookkeeping`` is
+        False): its fetch offset is its log end offset, which may move the HW and bring
+        it back into the ISR. The answer when it gets no records: it is not a replica, or
+        it must truncate first."""
         tp = (p.topic, p.partition)
         if not partition.is_known_replica(params.replica_id):
             return FetchResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -842,6 +861,8 @@ class ReplicaManager:
                 log_start_offset=replica_log.log_start_offset,
                 diverging_epoch=diverging,
             )
+        if not bookkeeping:
+            return None
         if partition.update_follower_fetch(
             params.replica_id,
             p.fetch_offset,
@@ -967,7 +988,8 @@ class ReplicaManager:
     # -- follower side -------------------------------------------------------------
     def follower_position(self, tp: TopicPartition) -> FollowerPosition | None:
         """Where this follower fetches ``tp`` from (None: it does not follow it now)."""
-        self._open_now(tp)
+        if self._pending:
+            self._open_now(tp)
         partition = self._partitions.get(tp)
         replica_log = self.log_manager.get_log(*tp)
         if partition is None or replica_log is None or partition.role is not Role.FOLLOWER:

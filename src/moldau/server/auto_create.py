@@ -20,8 +20,6 @@ CREATE_TOPICS_VERSION = 7
 async def auto_create_topics(services: Services, names: Iterable[str]) -> None:
     """Create the topics of ``names`` that are missing, legal and not internal. Errors
     (e.g. a concurrent creation) show up as the topic's state in the caller's answer."""
-    if not services.config.bool("auto.create.topics.enable"):
-        return
     image = services.image
     missing = sorted(
         {
@@ -30,7 +28,9 @@ async def auto_create_topics(services: Services, names: Iterable[str]) -> None:
             if n not in image.topics and not is_internal(n) and not topic_name_error(n)
         }
     )
-    if not missing:
+    # The setting is parsed from its string: only when there is something to create (a
+    # produce or metadata request of existing topics, the usual case, skips it).
+    if not missing or not services.config.bool("auto.create.topics.enable"):
         return
     request = CreateTopicsRequest(
         topics=[CreatableTopic(name=n, num_partitions=-1, replication_factor=-1) for n in missing],

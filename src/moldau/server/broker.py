@@ -60,7 +60,6 @@ from moldau.storage.resources import DescriptorBudget
 
 log = logging.getLogger(__name__)
 
-UNFENCE_TIMEOUT_S = 60.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 30.0
 LOG_DIR_FAILURE_CHECK_MS = 100  # how soon a failed log dir is taken offline
 TOPIC_ID_SYNC_MS = 100  # how soon a new log's partition.metadata is fsynced
@@ -190,11 +189,7 @@ class Broker:
         """Register where clients reach this broker (advertised listeners) and wait until
         the controller unfences it and its coordinators have loaded."""
         self.lifecycle.start([(li.name, li.host, li.port) for li in listeners])
-        if not await self.lifecycle.wait_unfenced(UNFENCE_TIMEOUT_S):
-            raise KafkaError(
-                f"broker {self.node_id} was not unfenced within {UNFENCE_TIMEOUT_S:.0f} s",
-                ErrorCode.BROKER_NOT_AVAILABLE,
-            )
+        await self.lifecycle.unfenced.wait()  # bounded by server.max.startup.time.ms
         await self.groups.runtime.wait_loaded()
         await self.transactions.runtime.wait_loaded()
         await self.share_state.runtime.wait_loaded()
@@ -202,7 +197,12 @@ class Broker:
 
     async def controlled_shutdown(self) -> None:
         """Move this broker's leaderships away before it stops (Kafka's controlled
-        shutdown); gives up after ``controlled.shutdown.timeout`` and stops anyway."""
+        shutdown); gives up after ``controlled.shutdown.timeout`` and stops anyway. A
+        fenced broker (a start cut short, say) leads nothing: it skips it, as Kafka's
+        does while starting."""
+        if not self.lifecycle.unfenced.is_set():
+            self.lifecycle.close()
+            return
         if self.config.bool(
             "controlled.shutdown.enable"
         ) and not await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S):
@@ -297,7 +297,7 @@ class Broker:
         """Share groups (KIP-932): fetches waiting for records wake through the purgatory;
         share-partition state is durable through the share coordinators; a share group's
         membership comes back when its ``__consumer_offsets`` partition loads; deleted
-        topics leave both."""
+        topics leave both, and the groups' committed offsets (DeletedTopics)."""
         c = self.config
         self.share_state = ShareCoordinatorService(
             ShareCoordinatorConfig.from_config(c),
@@ -325,7 +325,7 @@ class Broker:
             ShareStatePersister(self.share_state, router, self.clock),
             self._write_share_group,
         )
-        self.publisher.add_listener(DeletedTopics(shares, self.share_state))
+        self.publisher.add_listener(DeletedTopics(self.groups, shares, self.share_state))
         return shares
 
     async def _write_share_group(

@@ -107,13 +107,6 @@ class BrokerLifecycle:
         self.listeners = [Listener(name=n, host=h, port=p) for n, h, p in endpoints]
         self._task = asyncio.get_running_loop().create_task(self._run())
 
-    async def wait_unfenced(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self.unfenced.wait(), timeout_s)
-            return True
-        except TimeoutError:
-            return False
-
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move this broker's leaderships away; True once it says
         the broker may stop, False when giving up (after ``timeout_s``, or with no answer

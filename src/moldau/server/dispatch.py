@@ -31,6 +31,7 @@ from moldau.security.listeners import ListenerSecurity
 from moldau.security.quotas import REQUEST, ClientQuotas
 from moldau.security.session import CredentialLookup, Session, open_session
 from moldau.server.handlers import HANDLERS, advertised_versions
+from moldau.server.network import Later, Response
 from moldau.server.request_context import Pending, RequestContext
 from moldau.stats.requests import RequestStats
 
@@ -93,9 +94,7 @@ class Dispatcher:
                 conn.max_frame = min(conn.max_frame, listener.max_receive)
         return conn.session
 
-    async def __call__(
-        self, frame: bytearray, conn: Connection
-    ) -> list[Any] | asyncio.Future[list[Any]] | None:
+    async def __call__(self, frame: bytearray, conn: Connection) -> Response:
         if self.serving is not None and not self.serving.is_set():
             await self.serving.wait()
         session = self._session(conn)
@@ -120,10 +119,9 @@ class Dispatcher:
             return None
         if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
             return self._unsupported(handler, api_key, version, correlation_id, conn)
-        req_cls = REQUESTS[api_key]
-        flexible = is_flexible(req_cls, version)
+        req_cls, header_version, _ = _codecs(api_key, version)
         try:
-            header, pos = RequestHeader.decode(buf, 2 if flexible else 1)
+            header, pos = RequestHeader.decode(buf, header_version)
             request, _ = req_cls.decode(buf, version, pos)  # trailing bytes are tolerated
         except ProtocolDecodeError as e:
             log.warning(
@@ -144,7 +142,7 @@ class Dispatcher:
             conn.peer[0],
             conn,
             session.listener.name,
-            session.listener.protocol.value,
+            session.listener.protocol,  # a StrEnum: its value as it is
             session.principal,
             len(frame),
         )
@@ -165,7 +163,10 @@ class Dispatcher:
         if isinstance(response, Pending):
             if ctx.throttle_ms:
                 return asyncio.ensure_future(self._later(ctx, response))
-            return response.then(lambda r: frame_response(api_key, version, correlation_id, r))
+            respond = response.respond
+            return Later(
+                response.done, lambda: frame_response(api_key, version, correlation_id, respond())
+            )
         if ctx.throttle_ms:
             await self._throttle(ctx, response)
         return frame_response(api_key, version, correlation_id, response)
@@ -230,11 +231,32 @@ class Dispatcher:
         return None
 
 
+_CODECS: dict[tuple[int, int], tuple[Any, int, bytes]] = {}
+
+
+def _codecs(api_key: int, version: int) -> tuple[Any, int, bytes]:
+    """Per API and version, looked up once: the request class, its header version, and
+    what the response header carries after the correlation id (ApiVersions always uses
+    header v0: no tagged fields)."""
+    found = _CODECS.get((api_key, version))
+    if found is None:
+        req_cls = REQUESTS[api_key]
+        flexible = is_flexible(RESPONSES[api_key], version) and api_key != ApiKey.API_VERSIONS
+        found = _CODECS[api_key, version] = (
+            req_cls,
+            2 if is_flexible(req_cls, version) else 1,
+            b"\x00" if flexible else b"",
+        )
+    return found
+
+
 def frame_response(api_key: int, version: int, correlation_id: int, response: Any) -> list[Any]:
-    """Size prefix + response header + body parts (ApiVersions always uses header v0)."""
+    """Size prefix + response header + body parts."""
     body = response.encode(version)
-    flexible = is_flexible(RESPONSES[api_key], version) and api_key != ApiKey.API_VERSIONS
-    head = INT32.pack(correlation_id) + (b"\x00" if flexible else b"")
-    size = len(head) + encoded_size(body)
-    body[0][0:0] = INT32.pack(size) + head
+    tail = _codecs(api_key, version)[2]
+    size = 4 + len(tail) + encoded_size(body)
+    body[0][0:0] = _SIZE_AND_ID.pack(size, correlation_id) + tail
     return body
+
+
+_SIZE_AND_ID = struct.Struct(">ii")

@@ -64,7 +64,8 @@ class MemoryPool:
     def release(self, nbytes: int) -> None:
         self.used -= nbytes
         assert self.used >= 0, "released more than was reserved"
-        self._grant()
+        if self._waiters:
+            self._grant()
 
     def _grant(self) -> None:
         while self._waiters:

@@ -1,6 +1,8 @@
 """The asyncio edge: connections accepted within quotas, frames in, response parts out.
 
-Memory follows what has arrived. Each connection reads straight into its frame's
+Memory follows what has arrived. Between frames a connection reads ahead into a buffer
+shared by its event loop's connections and copies out the whole frames it got (one
+``recv`` per small request); a frame that does not fit is read into its own
 ``bytearray`` (``BufferedProtocol``), but that buffer starts at most
 :data:`INITIAL_FRAME_BUFFER` long and doubles only once the client has filled it, so a
 connection that declares 100 MB and sends nothing holds 64 KiB. Every step is reserved
@@ -11,9 +13,9 @@ stops reading until some is released. The finished frame is still one writable
 at most what has arrived), so produce batches are stamped in place as before.
 
 Requests on one connection are processed one at a time, in order, as Kafka does; a
-handler may answer with a future (acks=all produce, once appended), and the next requests
-are handled while it waits, their responses queued behind it: responses always leave in
-request order. A response is queued the same way when the next request has already
+handler may answer later (a :class:`Later`: acks=all produce, once appended, framed and
+written in the callback that completes it), and the next requests are handled while it
+waits, their responses queued behind it: responses always leave in request order. A response is queued the same way when the next request has already
 arrived (a client with requests in flight), so the responses of requests read in one
 event-loop turn go out in one write rather than one send each.
 Connections stalled mid-frame past ``socket.request.read.timeout.ms`` and idle ones past
@@ -41,6 +43,7 @@ import logging
 import os
 import socket
 import ssl
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -56,15 +59,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Handles one frame; returns the response parts (bytes-likes and sendfile ranges), a
-#: future of them (the response comes later; the next frames are handled meanwhile) or None.
-FrameHandler = Callable[
-    [bytearray, "Connection"], Awaitable[list[Any] | asyncio.Future[list[Any]] | None]
-]
+
+class Later:
+    """A response owed once ``done`` completes: ``frame()`` then gives its parts. The
+    connection frames and writes it in ``done``'s own callback, so an acks=all produce's
+    answer costs no future and no loop turn of its own between the follower's fetch that
+    completes it and its write."""
+
+    __slots__ = ("done", "frame")
+
+    def __init__(self, done: asyncio.Future[Any], frame: Callable[[], list[Any]]) -> None:
+        self.done = done
+        self.frame = frame
+
+
+#: What a handler answers: the response parts (bytes-likes and sendfile ranges), the
+#: response later (a :class:`Later`, or a future of the parts: the next frames are
+#: handled meanwhile) or None.
+Response = list[Any] | Later | asyncio.Future[list[Any]] | None
+#: Handles one frame.
+FrameHandler = Callable[[bytearray, "Connection"], Awaitable[Response]]
 #: Called once a connection is established (its TLS handshake done), before any frame.
 OpenHandler = Callable[["Connection"], None]
 
 _MAX_QUEUED_FRAMES = 64
+_BYTES = (bytes, bytearray, memoryview)
+_NOT_READY: Any = object()
 #: Responses a connection may owe (waiting ones and those queued behind them) before it
 #: stops handling its next requests.
 MAX_PENDING_RESPONSES = 32
@@ -74,6 +94,10 @@ TLS_FILE_CHUNK = 256 * 1024
 INITIAL_FRAME_BUFFER = 64 * 1024
 #: Growth doubles, but by at most this much at a time.
 MAX_GROWTH_STEP = 4 * 1024 * 1024
+#: Between frames a connection reads this much at once into a buffer its event loop's
+#: connections share, and copies out the frames it holds: a small request costs one
+#: ``recv`` rather than three (its size, its body, then finding the socket empty).
+READ_AHEAD = 64 * 1024
 _ZEROS = memoryview(bytes(MAX_GROWTH_STEP))
 _LISTEN_BACKLOG = 1024
 # Why reading is paused (a bit set: reading resumes when none is left).
@@ -137,6 +161,19 @@ def _seconds(ms: int) -> float | None:
     return None if ms < 0 else ms / 1000
 
 
+class _ReadAhead(threading.local):
+    """The read-ahead buffer of this thread's event loop: the loop calls ``get_buffer``,
+    reads and calls ``buffer_updated`` in one go, and the frames are copied out there, so
+    every connection of the loop can read into the same one."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray(READ_AHEAD)
+        self.view = memoryview(self.buffer)
+
+
+_read_ahead = _ReadAhead()
+
+
 class Connection(asyncio.BufferedProtocol):
     """One client connection: framing within the memory pool, in-order processing, writing."""
 
@@ -164,6 +201,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.peer = ("", 0)
         self._header = bytearray(4)
+        self._ahead = False  # the loop reads into the shared read-ahead buffer
         self._size = -1  # declared size of the frame being read; -1 while reading its header
         self._frame = bytearray()
         self._filled = 0
@@ -171,7 +209,8 @@ class Connection(asyncio.BufferedProtocol):
         self._wanted = 0  # the buffer size waited for while the pool is exhausted
         self._frames: deque[bytearray] = deque()  # whole frames, each holding len() pool bytes
         self._arrivals: deque[float] = deque()  # when each of _frames was complete
-        self._wakeup = asyncio.Event()
+        # Set when a frame arrives or the connection closes, while the task waits for that.
+        self._wakeup: asyncio.Future[None] | None = None
         self._closed = False
         self._paused = 0
         self._busy = False  # a request is being handled or its response written
@@ -180,10 +219,10 @@ class Connection(asyncio.BufferedProtocol):
         self._can_write.set()
         self._dup_fd = -1
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop  # the loop it was made on
         # Responses owed in order, once one came as a future: written as they become
         # ready (_response_ready), by the writer task when that must wait.
-        self._pending: deque[tuple[list[Any] | asyncio.Future[list[Any]] | None, RequestTimer]]
-        self._pending = deque()
+        self._pending: deque[tuple[Response, RequestTimer]] = deque()
         self._pending_space = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._flush_soon = False  # a write of the owed responses is scheduled
@@ -204,10 +243,19 @@ class Connection(asyncio.BufferedProtocol):
         transport.set_write_buffer_limits(high=high, low=0)  # type: ignore[attr-defined]
         if self.on_open is not None:
             self.on_open(self)
-        self._task = asyncio.get_running_loop().create_task(self._process())
+        # Kept: on Python 3.11 every get_running_loop() is a getpid() syscall.
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._process())
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._size < 0:
+            # Read ahead only when the pool could hold every frame of a full buffer plus
+            # the first step of one more; short of that, the exact reads of a frame's size
+            # then its body keep a connection without memory from taking more bytes.
+            available = self.pool.available
+            self._ahead = available is None or available >= 2 * READ_AHEAD
+            if self._ahead:
+                return _read_ahead.view
             return memoryview(self._header)[self._filled :]
         frame = self._frame
         if len(frame) < self._reserved:
@@ -216,8 +264,12 @@ class Connection(asyncio.BufferedProtocol):
         return memoryview(frame)[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self._filled += nbytes
         self.last_io = time.monotonic()
+        if self._ahead:
+            self._ahead = False
+            self._split(nbytes)
+            return
+        self._filled += nbytes
         if self._size < 0:
             if self._filled == 4:
                 self._start_frame(int.from_bytes(self._header, "big", signed=True))
@@ -226,6 +278,34 @@ class Connection(asyncio.BufferedProtocol):
         elif self._filled == self._reserved:
             grown = min(self._size, 2 * self._reserved, self._reserved + MAX_GROWTH_STEP)
             self._reserve(grown)
+
+    def _split(self, nbytes: int) -> None:
+        """Take the frames out of ``nbytes`` read ahead: whole ones are copied out as they
+        are; a frame cut at the end starts its own buffer as if read directly (it is
+        smaller than that buffer's first step), a size cut short waits in the header."""
+        data = _read_ahead.view
+        pos = 0
+        while pos < nbytes and not self._closed:
+            if self._size >= 0:  # a frame started here: the rest of this read is its start
+                rest = nbytes - pos
+                self._frame += data[pos:nbytes]
+                self._filled = rest
+                return
+            take = min(4 - self._filled, nbytes - pos)
+            self._header[self._filled : self._filled + take] = data[pos : pos + take]
+            self._filled += take
+            pos += take
+            if self._filled < 4:
+                return
+            size = int.from_bytes(self._header, "big", signed=True)
+            if 0 <= size <= nbytes - pos and size <= self.max_frame:
+                self.pool.try_reserve(size)  # get_buffer checked there is room
+                self._frame = bytearray(data[pos : pos + size])
+                self._size = size
+                pos += size
+                self._finish_frame()
+            else:
+                self._start_frame(size)
 
     def _start_frame(self, size: int) -> None:
         if size < 0 or size > self.max_frame:
@@ -268,9 +348,14 @@ class Connection(asyncio.BufferedProtocol):
         self._frames.append(self._frame)  # its len() is what it holds of the pool
         self._arrivals.append(self.last_io)
         self._size, self._filled, self._reserved, self._frame = -1, 0, 0, bytearray()
-        self._wakeup.set()
+        self._wake()
         if len(self._frames) >= _MAX_QUEUED_FRAMES:
             self._pause(_QUEUE_FULL)
+
+    def _wake(self) -> None:
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     def _pause(self, reason: int) -> None:
         if not self._paused and self.transport is not None and not self.transport.is_closing():
@@ -290,11 +375,13 @@ class Connection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
-        self._wakeup.set()
+        self._wake()
         self._can_write.set()
         self._pending_space.set()
         for parts, _ in self._pending:
-            if isinstance(parts, asyncio.Future):
+            if isinstance(parts, Later):
+                parts.done.cancel()
+            elif isinstance(parts, asyncio.Future):
                 parts.cancel()
         self._release_dup()
         self.pool.cancel(self._memory_granted)
@@ -345,8 +432,9 @@ class Connection(asyncio.BufferedProtocol):
         try:
             while not self._closed:
                 if not self._frames:
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
+                    self._wakeup = self._loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
                     continue
                 frame = self._frames.popleft()
                 # Kafka reads a connection's next request once the last one is answered.
@@ -362,7 +450,11 @@ class Connection(asyncio.BufferedProtocol):
                 timer.handler_done()
                 # Owed too when the next request is already here: the responses of
                 # requests read together leave together, in one write.
-                if isinstance(parts, asyncio.Future) or self._pending or (parts and self._frames):
+                if (
+                    isinstance(parts, (Later, asyncio.Future))
+                    or self._pending
+                    or (parts and self._frames)
+                ):
                     await self._owe(parts, timer.detach())
                     sent = time.monotonic()
                 else:
@@ -384,42 +476,75 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             self.close()
 
-    async def _owe(
-        self, parts: list[Any] | asyncio.Future[list[Any]] | None, timer: RequestTimer
-    ) -> None:
+    async def _owe(self, parts: Response, timer: RequestTimer) -> None:
         """Queue a response behind those still owed (:data:`MAX_PENDING_RESPONSES` at
         most), to be written in request order."""
         while len(self._pending) >= MAX_PENDING_RESPONSES and not self._closed:
             await self._drained()
         self._pending.append((parts, timer))
-        if isinstance(parts, asyncio.Future) and not parts.done():
-            parts.add_done_callback(self._response_ready)
+        later = parts.done if isinstance(parts, Later) else parts
+        if isinstance(later, asyncio.Future) and not later.done():
+            later.add_done_callback(self._response_ready)
         elif not self._flush_soon:
             # After the requests read with this one are handled: their responses together.
             self._flush_soon = True
-            asyncio.get_running_loop().call_soon(self._response_ready, None)
+            self._loop.call_soon(self._response_ready, None)
+
+    def _resolve(self, i: int) -> list[Any] | None:
+        """The parts of the ``i``-th owed response, or :data:`_NOT_READY`; raises what
+        made it fail. A response that came later is framed once and kept framed."""
+        parts, timer = self._pending[i]
+        if parts is None or isinstance(parts, list):
+            return parts
+        if isinstance(parts, Later):
+            if not parts.done.done():
+                return _NOT_READY
+            parts.done.result()  # raises if it failed or was cancelled
+            framed = parts.frame()
+        else:
+            assert isinstance(parts, asyncio.Future)
+            if not parts.done():
+                return _NOT_READY
+            framed = parts.result()
+        timer.response_ready()
+        self._pending[i] = (framed, timer)
+        return framed
+
+    def _ready(self) -> tuple[list[Any], int]:
+        """The parts of the owed responses ready at the head of the queue, and how many
+        responses they are; raises if the first not ready yet failed."""
+        ready: list[Any] = []
+        count = 0
+        while count < len(self._pending):
+            parts = self._resolve(count)
+            if parts is _NOT_READY:
+                break
+            if parts:
+                ready += parts
+            count += 1
+        return ready, count
 
     def _response_ready(self, _: object) -> None:
         """Write the owed responses ready at the head of the queue right here when they
-        are all bytes and the socket is taking them (an acks=all produce's answer leaves
-        in the callback that framed it: no task, no wake-up); anything else (file ranges,
-        a full socket buffer, a failed response) goes to the writer task."""
+        are all bytes and the socket is taking them (an acks=all produce's answer is
+        framed and leaves in the callback of the future that completes it: no task, no
+        wake-up); anything else (file ranges, a full socket buffer, a failed response)
+        goes to the writer task."""
         self._flush_soon = False
         pending = self._pending
         if self._writer is not None or self._closed or not pending:
             return
-        ready: list[Any] = []
-        count = 0
-        for parts, _timer in pending:
-            if isinstance(parts, asyncio.Future):
-                if not parts.done() or parts.cancelled() or parts.exception() is not None:
-                    break
-                parts = parts.result()
-            if parts and not all(isinstance(p, bytes | bytearray | memoryview) for p in parts):
-                break
-            ready += parts or ()
-            count += 1
-        if count and self._can_write.is_set() and self.transport is not None:
+        try:
+            ready, count = self._ready()
+            failed = False
+        except (Exception, asyncio.CancelledError):
+            ready, count, failed = [], 0, True  # the writer says why and closes
+        if (
+            count
+            and self._can_write.is_set()
+            and self.transport is not None
+            and all(isinstance(p, _BYTES) for p in ready)
+        ):
             if ready:
                 try:
                     self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
@@ -428,15 +553,11 @@ class Connection(asyncio.BufferedProtocol):
                     self.close()
                     return
             for _ in range(count):
-                parts, timer = pending.popleft()
-                if isinstance(parts, asyncio.Future):
-                    timer.response_ready()
-                timer.response_sent()
+                pending.popleft()[1].response_sent()
             self._pending_space.set()
-        if pending:
-            head = pending[0][0]
-            if not isinstance(head, asyncio.Future) or head.done():
-                self._writer = asyncio.get_running_loop().create_task(self._write_pending())
+            count = 0
+        if count or failed:  # ready but not written here
+            self._writer = self._loop.create_task(self._write_pending())
 
     async def _drained(self) -> None:
         self._pending_space.clear()
@@ -448,24 +569,14 @@ class Connection(asyncio.BufferedProtocol):
         pending = self._pending
         try:
             while pending and not self._closed:
-                parts, timer = pending[0]
-                if isinstance(parts, asyncio.Future):
-                    parts = await parts
-                    timer.response_ready()
-                ready, timers = list(parts or ()), [timer]
-                while len(timers) < len(pending):
-                    parts, timer = pending[len(timers)]
-                    if isinstance(parts, asyncio.Future):
-                        if not parts.done():
-                            break
-                        parts = parts.result()
-                        timer.response_ready()
-                    ready += parts or ()
-                    timers.append(timer)
+                head = pending[0][0]
+                later = head.done if isinstance(head, Later) else head
+                if isinstance(later, asyncio.Future):
+                    await later  # raises if it failed: the connection closes
+                ready, count = self._ready()
                 await self._write(ready)
-                for timer in timers:
-                    timer.response_sent()
-                    pending.popleft()
+                for _ in range(count):
+                    pending.popleft()[1].response_sent()
                 self._pending_space.set()
         except ConnectionError:
             self.close()
@@ -585,7 +696,7 @@ class Connection(asyncio.BufferedProtocol):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._wakeup.set()
+            self._wake()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 

@@ -32,6 +32,7 @@ from moldau.metadata.image import MetadataImage
 from moldau.metadata.records import MetadataRecord
 from moldau.metadata.security import ScramCredential
 from moldau.protocol.client import Address, NetworkClient
+from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.raft.config import MetadataLogConfig, QuorumConfig, VoterAddress
 from moldau.raft.driver import RaftManager
 from moldau.security.access import Access
@@ -50,6 +51,9 @@ from moldau.storage.log_dir_lock import LogDirLocks
 from moldau.storage.meta_properties import ensure_formatted
 
 log = logging.getLogger(__name__)
+
+SERVER_MAX_STARTUP_TIME_MS = "server.max.startup.time.ms"
+NO_LIMIT_MS = 2**63 - 1  # Kafka's default, Long.MAX_VALUE: wait as long as it takes
 
 
 def parse_voters(value: str) -> dict[int, Address]:
@@ -110,6 +114,8 @@ class Node:
         self.raft: RaftManager | None = None
         self._servers: list[Acceptor] = []
         self._locks: LogDirLocks | None = None
+        self.starting = "nothing (not started)"  # what the start waits for, for its errors
+        self._broker_closed = False
 
     # -- start ---------------------------------------------------------------------------
     def lock_log_dirs(self) -> None:
@@ -120,17 +126,37 @@ class Node:
 
     async def start(self) -> list[Listener]:
         """Start every part and bind the listeners; returns the bound addresses once the
-        broker (if any) is registered, unfenced and serving."""
+        broker (if any) is registered, unfenced and serving. Past
+        ``server.max.startup.time.ms`` it raises a KafkaError saying what it still waited
+        for. Cancelled, or failed, part way: `stop` stops whatever had started."""
+        limit_ms = self.config.int(SERVER_MAX_STARTUP_TIME_MS)
+        deadline = asyncio.timeout(None if limit_ms >= NO_LIMIT_MS else limit_ms / 1000)
+        try:
+            async with deadline:
+                return await self._start()
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise KafkaError(
+                f"not started within {SERVER_MAX_STARTUP_TIME_MS} ({limit_ms} ms): "
+                f"still waiting for {self.starting}",
+                ErrorCode.BROKER_NOT_AVAILABLE,
+            ) from None
+
+    async def _start(self) -> list[Listener]:
         c = self.config
         self.lock_log_dirs()
         wanted = c.get("cluster.id") or (cluster_id_for(self.voters) if self.kraft else None)
         cluster_id = ensure_formatted(c.log_dirs, self.node_id, wanted)
         limits = NetworkLimits.from_config(c)
         await self._start_raft(cluster_id, MetadataImage().with_cluster_id(cluster_id))
+        self.starting = "the listeners to bind"
         bound = await self._bind(limits)
         if self.raft is not None:
+            self.starting = "the metadata log to open"
             await self.raft.start()
         if self.broker is not None:
+            self.starting = "the broker to be registered and unfenced by the controller"
             advertised = c.advertised or [b for b in bound if b.name not in self._controller_names]
             await self.broker.register(
                 [
@@ -139,6 +165,7 @@ class Node:
                 ]
             )
             self.broker.start_background()
+        self.starting = "nothing (started)"
         # What start-up built (the metadata image, the logs) lives as long as the node:
         # keep it out of every later garbage collection, which otherwise walks it all.
         gc.freeze()
@@ -255,11 +282,11 @@ class Node:
     ) -> None:
         if self.controller is not None:
             self.controller.handle_commit(records, last_offset, image)
-        if self.broker is not None:
+        if self.broker is not None and not self._broker_closed:
             self.broker.loader.handle_commit(records, last_offset, image)
 
     def handle_snapshot(self, image: MetadataImage) -> None:
-        if self.broker is not None:
+        if self.broker is not None and not self._broker_closed:
             self.broker.loader.load_snapshot(image)
         if self.controller is not None:
             self.controller.load_snapshot(image)
@@ -280,13 +307,19 @@ class Node:
     async def stop(self) -> None:
         """Controlled shutdown of the broker, then every part closes in order. The
         metadata log is snapshotted meanwhile (in a worker thread), so the next start loads
-        one image instead of replaying every record since the last snapshot."""
+        one image instead of replaying every record since the last snapshot. After a start
+        cut short, only what had started stops: each part's close is a no-op for what it
+        never opened (logs never loaded keep their checkpoints as the last run left them)."""
         if self.broker is not None:
             await self.broker.controlled_shutdown()
         snapshot = asyncio.ensure_future(self.raft.create_snapshot()) if self.raft else None
         for server in self._servers:
             server.close()
         if self.broker is not None:
+            # As Kafka's broker removes its metadata publishers first: what the metadata
+            # log commits from here on (it runs until the end of the stop) must not host
+            # or open a log once the logs are closed.
+            self._broker_closed = True
             log.info("closing the logs")
             self.broker.shutdown()
         if self.controller is not None:

@@ -40,26 +40,12 @@ class Pending:
     answer this way: later requests on the connection run before ``done`` completes.
 
     ``respond()`` builds the response once ``done`` is: a future (not a coroutine) so
-    that the response is framed in the callback of whatever completes it, with no task
-    of its own to schedule and wake."""
+    that the response is framed and written in the callback of whatever completes it
+    (the dispatcher hands it on as a :class:`~moldau.server.network.Later`), with no
+    task of its own to schedule and wake."""
 
     __slots__ = ("done", "respond")
 
     def __init__(self, done: asyncio.Future[Any], respond: Callable[[], Any]) -> None:
         self.done = done
         self.respond = respond
-
-    def then(self, frame: Callable[[Any], list[Any]]) -> asyncio.Future[list[Any]]:
-        """The framed response, as a future set in ``done``'s callback."""
-        out: asyncio.Future[list[Any]] = self.done.get_loop().create_future()
-
-        def framed(done: asyncio.Future[Any]) -> None:
-            if out.done():  # cancelled: the connection closed
-                return
-            try:
-                out.set_result(frame(self.respond()))
-            except Exception as e:  # handed to the writer, which logs it and closes
-                out.set_exception(e)
-
-        self.done.add_done_callback(framed)
-        return out

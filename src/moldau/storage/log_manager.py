@@ -898,9 +898,12 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Stop background passes, close every log, make it all durable with one sync,
-        checkpoint, then mark each dir clean (no recovery next time)."""
+        checkpoint, then mark each dir clean (no recovery next time) unless it holds a
+        log still owing its recovery from a crash (the next start recovers it at its
+        first use, from the checkpointed recovery point, as this one would have)."""
         self._stopping.set()
         with self._cleaner_lock, self._flush_lock, self._copy_lock:
+            owed = {self._dir_of.get(tp) for tp, log in self._logs.items() if log.recovery_owed}
             for log in [*self._logs.values(), *self._future.values()]:
                 log.close(sync=False)
             for _, log in self._pending_deletes:
@@ -911,8 +914,9 @@ class LogManager:
             logger.info("log dirs synced in %.2f s", time.monotonic() - started)
             self.checkpoint()
             for log_dir in self.online_dirs:
-                (log_dir / CLEAN_SHUTDOWN_FILE).touch()
-                fsync_dir(log_dir)
+                if log_dir not in owed:
+                    (log_dir / CLEAN_SHUTDOWN_FILE).touch()
+                    fsync_dir(log_dir)
             self._logs.clear()
             self._topic_ids.clear()
             self._dir_of.clear()

@@ -66,7 +66,8 @@ _LOADED_STATE = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+# Made once per partition of every produce: not frozen, whose __init__ costs twice as much.
+@dataclass(slots=True)
 class AppendResult:
     base_offset: int
     last_offset: int
@@ -230,6 +231,12 @@ class UnifiedLog:
             self._loader = None
 
     @property
+    def recovery_owed(self) -> bool:
+        """Registered after a crash and not opened since: its end is known only once it
+        is recovered, so its log dir must not be marked clean."""
+        return self._loader is not None and self._known_end < 0
+
+    @property
     def loaded(self) -> bool:
         """False for a lazy log not opened yet: nothing of it changed since it was
         registered (periodic passes skip it)."""
@@ -386,12 +393,14 @@ class UnifiedLog:
         if not infos:
             raise InvalidRecordError("an append needs at least one record batch")
         now = self._now() if now_ms is None else now_ms
-        log_append_time = self.config.log_append_time
+        config = self.config
+        log_append_time = config.log_append_time
         markers = _markers(records, infos)
+        state = self.producer_state
         for i, marker in markers.items():
-            self.producer_state.check_marker(infos[i], marker)
+            state.check_marker(infos[i], marker)
         for info in infos:
-            duplicate = self.producer_state.check(info)
+            duplicate = state.check(info)
             if duplicate is not None:
                 return AppendResult(
                     duplicate.base_offset,
@@ -400,7 +409,7 @@ class UnifiedLog:
                     self._log_start_offset,
                     duplicate=True,
                 )
-        if self.config.compression_type != "producer":
+        if config.compression_type != "producer":
             records, infos = self._recompress(records, infos)
         base_offset = next_offset = self.log_end_offset
         for info in infos:
@@ -505,21 +514,26 @@ class UnifiedLog:
     ) -> None:
         """Roll if needed, write, record producer state (an aborted transaction goes to
         the active segment's transaction index), flush if flush.messages says so."""
-        self._maybe_roll(len(records), infos[0].base_offset, infos[-1], now)
-        active = self.active
+        local = self.local_log  # a log appended to is open: no loader in the way
+        active = self._maybe_roll(local, len(records), infos[0].base_offset, infos[-1], now)
         active.append(records, infos)
         state = self.producer_state
         for i, info in enumerate(infos):
+            if info.producer_id < 0:
+                continue  # no producer state to keep (Kafka's non-idempotent producer)
             completed = state.update(info, info.base_offset, info.max_timestamp, markers.get(i))
             if completed is not None and completed.aborted:
                 active.txn_index.append(aborted_txn(completed))
-        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+        if active.next_offset - local.recovery_point >= local.config.flush_messages:
             self.flush()
 
-    def _maybe_roll(self, size: int, first_offset: int, last: BatchInfo, now: int) -> None:
-        """Kafka's shouldRoll: size, age, full index, or offsets beyond int32 relative."""
-        active = self.active
-        config = self.config
+    def _maybe_roll(
+        self, local: LocalLog, size: int, first_offset: int, last: BatchInfo, now: int
+    ) -> Segment:
+        """Kafka's shouldRoll: size, age, full index, or offsets beyond int32 relative;
+        returns the active segment to append to."""
+        active = local.segments[-1]
+        config = local.config
         if (
             active.size
             and (
@@ -529,7 +543,8 @@ class UnifiedLog:
                 or active.time_index.is_full
             )
         ) or last.next_offset - 1 - active.base_offset > INT32_MAX:
-            self.roll(now, base_offset=first_offset)
+            return self.roll(now, base_offset=first_offset)
+        return active
 
     def roll(self, now_ms: int | None = None, *, base_offset: int | None = None) -> Segment:
         """Start a new active segment at ``base_offset`` (default: the log end offset);
@@ -770,10 +785,11 @@ class UnifiedLog:
         """Flush, trim indexes, write the epoch checkpoint and a producer snapshot: the
         next open needs no recovery. With ``sync=False`` nothing is fsynced; the caller
         makes everything durable at once (``sync_filesystems``) before it says so. A
-        lazy log not opened since a clean shutdown is as that shutdown left it; one
-        registered after a crash is opened (recovered) first, so that this close is a
-        clean one."""
-        if self._loader is not None and self._known_end >= 0:
+        lazy log never opened is left as it is: after a clean shutdown it is as that
+        shutdown left it; after a crash its recovery is still owed (``recovery_owed``),
+        and recovering every such log here would make a stop right after a crash restart
+        as long as opening them all."""
+        if self._loader is not None:
             return
         local = self.local_log
         with local.lock:
@@ -800,8 +816,13 @@ class UnifiedLog:
         """Remove everything from the batch holding ``offset`` on (follower truncation,
         recovery); the epoch cache and producer state follow. Below the local log start
         the log is emptied and restarts at ``offset``; a tiered log keeps its log start
-        offset there (the remote tier still holds the records before it)."""
+        offset there (the remote tier still holds the records before it). At or past the
+        end no record goes, but an epoch entry at the end does, as in Kafka: this replica
+        led that epoch without appending to it, and a new leader's log diverges there (kept,
+        the follower would fetch with that epoch and be told to truncate again, forever)."""
         if offset >= self.log_end_offset:
+            with self.local_log.lock:
+                self._truncate_epoch_cache()
             return
         if offset < self._local_log_start_offset:
             self.truncate_fully_and_start_at(

@@ -272,14 +272,16 @@ class ClusterProcess(ClientHelpers):
         """Poll ``condition`` until it returns something truthy (returned); errors raised
         meanwhile (a node restarting) count as not yet. AssertionError after ``timeout``."""
         deadline = time.monotonic() + timeout
-        last: BaseException | None = None
+        # The message only: an exception kept here would keep this frame and its callers'
+        # (their clients) alive in a reference cycle until the next collection.
+        last: str | None = None
         while True:
             try:
                 value = condition()
                 if value:
                     return value
             except (ConnectionError, TimeoutError, OSError, KeyError) as e:
-                last = e
+                last = str(e)
             if time.monotonic() > deadline:
                 raise AssertionError(f"condition not met within {timeout} s (last error: {last})")
             time.sleep(interval)

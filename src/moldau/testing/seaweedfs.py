@@ -143,7 +143,7 @@ class SeaweedFS:
         """Until the bucket exists and takes a write: the first write allocates volumes."""
         client = self.client(timeout=5.0)
         deadline = time.monotonic() + self.start_timeout
-        last: Exception | None = None
+        last: str | None = None
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
@@ -155,7 +155,7 @@ class SeaweedFS:
                 client.delete_object(Bucket=self.bucket, Key="_ready")
                 return
             except Exception as e:  # not up yet: connection refused, 503, ...
-                last = e
+                last = str(e)  # not the exception: it would pin the callers' frames
                 time.sleep(0.2)
         raise TimeoutError(f"SeaweedFS not ready in {self.start_timeout}s: {last}; {self.tail()}")
 

@@ -141,6 +141,27 @@ def test_snapshots_bound_the_log_and_a_restart_starts_from_the_latest(tmp_path: 
     run(test)
 
 
+def test_a_quiet_log_is_snapshotted_once_the_interval_passed(tmp_path: Path) -> None:
+    """metadata.log.max.snapshot.interval.ms: one record committed, then nothing: a
+    snapshot is written once the interval passed (its timer, no later commit needed)."""
+    config = MetadataLogConfig(max_snapshot_interval_ms=300)
+
+    async def test() -> None:
+        raft = manager(tmp_path, RecordingListener(), log_config=config)
+        await raft.start()
+        await commit(raft, topic(0))
+        directory = tmp_path / METADATA_DIR
+        while not list(directory.glob("*" + SNAPSHOT_SUFFIX)):
+            await asyncio.sleep(0.02)
+        [snapshot] = directory.glob("*" + SNAPSHOT_SUFFIX)
+        assert int(snapshot.name.split("-")[0]) == raft.client.state.high_watermark
+        await asyncio.sleep(0.6)  # nothing new committed: no second snapshot
+        assert len(list(directory.glob("*" + SNAPSHOT_SUFFIX))) == 1
+        raft.close()
+
+    run(test)
+
+
 def test_a_voter_without_a_quorum_never_writes(tmp_path: Path) -> None:
     async def test() -> None:
         listener = RecordingListener()

@@ -224,3 +224,18 @@ def test_recompress_rewrites_codec_length_and_crc_keeping_producer_fields(source
     assert decode_records(out[: infos[0].size]) == decode_records(txn)
     if source == target:
         assert out is buf, "nothing to do costs nothing"
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_one_produced_batch_scans_as_the_general_loop_does(kind):
+    """A client's single batch takes a shorter path (once per partition of a produce):
+    the same header, and the same refusals, as the loop over several batches."""
+    batch = make(3, producer_id=7, producer_epoch=1, base_sequence=4, is_transactional=True)
+    buf = kind(batch)
+    assert scan_batches(buf) == scan_batches(buf, strict=False) == [read_batch_header(batch)]
+    with pytest.raises(RecordTooLargeError):
+        scan_batches(buf, max_batch_size=len(batch) - 1)
+    corrupt = bytearray(batch)
+    corrupt[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        scan_batches(kind(corrupt))

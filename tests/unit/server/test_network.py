@@ -11,7 +11,13 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from moldau.server.memory_pool import MemoryPool
-from moldau.server.network import INITIAL_FRAME_BUFFER, Connection, NetworkLimits
+from moldau.server.network import (
+    INITIAL_FRAME_BUFFER,
+    READ_AHEAD,
+    Connection,
+    Later,
+    NetworkLimits,
+)
 
 
 class FakeTransport:
@@ -53,6 +59,25 @@ def feed(conn: Connection, transport: FakeTransport, data: bytes) -> int:
         conn.buffer_updated(n)
         taken += n
     return taken
+
+
+def feed_counting(conn: Connection, transport: FakeTransport, data: bytes) -> int:
+    """:func:`feed`, returning how many reads (``buffer_updated`` calls) it took."""
+    reads = 0
+    taken = 0
+    while taken < len(data) and transport.reading and not transport.closed:
+        buf = conn.get_buffer(-1)
+        n = min(len(buf), len(data) - taken)
+        buf[:n] = data[taken : taken + n]
+        del buf
+        conn.buffer_updated(n)
+        taken += n
+        reads += 1
+    return reads
+
+
+def framed(*bodies: bytes) -> bytes:
+    return b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
 
 
 def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -262,5 +287,140 @@ def test_an_owed_response_is_written_in_the_callback_that_readies_it() -> None:
         assert transport.written == [b"re:a"]
         assert len(asyncio.all_tasks()) == tasks  # no writer task was started
         conn.connection_lost(None)
+
+    run(test)
+
+
+def test_small_frames_read_together_take_one_read() -> None:
+    """Read ahead: several whole frames arriving together cost one read, and each comes
+    out as its own exact, writable buffer holding its size of the pool until handled."""
+
+    async def test() -> None:
+        pool = MemoryPool(None)
+        conn, transport, seen = connect(pool)
+        bodies = [b"", b"a", bytes(range(200)), b"xyz" * 1000]
+        assert feed_counting(conn, transport, framed(*bodies)) == 1
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [bytes(f) for f in seen] == bodies
+        assert all(type(f) is bytearray for f in seen)
+        assert pool.used == 0
+        conn.connection_lost(None)
+
+    run(test)
+
+
+def test_frames_cut_anywhere_across_reads_come_out_whole() -> None:
+    """A size cut after 1-3 bytes, a body cut mid-way, a frame larger than the read-ahead
+    buffer: every cut of the stream gives the same frames."""
+
+    async def test() -> None:
+        bodies = [b"first", b"", b"\x01" * 10, bytes(READ_AHEAD + 5000), b"last"]
+        stream = framed(*bodies)
+        for cuts in ([1], [2], [3], [4], [7], [11, 12, 13], [READ_AHEAD - 2], [30, READ_AHEAD]):
+            pool = MemoryPool(None)
+            conn, transport, seen = connect(pool)
+            start = 0
+            for cut in [*cuts, len(stream)]:
+                feed(conn, transport, stream[start:cut])
+                start = cut
+            for _ in range(10):
+                await asyncio.sleep(0)
+            assert [bytes(f) for f in seen] == bodies, cuts
+            assert pool.used == 0
+            conn.connection_lost(None)
+
+    run(test)
+
+
+def test_an_oversized_frame_found_while_reading_ahead_closes_the_connection() -> None:
+    async def test() -> None:
+        pool = MemoryPool(None)
+        conn, transport, seen = connect(pool, max_frame=1000)
+        feed(conn, transport, framed(b"ok") + (1001).to_bytes(4, "big") + bytes(50))
+        assert transport.closed
+        conn.connection_lost(None)
+        assert pool.used == 0
+        conn, transport, seen = connect(pool, max_frame=1000)
+        feed(conn, transport, (-5).to_bytes(4, "big", signed=True) + framed(b"next"))
+        assert transport.closed, "a negative size closes too"
+        conn.connection_lost(None)
+        assert pool.used == 0
+
+    run(test)
+
+
+def test_a_pool_short_of_room_reads_exactly() -> None:
+    """Without room for a full read-ahead buffer's frames, a connection reads a frame's
+    size and then its body into the frame's own buffer, as when memory is short."""
+
+    async def test() -> None:
+        pool = MemoryPool(2 * READ_AHEAD + 10)
+        assert pool.try_reserve(20)
+        conn, transport, seen = connect(pool)
+        assert feed_counting(conn, transport, framed(b"a", b"b")) == 4
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [bytes(f) for f in seen] == [b"a", b"b"]
+        assert pool.used == 20
+
+    run(test)
+
+
+def test_a_later_response_is_framed_and_written_in_its_futures_callback() -> None:
+    """A :class:`Later` is framed once its future completes and written in that very
+    callback; one that cannot be framed closes the connection."""
+
+    async def test() -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        framings: list[int] = []
+
+        def frame() -> list[Any]:
+            framings.append(1)
+            return [b"re:a"]
+
+        async def handler(frame_: bytearray, conn: Connection) -> Any:
+            return Later(done, frame) if frame_ == b"a" else [b"re:" + bytes(frame_)]
+
+        conn, transport, _ = connect(MemoryPool(None), handler)
+        feed(conn, transport, framed(b"a", b"b"))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert transport.written == [] and framings == []
+        done.set_result(None)
+        await asyncio.sleep(0)  # only the future's own callback runs
+        assert transport.written == [b"re:are:b"] and framings == [1]
+        conn.connection_lost(None)
+
+        broken: asyncio.Future[None] = loop.create_future()
+
+        def fails() -> list[Any]:
+            raise ValueError("cannot frame")
+
+        async def failing(frame_: bytearray, conn: Connection) -> Any:
+            return Later(broken, fails)
+
+        conn, transport, _ = connect(MemoryPool(None), failing)
+        feed(conn, transport, framed(b"a"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        broken.set_result(None)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert transport.closed and transport.written == []
+        conn.connection_lost(None)
+
+        waiting: asyncio.Future[None] = loop.create_future()
+
+        async def waits(frame_: bytearray, conn: Connection) -> Any:
+            return Later(waiting, lambda: [b"never"])
+
+        conn, transport, _ = connect(MemoryPool(None), waits)
+        feed(conn, transport, framed(b"a"))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        conn.connection_lost(None)
+        assert waiting.cancelled(), "what the response waited for is called off"
 
     run(test)

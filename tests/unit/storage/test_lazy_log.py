@@ -13,6 +13,7 @@ from moldau.records.record import Record, build_batch
 from moldau.storage.checkpoint import read_checkpoint
 from moldau.storage.log_loader import LoadedLog, LogLoader
 from moldau.storage.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
@@ -125,18 +126,71 @@ def test_a_crash_after_lazy_open_recovers(tmp_path: Path) -> None:
     assert recovered.epoch_cache.latest_epoch == 5
     untouched = crashed.get_log("producer", 0)
     assert not untouched.loaded
-    crashed.shutdown()  # recovers what was never used, so the next start is clean
+    crashed.shutdown()  # recovers nothing that was never used: the dir stays unclean
+    assert not untouched.loaded
+    assert not (tmp_path / "crash" / CLEAN_SHUTDOWN_FILE).exists()
 
     again = LogManager([tmp_path / "crash"], PROPS)
     again.load_logs()
     for tp, batches in stored.items():
         log = again.get_log(*tp)
+        assert not log.loaded
+        end = log.log_end_offset  # still owed: this recovers it
+        assert log.loaded
+        assert log.read_bytes(log.log_start_offset, 1 << 30).endswith(b"".join(batches[-1:]))
+        assert log.log_end_offset == end
+    assert again.get_log("producer", 0).producer_state.producers.keys() == {7}
+    again.shutdown()  # every log is open: now the dir is marked clean
+    assert (tmp_path / "crash" / CLEAN_SHUTDOWN_FILE).exists()
+
+    last = LogManager([tmp_path / "crash"], PROPS)
+    last.load_logs()
+    for tp, batches in stored.items():
+        log = last.get_log(*tp)
         end = log.log_end_offset
         assert not log.loaded  # known from the clean shutdown's checkpoints
         assert log.read_bytes(log.log_start_offset, 1 << 30).endswith(b"".join(batches[-1:]))
         assert log.log_end_offset == end
-    assert again.get_log("producer", 0).producer_state.producers.keys() == {7}
+    last.shutdown()
+
+
+def test_logs_written_after_a_crash_restart_survive_a_dir_left_unclean(tmp_path: Path) -> None:
+    """kill -9, restart, writes to some logs, clean stop: a log never opened keeps the dir
+    unclean, so the next start recovers every log of it, the written ones too, from the
+    recovery point the stop checkpointed (their end): nothing written after the restart
+    is lost, cut or duplicated, and an idempotent producer's retry is still recognised."""
+    stored = shut_down_with_logs(tmp_path / "live")
+    shutil.copytree(tmp_path / "live", tmp_path / "crash")
+    (tmp_path / "crash" / CLEAN_SHUTDOWN_FILE).unlink()  # as if killed -9 after its writes
+    restarted = LogManager([tmp_path / "crash"], PROPS)
+    restarted.load_logs()
+    many = restarted.get_log("many", 0)
+    stored[("many", 0)] += fill(many, 40, leader_epoch=6, tag=200)  # rolls segments
+    producer = restarted.get_log("producer", 0)
+    for sequence in (3, 4):
+        data = idempotent(7, sequence)
+        append(producer, data)
+        stored[("producer", 0)].append(bytes(data))
+    ends = {tp: restarted.get_log(*tp).log_end_offset for tp in (("many", 0), ("producer", 0))}
+    assert len(many.segments) > 1 and not restarted.get_log("empty", 0).loaded
+    restarted.shutdown()
+    assert not (tmp_path / "crash" / CLEAN_SHUTDOWN_FILE).exists()
+    points = read_checkpoint(tmp_path / "crash" / RECOVERY_POINT_CHECKPOINT)
+    assert {tp: points[tp] for tp in ends} == ends
+
+    again = LogManager([tmp_path / "crash"], PROPS)
+    again.load_logs()
+    for tp, batches in stored.items():
+        log = again.get_log(*tp)
+        start = log.log_start_offset
+        first = start // 2 if tp == ("many", 0) else 0  # its batches hold 2 records each
+        assert log.read_bytes(start, 1 << 30) == b"".join(batches[first:]), tp
+        assert log.log_end_offset == ends.get(tp, 0), tp
+    assert again.get_log("many", 0).epoch_cache.entries[-1] == (6, ends[("many", 0)] - 80)
+    retry = append(again.get_log("producer", 0), idempotent(7, 4))
+    assert retry.duplicate and retry.base_offset == ends[("producer", 0)] - 1
     again.shutdown()
+    assert (tmp_path / "crash" / CLEAN_SHUTDOWN_FILE).exists()
 
 
 def test_first_uses_from_two_threads_open_once(tmp_path: Path, monkeypatch) -> None:

@@ -143,6 +143,22 @@ def test_truncate_to_keeps_epoch_cache_and_producer_state_consistent(tmp_path: P
     assert reopened.log_end_offset == 32
 
 
+def test_truncate_at_the_end_drops_an_epoch_started_there(tmp_path: Path) -> None:
+    """A replica led epoch 1 without appending to it (its entry starts at the log end),
+    then follows a leader whose epoch 4 starts there: the truncation the leader's
+    diverging epoch asks for removes no record, but it must remove that entry, else the
+    follower fetches with epoch 1 and is told to truncate again, forever (seen after a
+    kill -9 of a whole cluster)."""
+    log, _ = leader_log(tmp_path / "t-0", [0, 0, 0])
+    log.assign_epoch_start_offset(1)
+    assert log.epoch_cache.entries == [(0, 0), (1, 6)]
+    log.truncate_to(6)
+    assert log.log_end_offset == 6
+    assert log.epoch_cache.entries == [(0, 0)]
+    assert LeaderEpochFileCache.load(log.dir / LEADER_EPOCH_CHECKPOINT).entries == [(0, 0)]
+    log.close()
+
+
 def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     log, _ = leader_log(tmp_path / "t-0", [1] * 20)
     append(log, batch(1, producer_id=3, producer_epoch=0, base_sequence=0), leader_epoch=1)

@@ -219,10 +219,11 @@ class Group:
             base = offset.commit_timestamp if base_ms is None else base_ms
             return now_ms - base >= retention_ms
 
+        pending = self.pending_txn.partitions()  # as Kafka: kept until the marker
         return {
             tp: offset
             for tp, offset in self.offsets.items()
-            if tp[0] not in subscribed and is_expired(offset)
+            if tp[0] not in subscribed and tp not in pending and is_expired(offset)
         }
 
     def metadata_value(self) -> GroupMetadataValue:

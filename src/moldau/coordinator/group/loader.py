@@ -55,13 +55,15 @@ class GroupLoader:
                     pending = self.pending.setdefault(decoded.group, PendingTxnOffsets())
                     pending.add(producer_id, tp, decode_offset_value(value))
                 return
-            if pending is not None:
-                pending.supersede(tp)
             committed = self.offsets.setdefault(decoded.group, {})
             if value is None:
                 committed.pop(tp, None)
+                if pending is not None:
+                    pending.discard(tp)
             else:
                 committed[tp] = decode_offset_value(value)
+                if pending is not None:
+                    pending.supersede(tp)
         elif isinstance(decoded, GroupMetadataKey):
             if value is None:
                 self.metadata.pop(decoded.group, None)

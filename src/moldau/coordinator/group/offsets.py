@@ -8,7 +8,7 @@ groups and the :class:`OperationEffects` of the operation in progress.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 
 from moldau.coordinator.effects import TxnBatch
 from moldau.protocol.errors import ErrorCode
@@ -274,6 +274,32 @@ class OffsetMetadataManager:
             results.update(dict.fromkeys(eligible, ErrorCode.NONE))
         return ErrorCode.NONE, results, self._ops.end()
 
+    def groups_with_offsets(self, partitions: Set[TopicPartition]) -> list[str]:
+        """Groups holding a committed or pending transactional offset of ``partitions``."""
+        return [
+            g.group_id
+            for g in self._groups.values()
+            if not g.offsets.keys().isdisjoint(partitions)
+            or not g.pending_txn.partitions().isdisjoint(partitions)
+        ]
+
+    def on_partitions_deleted(
+        self, now_ms: int, group_ids: Iterable[str], partitions: Set[TopicPartition]
+    ) -> Effects:
+        """Their topics were deleted (Kafka's onPartitionsDeleted): the groups' committed and
+        pending transactional offsets of ``partitions`` are tombstoned, whatever the group's
+        state, so a topic created again under the same name is consumed from
+        ``auto.offset.reset``. Members keep their assignments: clients rejoin when their
+        metadata loses the topic."""
+        self._ops.begin(now_ms)
+        for group_id in group_ids:
+            group = self._groups.get(group_id)
+            if group is None:
+                continue
+            stale = (group.offsets.keys() | group.pending_txn.partitions()) & partitions
+            self.cleanup_group(group, {tp: group.offsets.pop(tp, None) for tp in sorted(stale)})
+        return self._ops.end()
+
     def expire_offsets(self) -> None:
         """Retention: drop offsets past ``offsets.retention.minutes`` (Kafka's rules)."""
         retention_ms = self.config.offsets_retention_ms
@@ -281,8 +307,10 @@ class OffsetMetadataManager:
             self.cleanup_group(group, group.remove_expired_offsets(self._ops.now_ms, retention_ms))
 
     def cleanup_group(self, group: Group, removed: Mapping[TopicPartition, object]) -> None:
-        """Tombstone removed offsets; an Empty group left without offsets is Dead and goes."""
+        """Tombstone removed offsets (a tombstone drops the partition's pending transactional
+        offset too, as its replay does); an Empty group left without offsets is Dead and goes."""
         for topic, partition in removed:
+            group.pending_txn.discard((topic, partition))
             self._ops.append(encode_offset_key(group.group_id, topic, partition), None)
         if group.state is GroupState.EMPTY and not group.offsets and not group.pending_txn:
             del self._groups[group.group_id]

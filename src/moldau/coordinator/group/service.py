@@ -11,6 +11,7 @@ the results, shaped as each API reports them.
 from __future__ import annotations
 
 import copy
+import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -45,6 +46,8 @@ from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.replication.replica_manager import ReplicaManager
 from moldau.stats.counters import GroupStats
 from moldau.stats.timing import parked
+
+log = logging.getLogger(__name__)
 
 
 class _Loader:
@@ -276,6 +279,39 @@ class GroupCoordinatorService:
             return result
         except KafkaError as e:
             return e.code, {}
+
+    async def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> None:
+        """Deleted topics' partitions (Kafka's onPartitionsDeleted): every shard this node
+        leads tombstones its groups' offsets of them; a shard that cannot write now keeps
+        them (logged)."""
+        deleted = frozenset(partitions)
+        for partition in self.runtime.active_partitions():
+            try:
+                groups = self.runtime.read(
+                    partition, lambda c: c.offsets.groups_with_offsets(deleted)
+                )
+                if not groups:
+                    continue
+
+                def op(c: GroupCoordinator, groups: list[str] = groups) -> tuple[None, Effects]:
+                    return None, c.offsets.on_partitions_deleted(
+                        self.clock.now_ms(), groups, deleted
+                    )
+
+                await self.runtime.write(partition, op, groups)
+                log.info(
+                    "deleted %d groups' offsets of deleted partitions in %s-%d",
+                    len(groups),
+                    OFFSETS_TOPIC,
+                    partition,
+                )
+            except KafkaError as e:
+                log.warning(
+                    "deleting offsets of deleted partitions from %s-%d failed: %s",
+                    OFFSETS_TOPIC,
+                    partition,
+                    e.code.name,
+                )
 
     # -- admin ---------------------------------------------------------------------
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:

@@ -4,7 +4,7 @@ Kafka keeps them apart from the committed offsets: OffsetFetch does not see them
 ``require_stable`` it answers UNSTABLE_OFFSET_COMMIT for their partitions), the COMMIT
 marker makes them the committed offsets and the ABORT marker drops them. A plain commit
 of the same partition written after the transactional one wins, as the later record in
-the log does in Kafka.
+the log does in Kafka; a tombstone of the partition drops it.
 """
 
 from __future__ import annotations
@@ -41,8 +41,18 @@ class PendingTxnOffsets:
             if tp in pending:
                 pending[tp].superseded = True
 
+    def discard(self, tp: TopicPartition) -> None:
+        """A tombstone of the partition: no open transaction holds its offset any more (the
+        transactions stay open, their markers still to come)."""
+        for pending in self.by_producer.values():
+            pending.pop(tp, None)
+
     def has(self, tp: TopicPartition) -> bool:
         return any(tp in pending for pending in self.by_producer.values())
+
+    def partitions(self) -> set[TopicPartition]:
+        """The partitions some open transaction holds an offset of."""
+        return {tp for pending in self.by_producer.values() for tp in pending}
 
     def complete(
         self, producer_id: int, committed: bool

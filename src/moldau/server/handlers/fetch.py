@@ -19,7 +19,9 @@ from moldau.protocol.messages.fetch_response import (
     EpochEndOffset,
     FetchableTopicResponse,
     FetchResponse,
+    LeaderIdAndEpoch,
     PartitionData,
+    SnapshotId,
 )
 from moldau.protocol.primitives import RecordsSpill
 from moldau.replication.replica_manager import FetchParams, FetchRequestPartition, FetchResult
@@ -60,6 +62,11 @@ class FileRecords(RecordsSpill):
         return self._size
 
 
+# The tagged fields' defaults, shared rather than three objects built per partition
+# answered. Never mutated: a partition that has one of them gets an object of its own.
+_NO_DIVERGENCE, _NO_LEADER, _NO_SNAPSHOT = EpochEndOffset(), LeaderIdAndEpoch(), SnapshotId()
+
+
 def partition_data(index: int, r: FetchResult) -> PartitionData:
     data = PartitionData(
         partition_index=index,
@@ -69,6 +76,9 @@ def partition_data(index: int, r: FetchResult) -> PartitionData:
         log_start_offset=r.log_start_offset,
         records=records_payload(r.records),
         preferred_read_replica=r.preferred_read_replica,
+        diverging_epoch=_NO_DIVERGENCE,
+        current_leader=_NO_LEADER,
+        snapshot_id=_NO_SNAPSHOT,
     )
     if r.diverging_epoch is not None:
         data.diverging_epoch = EpochEndOffset(*r.diverging_epoch)

@@ -16,6 +16,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages.produce_request import ProduceRequest
 from moldau.protocol.messages.produce_response import (
     BatchIndexAndErrorMessage,
+    LeaderIdAndEpoch,
     PartitionProduceResponse,
     ProduceResponse,
     TopicProduceResponse,
@@ -68,15 +69,22 @@ def _transactional(records: bytes | bytearray | memoryview | None) -> bool:
     )
 
 
+# No leader hint (KIP-951's currentLeader, v10+): the encoder only reads it, so every
+# partition of every response shares one instead of allocating its own.
+_NO_LEADER_HINT = LeaderIdAndEpoch()
+
+
 def _response(index: int, r: AppendResult) -> PartitionProduceResponse:
+    error = r.error
     return PartitionProduceResponse(
-        index=index,
-        error_code=r.error,
-        error_message=r.message if r.error else None,
-        base_offset=r.base_offset,
-        log_append_time_ms=r.log_append_time,
-        log_start_offset=r.log_start_offset,
-        record_errors=[BatchIndexAndErrorMessage(i, m) for i, m in r.record_errors],
+        index,
+        error,
+        r.base_offset,
+        r.log_append_time,
+        r.log_start_offset,
+        [BatchIndexAndErrorMessage(i, m) for i, m in r.record_errors] if error else [],
+        r.message if error else None,
+        _NO_LEADER_HINT,
     )
 
 

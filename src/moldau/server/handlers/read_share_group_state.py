@@ -47,14 +47,25 @@ def share_state_error(
 ) -> ErrorCode:
     """The checks every share-state API makes of one share-partition, as Kafka's share
     coordinator: brokers only, a group, a partition of a topic that exists."""
+    error = _request_error(services, ctx, group_id, partition)
+    if error is ErrorCode.NONE and not _exists(services, topic_id, partition):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return error
+
+
+def _request_error(
+    services: Services, ctx: RequestContext, group_id: str, partition: int
+) -> ErrorCode:
     if not services.authorizer.cluster(ctx, AclOperation.CLUSTER_ACTION):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     if not group_id or partition < 0:
         return ErrorCode.INVALID_REQUEST
-    topic = services.image.topics_by_id.get(topic_id)
-    if topic is None or partition not in services.image.topics[topic].partitions:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return ErrorCode.NONE
+
+
+def _exists(services: Services, topic_id: bytes, partition: int) -> bool:
+    topic = services.image.topics_by_id.get(topic_id)
+    return topic is not None and partition in services.image.topics[topic].partitions
 
 
 async def read_state(
@@ -65,12 +76,18 @@ async def read_state(
     partition: int,
     leader_epoch: int,
 ) -> tuple[ErrorCode, ShareGroupOffset]:
-    """A share-partition's durable state, once `share_state_error`'s checks pass (else
-    their error, with no state: start offset -1)."""
-    error = share_state_error(services, ctx, group_id, topic_id, partition)
+    """A share-partition's durable state. As Kafka 4.1's share coordinator, the state is
+    looked up before the topic: state that does not exist (never initialized, or gone
+    with its deleted topic) is INVALID_REQUEST, a stale leader epoch FENCED_LEADER_EPOCH,
+    and only state whose topic partition is not in the metadata UNKNOWN_TOPIC_OR_PARTITION
+    (no state with an error: start offset -1)."""
+    error = _request_error(services, ctx, group_id, partition)
     if error:
         return error, ShareGroupOffset()
-    return await services.share_state.read((group_id, topic_id, partition), leader_epoch)
+    error, state = await services.share_state.read((group_id, topic_id, partition), leader_epoch)
+    if error is ErrorCode.NONE and not _exists(services, topic_id, partition):
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ShareGroupOffset()
+    return error, state
 
 
 async def handle(

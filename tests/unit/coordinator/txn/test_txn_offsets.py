@@ -7,6 +7,7 @@ from __future__ import annotations
 from moldau.coordinator.effects import Effects
 from moldau.coordinator.group import GroupConfig, GroupCoordinator, OffsetCommit
 from moldau.coordinator.group.loader import GroupLoader
+from moldau.coordinator.group.offsets_records import encode_offset_key
 from moldau.protocol.errors import ErrorCode
 
 T0 = 1_000_000
@@ -97,3 +98,23 @@ def test_markers_of_other_producers_leave_pending_offsets_alone() -> None:
     assert fetched(c) == (10, False)
     assert fetched(log.reload()) == (10, False)
     assert c.offsets.groups_with_pending(PID) == []
+
+
+def test_an_offset_with_a_pending_transactional_one_does_not_expire_until_its_marker() -> None:
+    """As Kafka's cleanupExpiredOffsets: the expired plain offset stays while a transaction
+    holds one of its partition; its COMMIT marker then makes the pending one committed."""
+    config = GroupConfig(offsets_retention_minutes=1, offsets_retention_check_interval_ms=1_000)
+    c, log = GroupCoordinator(config, now_ms=T0), Log()
+    results, effects = c.offsets.commit_offsets(
+        T0, group_id=GROUP, member_id="", generation_id=-1, group_instance_id=None,
+        offsets=[OffsetCommit("t", 0, 5), OffsetCommit("t", 1, 6)],
+    )  # fmt: skip
+    log.add(effects)
+    txn_commit(c, log, 10)
+    expired = c.tick(T0 + 61_000)
+    log.add(expired)
+    assert [r.key for r in expired.records] == [encode_offset_key(GROUP, "t", 1)]
+    assert fetched(c, stable=False) == (5, False)
+    log.add(c.offsets.complete_transaction(T0, PID, EPOCH, True, 5))
+    assert fetched(c) == (10, False)
+    assert fetched(log.reload()) == (10, False)
