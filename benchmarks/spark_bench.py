@@ -12,7 +12,9 @@ producer). Never asserts.
 `--read-only` measures batch reads alone, as issue 23 compares them with Spark's Kafka
 connector: for each reader (`native`: fetched batches decoded in bulk; `librdkafka`: record
 by record) one warm-up read, then `--rounds` reads taking turns between the readers, the
-best of each reported, with the load average before each read.
+best of each reported, with the load average before each read and the CPU seconds per
+million rows of Spark's Python workers and of the JVM (from `/proc`: CPU per row moves far
+less with the machine's load than rows/s do).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import argparse
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -59,6 +61,43 @@ def timed(action: Callable[[], int]) -> dict[str, int]:
     return {"rows": rows, "rows_per_s": round(rows / (time.perf_counter() - started))}
 
 
+def _descendants_cpu() -> tuple[float, float]:
+    """CPU seconds so far of Spark's processes: (the JVM's Python children, the JVM).
+
+    Python workers are forked by PySpark's daemons; a daemon's reaped children count in
+    its own `cutime`/`cstime`, so they are included. The broker (another child of this
+    process) is not.
+    """
+    stats: dict[int, tuple[int, list[int], str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            exe = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        stats[int(entry)] = (int(fields[1]), [int(x) for x in fields[11:15]], exe)
+
+    def ancestors(pid: int) -> Iterator[int]:
+        while pid in stats and pid > 1:
+            pid = stats[pid][0]
+            yield pid
+
+    mine = {pid for pid in stats if os.getpid() in ancestors(pid)}
+    jvms = {pid for pid in mine if stats[pid][2].endswith("/java")}
+    python = jvm = 0
+    for pid, (_, times, _) in stats.items():
+        if pid in jvms:
+            jvm += times[0] + times[1]
+            continue
+        if not jvms.isdisjoint(ancestors(pid)):
+            python += sum(times)
+    tick = os.sysconf("SC_CLK_TCK")
+    return python / tick, jvm / tick
+
+
 def measure_reads(read: Callable[[str], int], readers: list[str], rounds: int) -> dict:
     """A warm-up read per reader, then `rounds` timed reads of each, in turns."""
     for name in readers:
@@ -67,8 +106,18 @@ def measure_reads(read: Callable[[str], int], readers: list[str], rounds: int) -
     for _ in range(rounds):
         for name in readers:
             load = os.getloadavg()[0]
+            python, jvm = _descendants_cpu()
             run = timed(lambda n=name: read(n))
-            out[name]["runs"].append({**run, "load_avg_1m": round(load, 2)})
+            python_after, jvm_after = _descendants_cpu()
+            per_m = 1e6 / max(run["rows"], 1)
+            out[name]["runs"].append(
+                {
+                    **run,
+                    "load_avg_1m": round(load, 2),
+                    "python_cpu_s_per_m_rows": round((python_after - python) * per_m, 3),
+                    "jvm_cpu_s_per_m_rows": round((jvm_after - jvm) * per_m, 3),
+                }
+            )
     for result in out.values():
         result["best_rows_per_s"] = max(r["rows_per_s"] for r in result["runs"])
     return out

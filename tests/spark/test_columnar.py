@@ -79,6 +79,49 @@ def test_varints_of_every_width():
     assert ends.tolist() == [*starts[1:], len(out)]
 
 
+@pytest.mark.parametrize("width", [1, 2, 3, 4])
+def test_varint_columns_of_one_width_take_their_fast_path(width):
+    """A column whose varints are all at most `width` bytes long, shuffled widths below it."""
+    import numpy as np
+
+    rng = random.Random(width)
+    top = 1 << (7 * width - 1)  # zigzag values of `width` bytes at most
+    values = [rng.randrange(-top, top) for _ in range(500)] + [-top, top - 1, 0]
+    out, starts = bytearray(), []
+    for v in values:
+        starts.append(len(out))
+        zigzag = (v << 1) ^ (v >> 63)
+        while zigzag >= 0x80:
+            out.append(zigzag & 0x7F | 0x80)
+            zigzag >>= 7
+        out.append(zigzag)
+    got, ends = columnar.varints(columnar.padded(bytes(out)), np.array(starts))
+    assert got.tolist() == values
+    assert ends.tolist() == [*starts[1:], len(out)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_record_starts_follow_runs_of_every_length(seed):
+    """Equal-sized records in runs of 1 to 300 rows: each run ends where a guess fails."""
+    rng = random.Random(seed)
+    recs: list[tuple[bytes | None, bytes | None]] = []
+    while len(recs) < 4000:
+        size = rng.choice([0, 1, 3, 60, 61, 200])
+        recs += [(b"k", bytes(size))] * rng.choice([1, 2, 3, 5, 64, 65, 300])
+    buf = build_batch(recs, base_offset=0)
+    batches, _ = scan_log_prefix(buf, verify_crc=False)
+    c = columnar.decode(columnar.padded(buf), batches, 0, len(recs))
+    assert _got(c) == _expected(buf, 0, len(recs))
+
+
+def test_a_key_overrunning_its_record_is_corrupt():
+    buf = bytearray(build_batch([(b"k", b"v" * 50)] * 3))
+    buf[65] = 0x7E  # the first record's key length now says 63 bytes: past its record
+    batches, _ = scan_log_prefix(bytes(buf), verify_crc=False)
+    with pytest.raises(CorruptRecordError, match="key"):
+        columnar.decode(columnar.padded(bytes(buf)), batches, 0, 10)
+
+
 def test_a_record_overrunning_its_batch_is_corrupt():
     buf = bytearray(build_batch([(b"k", b"v" * 50)] * 3))
     buf[61] = 0x7E  # the first record's length now says 63 bytes: past the batch's end
@@ -110,7 +153,9 @@ def test_fetched_batches_skip_aborted_transactions_and_markers_and_decompress():
         ]
     )
     data = PartitionData(records=memoryview(log), aborted_transactions=[AbortedTransaction(7, 2)])
-    answer = _Answer(data, memoryview(log), scan_log_prefix(log, verify_crc=False)[0])
+    answer = _Answer(
+        data, memoryview(log), columnar.padded(log), scan_log_prefix(log, verify_crc=False)[0]
+    )
     r = OffsetRange("t", 0, 1, 10)
     table = pa.Table.from_batches(list(_decode(answer, r, True, arrow_schema(False))))
     rows = list(zip(table["offset"].to_pylist(), table["value"].to_pylist(), strict=True))

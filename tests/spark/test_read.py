@@ -61,7 +61,7 @@ def test_batch_read_is_one_task_per_partition_with_every_record_in_order(spark, 
     assert {r["topic"] for r in df.select("topic").collect()} == {"read-all"}
 
 
-@pytest.mark.parametrize("compression", ["none", "lz4"])
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
 def test_native_reader_returns_what_was_acknowledged_as_librdkafka_does(spark, broker, compression):
     """Fetched batches decoded in bulk: null and empty keys and values, sizes that vary by
     row and in runs, compressed batches; same rows, same order per partition."""

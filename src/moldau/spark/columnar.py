@@ -21,7 +21,7 @@ import pyarrow as pa
 from moldau.protocol.errors import CorruptRecordError
 from moldau.records.batch import RECORDS_OFFSET, BatchInfo
 
-_PAD = 16  # zero bytes after the data: a varint read near the end never indexes past it
+PAD = 16  # zero bytes after the data: a varint read near the end never indexes past it
 _MAX_VARINT = 10
 _WINDOW = 64  # first guess of how many equal-sized records follow
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -43,9 +43,20 @@ class Columns:
 
 def padded(data: bytes | bytearray | memoryview) -> np.ndarray:
     """The bytes as uint8 with zero padding (one copy of the buffer)."""
-    out = np.zeros(len(data) + _PAD, np.uint8)
+    out = np.zeros(len(data) + PAD, np.uint8)
     out[: len(data)] = np.frombuffer(data, np.uint8)
     return out
+
+
+def padded_view(padded: np.ndarray, part: memoryview) -> np.ndarray:
+    """`part`, a slice of the bytes of `padded` (an array ending in PAD zero bytes), as a
+    view of `padded` from where `part` starts: padded data without copying it."""
+    if not len(part):
+        return np.zeros(PAD, np.uint8)
+    start = np.frombuffer(part, np.uint8).ctypes.data - padded.ctypes.data
+    if not 0 <= start <= len(padded) - PAD - len(part):
+        raise ValueError("the bytes are not a slice of the array")
+    return padded[start:]
 
 
 def _varint_scalar(buf: np.ndarray, pos: int) -> tuple[int, int]:
@@ -60,13 +71,38 @@ def _varint_scalar(buf: np.ndarray, pos: int) -> tuple[int, int]:
     raise CorruptRecordError(f"varint longer than {_MAX_VARINT} bytes at {pos}")
 
 
+def _zigzag(raw: np.ndarray) -> np.ndarray:
+    return (raw >> 1) ^ -(raw & 1)
+
+
+# Every one-byte varint's value: one gather decodes a column of them.
+_ONE_BYTE = _zigzag(np.arange(0x80, dtype=np.int64))
+
+
 def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The zigzag varints at every position of `pos`: (values, positions after them).
 
-    Byte `i` is only looked at for the varints still going after byte `i - 1`, so the common
-    one- and two-byte varints cost one or two passes.
+    A column of one-byte varints is one table lookup; one whose varints are at most three
+    bytes long (offset deltas of big batches, lengths below 1 MiB) is a few whole-column
+    passes; longer ones look at byte `i` only for the varints still going after byte
+    `i - 1`. The padding after the data keeps `pos + 2` inside `buf`.
     """
-    b = buf[pos]
+    b0 = buf[pos]
+    more0 = b0 >= 0x80
+    if not more0.any():
+        return _ONE_BYTE[b0], pos + 1
+    b1 = buf[pos + 1]
+    more1 = more0 & (b1 >= 0x80)
+    b2 = buf[pos + 2]
+    if (more1 & (b2 >= 0x80)).any():
+        return _long_varints(buf, pos, b0)
+    raw = (b0 & 0x7F).astype(np.int64)
+    raw |= (b1 & 0x7F).astype(np.int64) * more0 << 7
+    raw |= (b2 & 0x7F).astype(np.int64) * more1 << 14
+    return _zigzag(raw), pos + 1 + more0 + more1
+
+
+def _long_varints(buf: np.ndarray, pos: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     raw = (b & 0x7F).astype(np.uint64)
     end = pos + 1
     going = np.flatnonzero(b >= 0x80)
@@ -80,12 +116,16 @@ def varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     else:
         if going.size:
             raise CorruptRecordError(f"varint longer than {_MAX_VARINT} bytes")
-    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return values, end
+    return _zigzag(raw).view(np.int64), end
 
 
 def record_starts(buf: np.ndarray, first: int, count: int, limit: int) -> np.ndarray:
-    """Start positions of the `count` records framed from `first` up to `limit`."""
+    """Start positions of the `count` records framed from `first` up to `limit`.
+
+    A guessed start `p + k*s` is taken when the records before it, at the guesses before
+    it, all begin with the same length varint as the first one: by induction every guess
+    up to the first mismatch is a true start.
+    """
     starts = np.empty(count, np.int64)
     done, pos, window = 0, first, _WINDOW
     while done < count:
@@ -93,15 +133,17 @@ def record_starts(buf: np.ndarray, first: int, count: int, limit: int) -> np.nda
         stride = body - pos + length
         if length < 0 or pos + stride > limit:
             raise CorruptRecordError(f"record at {pos} overruns its batch")
-        guess = pos + stride * np.arange(min(count - done, window), dtype=np.int64)
-        same = guess + stride <= limit
-        for j in range(body - pos):  # the length varint's bytes, its last byte included
-            same &= buf[np.minimum(guess + j, limit)] == buf[pos + j]
-        good = len(guess) if same.all() else int(np.argmin(same))
+        # Only records that end by `limit`: every guess lies inside the batch.
+        n = min(count - done, window, (limit - pos) // stride)
+        guess = np.arange(pos, pos + n * stride, stride, dtype=np.int64)
+        same = buf[guess] == buf[pos]
+        for j in range(1, body - pos):  # the length varint's other bytes
+            same &= buf[guess + j] == buf[pos + j]
+        good = n if same.all() else int(np.argmin(same))
         starts[done : done + good] = guess[:good]
         done += good
         pos += stride * good
-        window = window * 2 if good == len(guess) else _WINDOW
+        window = window * 2 if good == n else _WINDOW
         if good < 4:  # sizes vary from row to row here: walk a stretch of records
             done, pos = _walk(buf, starts, done, pos, min(count, done + _WINDOW), limit)
     return starts
@@ -167,6 +209,8 @@ def decode(data: np.ndarray, batches: Sequence[BatchInfo], low: int, high: int) 
     offset_delta, pos = varints(data, pos)
     key_length, pos = varints(data, pos)
     key_end = pos + np.maximum(key_length, 0)
+    if (key_end > record_end).any():
+        raise CorruptRecordError("a record's key overruns its length")
     value_length, value_begin = varints(data, key_end)
     value_end = value_begin + np.maximum(value_length, 0)
     if (value_end > record_end).any():
@@ -208,7 +252,7 @@ def to_record_batch(
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
         pa.array(columns.offsets, pa.int64()),
-        pa.array(columns.timestamps_ms * 1000, pa.int64()).cast(_TIMESTAMP),
+        pa.array(columns.timestamps_ms * 1000, _TIMESTAMP),
         pa.array(columns.timestamp_types, pa.int32()),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

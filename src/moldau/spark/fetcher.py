@@ -73,6 +73,7 @@ class _Answer:
 
     data: PartitionData
     records: memoryview
+    padded: np.ndarray  # `records` followed by zero padding (`columnar.padded`)
     batches: list[BatchInfo] = field(default_factory=list)
     next_offset: int = 0
 
@@ -93,35 +94,46 @@ class Connection:
         )
         self._sent.append(self._correlation)
 
-    def receive(self) -> FetchResponse:
-        response: FetchResponse = decode_response(ApiKey.FETCH, FETCH_VERSION, self._frame())
-        return response
+    def receive(self) -> tuple[FetchResponse, np.ndarray]:
+        """The next answer, and its frame's bytes followed by zero padding."""
+        frame = self._frame()
+        response: FetchResponse = decode_response(ApiKey.FETCH, FETCH_VERSION, _unpadded(frame))
+        return response, frame
 
     def call(self, request: Any, version: int) -> Any:
         """One request of any API, answered before the next is sent (planning queries)."""
         self._correlation += 1
         self._sock.sendall(encode_request(request, version, self._correlation, "moldau-spark"))
         self._sent.append(self._correlation)
-        return decode_response(request.API_KEY, version, self._frame())
+        return decode_response(request.API_KEY, version, _unpadded(self._frame()))
 
-    def _frame(self) -> memoryview:
-        frame = memoryview(self._read(INT32.unpack(self._read(4))[0]))
-        if response_correlation_id(frame) != self._sent.pop(0):
+    def _frame(self) -> np.ndarray:
+        """One answer's bytes, received into a zero-padded array that the decoding reads in
+        place (no copy of the records to pad them)."""
+        size = bytearray(4)
+        self._fill(memoryview(size))
+        (n,) = INT32.unpack(size)
+        buf = np.empty(n + columnar.PAD, np.uint8)
+        buf[n:] = 0
+        self._fill(_unpadded(buf))
+        if response_correlation_id(_unpadded(buf)) != self._sent.pop(0):
             raise ConnectionError("answers came back out of order")
-        return frame
+        return buf
 
-    def _read(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view, got = memoryview(buf), 0
-        while got < n:
-            chunk = self._sock.recv_into(view[got:], n - got)
+    def _fill(self, view: memoryview) -> None:
+        got = 0
+        while got < len(view):
+            chunk = self._sock.recv_into(view[got:])
             if not chunk:
                 raise ConnectionError("the broker closed the connection")
             got += chunk
-        return buf
 
     def close(self) -> None:
         self._sock.close()
+
+
+def _unpadded(frame: np.ndarray) -> memoryview:
+    return frame.data[: len(frame) - columnar.PAD]
 
 
 def leader(consumer: Consumer, topic: str, partition: int, timeout_s: float) -> tuple[str, int]:
@@ -146,10 +158,14 @@ def _request(r: OffsetRange, offset: int, read_committed: bool) -> FetchRequest:
     )
 
 
-def _split(response: FetchResponse, offset: int) -> _Answer:
+def _split(response: FetchResponse, frame: np.ndarray, offset: int) -> _Answer:
     data = response.responses[0].partitions[0]
-    records = memoryview(b"" if data.records is None else data.records)
-    answer = _Answer(data, records, next_offset=offset)
+    if data.records is None:
+        records, padded = memoryview(b""), columnar.padded(b"")
+    else:
+        records = memoryview(data.records)
+        padded = columnar.padded_view(frame, records)
+    answer = _Answer(data, records, padded, next_offset=offset)
     if data.error_code == ErrorCode.NONE:
         answer.batches, _ = scan_log_prefix(records, verify_crc=False)
         if answer.batches:
@@ -187,8 +203,7 @@ def _decode(
 ) -> Iterator[pa.RecordBatch]:
     """In offset order: runs of uncompressed batches decoded together where they lie, each
     compressed batch on its own after decompression."""
-    records = answer.records
-    data = columnar.padded(records)
+    records, data = answer.records, answer.padded
     plain: list[BatchInfo] = []
     for batch in _readable(answer, read_committed):
         if batch.record_count == 0:
@@ -211,7 +226,7 @@ def decode_log(
 ) -> Iterator[pa.RecordBatch]:
     """The data records of `r` in `batches` of `records`, read from elsewhere than a Fetch
     (a remote segment object): control batches skipped, no aborted transaction dropped."""
-    answer = _Answer(PartitionData(), records, batches)
+    answer = _Answer(PartitionData(), records, columnar.padded(records), batches)
     yield from _decode(answer, r, False, schema)
 
 
@@ -254,7 +269,7 @@ def fetch_batches(
                 conn = Connection(*leader(consumer, r.topic, r.partition, timeout_s), timeout_s)
             if not ahead:
                 conn.send(_request(r, offset, read_committed))
-            answer = _split(conn.receive(), offset)
+            answer = _split(*conn.receive(), offset)
             code, ahead = answer.data.error_code, False
             if code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 raise OutOfRange(tp, offset)
