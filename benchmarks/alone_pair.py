@@ -25,12 +25,11 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import write_result
-from benchmarks.request_rate import cpu_seconds, load, percentiles
+from benchmarks.request_rate import alone_cluster, cpu_seconds, load, percentiles
 
 SIDES = ("before", "after")
 
@@ -38,14 +37,7 @@ SIDES = ("before", "after")
 def hold() -> None:
     """In a child started with one source tree on PYTHONPATH: a cluster and its topic,
     described on stdout as JSON, kept up until stdin closes."""
-    from moldau.testing import cluster
-
-    with cluster(nodes=3, min_insync_replicas=2) as c:
-        topic = c.create_topic(f"alone-{uuid.uuid4().hex[:8]}", 1, replication_factor=3)
-        leader = c.leader(topic)
-        followers = [i for i in c.nodes if i != leader]
-        pids = {"leader": c.node(leader).proc.pid}
-        pids |= {f"follower{n}": c.node(i).proc.pid for n, i in enumerate(followers, 1)}
+    with alone_cluster() as (c, topic, _, _, pids):
         print(json.dumps({"bootstrap": c.bootstrap_servers, "topic": topic, "pids": pids}))
         sys.stdout.flush()
         sys.stdin.read()

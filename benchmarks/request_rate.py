@@ -156,6 +156,19 @@ def run_cluster(tool: str, args: argparse.Namespace) -> list[dict]:
     return results
 
 
+@contextmanager
+def alone_cluster() -> Iterator[tuple[Any, str, int, list[int], dict[str, int]]]:
+    """A 3-node cluster with one RF=3 partition: the cluster, the topic, its leader, its
+    followers and the pid of each ("leader", "follower1", "follower2")."""
+    with cluster(nodes=3, min_insync_replicas=2) as c:
+        topic = c.create_topic(f"alone-{uuid.uuid4().hex[:8]}", 1, replication_factor=3)
+        leader = c.leader(topic)
+        followers = [i for i in c.nodes if i != leader]
+        pids = {"leader": c.node(leader).proc.pid}
+        pids |= {f"follower{n}": c.node(i).proc.pid for n, i in enumerate(followers, 1)}
+        yield c, topic, leader, followers, pids
+
+
 def run_alone(args: argparse.Namespace) -> dict:
     """``--alone`` messages produced one at a time (acks=all, each awaited before the next):
     every message is exactly one produce request and one fetch per follower, whatever
@@ -163,12 +176,7 @@ def run_alone(args: argparse.Namespace) -> dict:
     Latency is each message's round trip as confluent-kafka sees it."""
     from confluent_kafka import Producer
 
-    with cluster(nodes=3, min_insync_replicas=2) as c:
-        topic = c.create_topic(f"alone-{uuid.uuid4().hex[:8]}", 1, replication_factor=3)
-        leader = c.leader(topic)
-        followers = [i for i in c.nodes if i != leader]
-        pids = {"leader": c.node(leader).proc.pid}
-        pids |= {f"follower{n}": c.node(i).proc.pid for n, i in enumerate(followers, 1)}
+    with alone_cluster() as (c, topic, leader, followers, pids):
         producer = Producer(
             {"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0}
         )

@@ -61,10 +61,9 @@ def test_columns_equal_the_record_decoder(uniform):
     assert set(c.timestamp_types.tolist()) == {0}
 
 
-def test_varints_of_every_width():
-    values = [0, 1, -1, 63, -64, 64, 300, -300, 2**31 - 1, -(2**31), 2**62, -(2**63)]
-    out = bytearray()
-    starts = []
+def zigzag_varints(values: list[int]) -> tuple[bytes, list[int]]:
+    """Kafka's zigzag varints of ``values`` back to back, and where each starts."""
+    out, starts = bytearray(), []
     for v in values:
         starts.append(len(out))
         zigzag = (v << 1) ^ (v >> 63)
@@ -72,9 +71,15 @@ def test_varints_of_every_width():
             out.append(zigzag & 0x7F | 0x80)
             zigzag >>= 7
         out.append(zigzag)
+    return bytes(out), starts
+
+
+def test_varints_of_every_width():
+    values = [0, 1, -1, 63, -64, 64, 300, -300, 2**31 - 1, -(2**31), 2**62, -(2**63)]
+    out, starts = zigzag_varints(values)
     import numpy as np
 
-    got, ends = columnar.varints(columnar.padded(bytes(out)), np.array(starts))
+    got, ends = columnar.varints(columnar.padded(out), np.array(starts))
     assert got.tolist() == values
     assert ends.tolist() == [*starts[1:], len(out)]
 
@@ -87,15 +92,8 @@ def test_varint_columns_of_one_width_take_their_fast_path(width):
     rng = random.Random(width)
     top = 1 << (7 * width - 1)  # zigzag values of `width` bytes at most
     values = [rng.randrange(-top, top) for _ in range(500)] + [-top, top - 1, 0]
-    out, starts = bytearray(), []
-    for v in values:
-        starts.append(len(out))
-        zigzag = (v << 1) ^ (v >> 63)
-        while zigzag >= 0x80:
-            out.append(zigzag & 0x7F | 0x80)
-            zigzag >>= 7
-        out.append(zigzag)
-    got, ends = columnar.varints(columnar.padded(bytes(out)), np.array(starts))
+    out, starts = zigzag_varints(values)
+    got, ends = columnar.varints(columnar.padded(out), np.array(starts))
     assert got.tolist() == values
     assert ends.tolist() == [*starts[1:], len(out)]
 
