@@ -250,6 +250,14 @@ def test_the_share_state_apis_answer_as_kafkas_share_coordinator(
     broker: BrokerProcess, topic: str
 ) -> None:
     """Initialize/Read/Write/Delete ShareGroupState and the summary, on the wire."""
+    # As in Kafka, __share_group_state is made by the first share-partition leader that
+    # persists state, not by these APIs: a share consumer's first records make it.
+    setup(broker.bootstrap_servers, f"{topic}-first", f"{topic}-first-g", 1)
+    first = share_consumer(broker.bootstrap_servers, f"{topic}-first-g", f"{topic}-first")
+    try:
+        wait_until(lambda: poll(first), "a share consumer's first record")
+    finally:
+        first.close()
     create_topic(broker.bootstrap_servers, topic, partitions=1)
     group = f"{topic}-g"
     with RawClient(broker.bootstrap) as raw:
@@ -274,7 +282,7 @@ def test_the_share_state_apis_answer_as_kafkas_share_coordinator(
             return code
 
         def until_served(request: Any) -> int:
-            """The first request creates __share_group_state: retried while it loads."""
+            """Retried while the coordinator of the group's state partition loads."""
             codes: list[int] = []
             loading = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR)
 
@@ -288,7 +296,6 @@ def test_the_share_state_apis_answer_as_kafkas_share_coordinator(
         initialize = iq.InitializeShareGroupStateRequest(
             group, [iq.InitializeStateData(tid, [iq.PartitionData(0, 1, 5)])]
         )
-        # The first request creates __share_group_state; it answers once loaded.
         assert until_served(initialize) == ErrorCode.NONE
         assert read() == (ErrorCode.NONE, 5, 1, [])
         batch = wq.StateBatch(5, 7, 2, 1)
