@@ -119,20 +119,7 @@ class Broker:
         self.authorizer = Access.from_config(config)
         self.quotas = ClientQuotas(ClientQuotaConfig.from_config(config))
         self.schema_validation = SchemaValidation(self.topic_log_config)
-        for listener in (
-            self.dynamic_config,
-            self.log_opener,
-            self.replica_manager,
-            self.fetchers,
-            self.replica_manager.leader_quota,
-            self.fetchers.quota,
-            self.groups.runtime,
-            self.transactions.runtime,
-            self.share_state.runtime,
-            self.authorizer,
-            self.quotas,
-        ):
-            self.publisher.add_listener(listener)
+        self._listen_to_metadata()
         self.dynamic_config.on_log_defaults_change(self._log_defaults_changed)
         self.fetch_sessions = FetchSessionCache(config.int(FETCH_SESSION_SLOTS))
         self.loader = MetadataLoader(self.publisher, quorum_high_watermark)
@@ -151,6 +138,24 @@ class Broker:
             self.replica_manager,
             lambda: self.publisher.image,
         )
+
+    def _listen_to_metadata(self) -> None:
+        """Every part that follows the cluster's metadata hears each published image, in
+        this order (configs and logs first, then replicas, quotas and coordinators)."""
+        for listener in (
+            self.dynamic_config,
+            self.log_opener,
+            self.replica_manager,
+            self.fetchers,
+            self.replica_manager.leader_quota,
+            self.fetchers.quota,
+            self.groups.runtime,
+            self.transactions.runtime,
+            self.share_state.runtime,
+            self.authorizer,
+            self.quotas,
+        ):
+            self.publisher.add_listener(listener)
 
     def _log_manager(self) -> LogManager:
         config = self.config

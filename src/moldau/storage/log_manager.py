@@ -283,6 +283,24 @@ class LogManager:
             found[tp] = path
         return found, future_logs
 
+    def _configs_by_topic(
+        self, topic_configs: Callable[[str], Mapping[str, str]]
+    ) -> Callable[[str], LogConfig]:
+        """Each topic's config, parsed once per distinct set of overrides (most topics have
+        none: 50,000 partitions in 5,000 topics parse one)."""
+        by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}
+
+        @functools.cache
+        def config_of(topic: str) -> LogConfig:
+            overrides = topic_configs(topic)
+            key = tuple(sorted(overrides.items()))
+            config = by_overrides.get(key)
+            if config is None:
+                config = by_overrides[key] = self.config_for(overrides)
+            return config
+
+        return config_of
+
     def _load_dir(
         self,
         log_dir: Path,
@@ -296,17 +314,7 @@ class LogManager:
         start_offsets = _read_checkpoint_or_empty(log_dir / LOG_START_OFFSET_CHECKPOINT)
         cleaner_offsets = _read_checkpoint_or_empty(log_dir / CLEANER_OFFSET_CHECKPOINT)
         found, future_logs = self._list_dir(log_dir, keep)
-        # One per distinct set of overrides (most topics have none), looked up per topic
-        by_overrides: dict[tuple[tuple[str, str], ...], LogConfig] = {}
-
-        @functools.cache
-        def config_of(topic: str) -> LogConfig:
-            overrides = topic_configs(topic)
-            key = tuple(sorted(overrides.items()))
-            config = by_overrides.get(key)
-            if config is None:
-                config = by_overrides[key] = self.config_for(overrides)
-            return config
+        config_of = self._configs_by_topic(topic_configs)
 
         def open_log(tp: TopicPartition, path: Path) -> UnifiedLog:
             config = config_of(tp[0])
