@@ -559,8 +559,9 @@ class Gated(FileRemoteStorageManager):
     """The ``file`` store where the first copy of ``fail_at`` fails and the copy of
     ``hold_at`` and the first delete wait until released."""
 
-    def __init__(self, fail_at: int, hold_at: int) -> None:
+    def __init__(self, fail_at: int, hold_at: int, remote: Path) -> None:
         super().__init__()
+        self.configure({"dir": str(remote)})
         self.fail_at, self.hold_at = fail_at, hold_at
         self.copy_held, self.copy_go = threading.Event(), threading.Event()
         self.delete_held, self.delete_go = threading.Event(), threading.Event()
@@ -597,16 +598,8 @@ def test_a_copy_finishing_while_the_expiry_pass_deletes_another_is_kept(
     async def main() -> None:
         produce(log, 60)
         bases = [s.base_offset for s in log.segments]
-        rsm = Gated(fail_at=bases[0], hold_at=bases[1])
-        rsm.configure({"dir": str(tmp_path / "remote")})
-        rlm = leading(
-            log,
-            rsm,
-            metadata,
-            clock,
-            thread_pool_size=1,
-            **RETRYING,
-        )
+        rsm = Gated(fail_at=bases[0], hold_at=bases[1], remote=tmp_path / "remote")
+        rlm = leading(log, rsm, metadata, clock, thread_pool_size=1, **RETRYING)
         metadata.feed()
         rlm.run_once()  # the copy of bases[0] fails: its segment is garbage
         await drain(rlm)
@@ -641,16 +634,9 @@ def test_a_retried_copy_finishes_after_the_slow_copy_before_it(tmp_path: Path) -
     async def main() -> None:
         produce(log, 80)
         bases = [s.base_offset for s in log.segments]
-        rsm = Gated(fail_at=bases[1], hold_at=bases[0])
-        rsm.configure({"dir": str(tmp_path / "remote")})
+        rsm = Gated(fail_at=bases[1], hold_at=bases[0], remote=tmp_path / "remote")
         rlm = leading(
-            log,
-            rsm,
-            metadata,
-            clock,
-            thread_pool_size=1,
-            copier_thread_pool_size=3,
-            **RETRYING,
+            log, rsm, metadata, clock, thread_pool_size=1, copier_thread_pool_size=3, **RETRYING
         )
         metadata.feed()
         rlm.run_once()  # bases[0] held, bases[1] fails, bases[2] abandoned
